@@ -1,0 +1,72 @@
+// The audit actor: every event of the runtime ends up in its hash-chained log.
+#pragma once
+
+#include <memory>
+
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/audit_log.hpp"
+#include "messages/atoms.hpp"
+#include "messages/audit_event.hpp"
+
+namespace cohort::actors {
+
+using audit_actor = caf::typed_actor<
+  /// Appends a batch of events to the log, in order.
+  caf::reacts_to<record_atom, std::vector<audit_event>>,
+  /// Writes and syncs everything received so far; replies with the number of
+  /// records in the log.
+  caf::replies_to<flush_atom>::with<uint64_t>,
+  /// Periodic write of buffered records.
+  caf::reacts_to<tick_atom>>;
+
+struct audit_state {
+  std::shared_ptr<audit_log> log;
+  bool tick_scheduled = false;
+  /// First write error, reported by every later flush.
+  caf::error write_error;
+  static inline const char* name = "cohort.audit";
+};
+
+/// Owns `log` and appends what it is sent. Buffered records are written at
+/// the log's batch size, at most 20 ms after they arrive, and on flush.
+audit_actor::behavior_type
+audit_impl(audit_actor::stateful_pointer<audit_state> self,
+           std::shared_ptr<audit_log> log);
+
+/// Collects events inside one actor and sends them to the audit actor in
+/// batches. Not thread-safe: lives in the state of the actor that uses it.
+class audit_buffer {
+public:
+  audit_buffer() = default;
+
+  explicit audit_buffer(audit_actor dest) : dest_(std::move(dest)) {
+    // nop
+  }
+
+  /// Adds one event; returns true when the buffer asks to be flushed now.
+  bool add(audit_event ev) {
+    pending_.push_back(std::move(ev));
+    return pending_.size() >= max_pending;
+  }
+
+  bool empty() const { return pending_.empty(); }
+
+  /// Sends everything pending, as one message.
+  template <class Self>
+  void flush(Self* self) {
+    if (pending_.empty() || !dest_)
+      return;
+    self->send(dest_, record_atom::value, std::move(pending_));
+    pending_ = {};
+  }
+
+  static constexpr size_t max_pending = 128;
+
+private:
+  audit_actor dest_;
+  std::vector<audit_event> pending_;
+};
+
+} // namespace cohort::actors

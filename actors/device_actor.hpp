@@ -1,0 +1,69 @@
+// The device actor: owns exactly one device (a CPU worker, a simulated GPU, and
+// later a CUDA or HIP GPU) and runs what the balancer places on it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "devices/device.hpp"
+#include "messages/atoms.hpp"
+#include "messages/work.hpp"
+
+namespace cohort::actors {
+
+/// What a device actor reports to (the balancer).
+using device_listener = caf::typed_actor<
+  /// Device `index` finished the launch of ticket `done.id`.
+  caf::reacts_to<done_atom, uint32_t, work_done>,
+  /// Device `index` could not run ticket `ticket`; the item may run elsewhere.
+  caf::reacts_to<failed_atom, uint32_t, uint64_t, caf::error>>;
+
+using device_actor = caf::typed_actor<
+  /// Runs `item` under `ticket`, reserving `bytes` of device memory.
+  caf::reacts_to<run_atom, uint64_t, uint64_t, work_item>,
+  /// Internal: the modeled completion time of a ticket has come.
+  caf::reacts_to<complete_atom, uint64_t>,
+  /// Internal: a ticket's kernel timeout expired.
+  caf::reacts_to<watchdog_atom, uint64_t>,
+  /// Internal: periodic health check.
+  caf::reacts_to<tick_atom>,
+  /// Returns the device's static facts.
+  caf::replies_to<info_atom>::with<device_info>>;
+
+/// Settings of one device actor.
+struct device_actor_config {
+  uint32_t index = 0;
+  /// A launch not finished after this long means the device hangs.
+  std::chrono::milliseconds kernel_timeout{5000};
+  /// How often the device's health is polled.
+  std::chrono::milliseconds health_interval{50};
+};
+
+struct device_state {
+  struct pending_launch {
+    work_done done;
+    uint64_t bytes = 0;
+  };
+  std::shared_ptr<devices::device> dev;
+  device_listener listener;
+  device_actor_config cfg;
+  /// When each stream finishes its queued work (simulated devices).
+  std::vector<std::chrono::steady_clock::time_point> stream_free_at;
+  std::unordered_map<uint64_t, pending_launch> pending;
+  static inline const char* name = "cohort.device";
+};
+
+/// Runs launches on `dev` and reports each end to `listener`. When the device
+/// is lost or hangs, the actor terminates with that error; its supervisor
+/// sees the exit reason and the balancer re-places what was on it.
+device_actor::behavior_type
+device_impl(device_actor::stateful_pointer<device_state> self,
+            std::shared_ptr<devices::device> dev, device_listener listener,
+            device_actor_config cfg);
+
+} // namespace cohort::actors

@@ -1,0 +1,87 @@
+// The runtime facade: what an embedding application holds. It builds the
+// device set from a config, spawns the actors and offers typed submission.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/audit.hpp"
+#include "actors/balancer.hpp"
+#include "actors/quota.hpp"
+#include "actors/supervisor.hpp"
+#include "devices/sim/sim_device.hpp"
+#include "messages/cohort.pb.h"
+
+namespace cohort::actors {
+
+/// A config that works with no file: one CPU worker per core (hwloc), no
+/// simulated GPUs, and tenant "default" granted every kernel on every device.
+pb::RuntimeConfig default_config();
+
+/// Adds `n` simulated GPUs named sim0..sim{n-1} with 16 GiB, 4 streams and
+/// speeds cycling through 1, 1, 2, 4.
+void add_sim_gpus(pb::RuntimeConfig& cfg, uint32_t n);
+
+/// Builds the devices a config describes (CPU workers first, then simulated
+/// GPUs); malformed_config names the first problem.
+caf::expected<std::vector<std::shared_ptr<devices::device>>>
+make_devices(const pb::RuntimeConfig& cfg);
+
+/// A running Cohort instance inside `sys`. Thread-safe: any thread may submit.
+/// Destroying it stops the actors after writing out the audit log.
+class runtime {
+public:
+  ~runtime();
+
+  /// Checks `cfg`, opens the audit log and starts every actor.
+  static caf::expected<std::unique_ptr<runtime>>
+  start(caf::actor_system& sys, const pb::RuntimeConfig& cfg);
+
+  /// Submits one item as its tenant and waits for its end.
+  caf::expected<work_result> run(work_item item);
+
+  /// The front door for asynchronous clients: send it
+  /// `(submit_atom, work_item, client_sink)`; the end arrives at the sink.
+  const quota_actor& entry() const { return quota_; }
+
+  /// Static facts of every device, by index.
+  const std::vector<device_info>& devices() const { return infos_; }
+
+  /// The simulated GPU named `name` (for fault injection), or nullptr.
+  std::shared_ptr<devices::sim::sim_device>
+  sim_device(const std::string& name) const;
+
+  /// Counters of the balancer (per device) and of the quota actor.
+  caf::expected<balancer_stats> placement_stats();
+  caf::expected<quota_stats> admission_stats();
+
+  /// Writes every event so far to the audit log and syncs it; returns the
+  /// number of records in the log.
+  caf::expected<uint64_t> flush_audit();
+
+  const std::string& audit_path() const { return audit_path_; }
+
+  /// Stops admitting, flushes the audit log and stops every actor. Items
+  /// still in flight end with shutting_down only if they never reach a device;
+  /// call it after your results are in.
+  void stop();
+
+private:
+  explicit runtime(caf::actor_system& sys);
+
+  caf::actor_system& sys_;
+  std::vector<std::shared_ptr<devices::device>> devs_;
+  std::vector<device_info> infos_;
+  std::string audit_path_;
+  audit_actor audit_;
+  balancer_actor balancer_;
+  quota_actor quota_;
+  supervisor_actor supervisor_;
+  bool stopped_ = false;
+};
+
+} // namespace cohort::actors

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The project's two commands:
+#   ./dev.sh run    install dependencies, build, run the example pipeline (CPU + 4 simulated GPUs)
+#   ./dev.sh test   install dependencies, build, run the test suite
+# Other verbs: setup, build, bench.
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")"
+build_dir=${COHORT_BUILD_DIR:-build}
+
+sudo_if_needed() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+setup() {
+  mapfile -t pkgs < <(grep -vE '^\s*(#|$)' deps/apt.txt)
+  missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup: all ${#pkgs[@]} Debian packages already installed"
+    return
+  fi
+  echo "setup: installing ${missing[*]}"
+  sudo_if_needed apt-get update -q
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  if [ ! -f "$build_dir/build.ninja" ]; then
+    meson setup "$build_dir" --buildtype=release
+  fi
+  ninja -C "$build_dir"
+}
+
+verb=${1:-run}
+shift || true
+case "$verb" in
+  setup) setup ;;
+  build) setup; build ;;
+  run)
+    setup; build
+    "$build_dir/tools/cohort" devices --config examples/pipelines/demo.textproto
+    "$build_dir/tools/cohort" run examples/pipelines/demo.textproto "$@"
+    ;;
+  test)
+    setup; build
+    meson test -C "$build_dir" --print-errorlogs -v --num-processes 1 "$@"
+    ;;
+  bench)
+    setup; build
+    "$build_dir/bench/dispatch/bench_dispatch" "$@"
+    ;;
+  *) echo "usage: ./dev.sh [run|test|setup|build|bench]" >&2; exit 2 ;;
+esac

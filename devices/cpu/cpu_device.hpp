@@ -1,0 +1,32 @@
+// A CPU worker: one core running the optimized CPU kernels.
+#pragma once
+
+#include <memory>
+
+#include "devices/device.hpp"
+
+namespace cohort::devices::cpu {
+
+/// One CPU worker. Launches run synchronously on the calling thread and report
+/// measured wall time. Host memory is not metered here: the quota actor bounds
+/// what tenants have in flight.
+class cpu_device final : public device {
+public:
+  /// `index` names it ("cpu0"); `numa_node` comes from the hwloc topology.
+  cpu_device(uint32_t index, int32_t numa_node, std::string model);
+
+private:
+  caf::error do_allocate(uint64_t bytes) override;
+  void do_deallocate(uint64_t bytes) override;
+  caf::expected<launch_result> do_launch(uint32_t stream, kernels::kernel_id id,
+                                         const kernels::kernel_args& args,
+                                         kernels::input_views inputs) override;
+  caf::error do_health() override;
+  caf::error do_reset() override;
+};
+
+/// Makes CPU worker `index`.
+std::shared_ptr<cpu_device> make_cpu_device(uint32_t index, int32_t numa_node,
+                                            std::string model);
+
+} // namespace cohort::devices::cpu

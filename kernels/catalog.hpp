@@ -1,0 +1,94 @@
+// The kernel catalog: names, argument validation, cost and dispatch to the CPU
+// implementations. Plain C++ (no CAF, no protobuf) so every backend can use it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cohort::kernels {
+
+/// Every kernel Cohort can run. Values match `cohort.pb.Kernel`.
+enum class kernel_id : uint8_t {
+  axpy = 1,
+  dot = 2,
+  nrm2 = 3,
+  reduce_sum = 4,
+  inclusive_scan = 5,
+  gemv = 6,
+  gemm = 7,
+  topk_cosine = 8,
+};
+
+/// All kernels, in catalog order.
+inline constexpr kernel_id all_kernels[] = {
+  kernel_id::axpy,           kernel_id::dot,  kernel_id::nrm2,
+  kernel_id::reduce_sum,     kernel_id::inclusive_scan,
+  kernel_id::gemv,           kernel_id::gemm, kernel_id::topk_cosine,
+};
+
+/// Scalar and shape arguments; which fields a kernel reads is in docs/kernels.md.
+struct kernel_args {
+  float alpha = 1.0f;
+  uint64_t m = 0;
+  uint64_t n = 0;
+  uint64_t k = 0;
+  uint32_t top_k = 0;
+};
+
+/// Read-only views of a call's input buffers.
+using input_views = std::span<const std::span<const float>>;
+
+/// What a kernel produces: values, and row indices for top-k.
+struct kernel_output {
+  std::vector<float> values;
+  std::vector<int64_t> indices;
+};
+
+/// Modeled amount of work of one call, used by simulated devices and placement.
+struct kernel_cost {
+  double flops = 0;
+  double bytes = 0;
+};
+
+/// Returns the kernel's name ("axpy", ...), or "unknown" for a value outside the catalog.
+std::string_view name(kernel_id id);
+
+/// Returns true if `raw` names a kernel of the catalog.
+bool is_known(uint8_t raw);
+
+/// Parses a kernel name; nullopt when the catalog has no such kernel.
+std::optional<kernel_id> parse_kernel(std::string_view name);
+
+/// Checks inputs and arguments; returns an empty string when valid, otherwise
+/// a message naming the kernel and the mismatch.
+std::string validate(kernel_id id, const kernel_args& args, input_views inputs);
+
+/// Number of input buffers the kernel takes.
+size_t input_count(kernel_id id);
+
+/// Bytes the kernel's output needs (valid arguments only).
+uint64_t output_bytes(kernel_id id, const kernel_args& args, input_views inputs);
+
+/// Modeled work of a call (valid arguments only).
+kernel_cost cost(kernel_id id, const kernel_args& args, input_views inputs);
+
+/// Runs the optimized CPU implementation. Arguments must have been validated.
+kernel_output run_cpu(kernel_id id, const kernel_args& args, input_views inputs);
+
+/// Runs the naive reference implementation (double accumulation).
+kernel_output run_reference(kernel_id id, const kernel_args& args,
+                            input_views inputs);
+
+/// Compares a result against the reference within the kernel's tolerance;
+/// returns an empty string when they agree, otherwise what differs.
+std::string compare(kernel_id id, const kernel_args& args, input_views inputs,
+                    const kernel_output& got, const kernel_output& want);
+
+/// Limits the CPU kernels to one thread each (the CPU workers are the parallelism).
+void use_single_threaded_blas();
+
+} // namespace cohort::kernels

@@ -1,0 +1,29 @@
+// Every atom Cohort's actors exchange, in one place.
+#pragma once
+
+#include <caf/atom.hpp>
+
+namespace cohort {
+
+using submit_atom = caf::atom_constant<caf::atom("submit")>;
+using admit_atom = caf::atom_constant<caf::atom("admit")>;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using failed_atom = caf::atom_constant<caf::atom("failed")>;
+using result_atom = caf::atom_constant<caf::atom("result")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+using record_atom = caf::atom_constant<caf::atom("record")>;
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using info_atom = caf::atom_constant<caf::atom("info")>;
+using up_atom = caf::atom_constant<caf::atom("up")>;
+using down_atom = caf::atom_constant<caf::atom("down")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using complete_atom = caf::atom_constant<caf::atom("complete")>;
+using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+using restart_atom = caf::atom_constant<caf::atom("restart")>;
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using event_atom = caf::atom_constant<caf::atom("event")>;
+using state_atom = caf::atom_constant<caf::atom("state")>;
+
+} // namespace cohort

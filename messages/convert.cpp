@@ -1,0 +1,175 @@
+#include "messages/convert.hpp"
+
+#include "messages/stats.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/text_format.h>
+
+namespace cohort {
+
+const char* to_string(device_kind kind) {
+  switch (kind) {
+    case device_kind::cpu: return "cpu";
+    case device_kind::sim_gpu: return "sim";
+    case device_kind::cuda_gpu: return "cuda";
+    case device_kind::hip_gpu: return "hip";
+  }
+  return "unknown";
+}
+
+const char* to_string(audit_kind kind) {
+  switch (kind) {
+    case audit_kind::admitted: return "admitted";
+    case audit_kind::rejected: return "rejected";
+    case audit_kind::placed: return "placed";
+    case audit_kind::completed: return "completed";
+    case audit_kind::failed: return "failed";
+    case audit_kind::fallback: return "fallback";
+    case audit_kind::device_event: return "device_event";
+  }
+  return "unknown";
+}
+
+const char* to_string(device_status x) {
+  switch (x) {
+    case device_status::online: return "online";
+    case device_status::restarting: return "restarting";
+    case device_status::offline: return "offline";
+  }
+  return "unknown";
+}
+
+int64_t wall_clock_ns() {
+  using namespace std::chrono;
+  return duration_cast<nanoseconds>(system_clock::now().time_since_epoch())
+    .count();
+}
+
+pb::DeviceInfo to_proto(const device_info& x) {
+  pb::DeviceInfo out;
+  out.set_name(x.name);
+  out.set_kind(static_cast<pb::DeviceKind>(x.kind));
+  out.set_simulated(x.simulated);
+  out.set_model(x.model);
+  out.set_memory_bytes(x.memory_bytes);
+  out.set_streams(x.streams);
+  out.set_speed(x.speed);
+  out.set_cores(x.cores);
+  out.set_numa_node(x.numa_node);
+  return out;
+}
+
+pb::WorkRequest to_proto(const work_item& x) {
+  pb::WorkRequest out;
+  out.set_id(x.id);
+  out.set_tenant(x.tenant);
+  out.set_kernel(static_cast<pb::Kernel>(x.kernel));
+  auto* args = out.mutable_args();
+  args->set_alpha(x.args.alpha);
+  args->set_m(x.args.m);
+  args->set_n(x.args.n);
+  args->set_k(x.args.k);
+  args->set_top_k(x.args.top_k);
+  for (auto& in : x.inputs) {
+    auto s = in.span();
+    out.add_inputs()->mutable_values()->Add(s.begin(), s.end());
+  }
+  return out;
+}
+
+pb::WorkResult to_proto(const work_result& x) {
+  pb::WorkResult out;
+  out.set_id(x.id);
+  out.mutable_values()->Add(x.output.values.begin(), x.output.values.end());
+  out.mutable_indices()->Add(x.output.indices.begin(), x.output.indices.end());
+  out.set_device(x.device);
+  out.set_attempts(x.attempts);
+  out.set_fallback(x.fallback);
+  return out;
+}
+
+caf::expected<work_item> from_proto(const pb::WorkRequest& x) {
+  if (x.kernel() > 255 || !kernels::is_known(static_cast<uint8_t>(x.kernel())))
+    return make_error(errc::unknown_kernel,
+                      "kernel value " + std::to_string(x.kernel())
+                        + " is not in the catalog");
+  work_item out;
+  out.id = x.id();
+  out.tenant = x.tenant();
+  out.kernel = static_cast<kernel_id>(x.kernel());
+  out.args = {x.args().alpha(), x.args().m(), x.args().n(), x.args().k(),
+              x.args().top_k()};
+  for (auto& in : x.inputs())
+    out.inputs.emplace_back(
+      std::vector<float>(in.values().begin(), in.values().end()));
+  return out;
+}
+
+namespace {
+
+class error_collector : public google::protobuf::io::ErrorCollector {
+public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first.empty())
+      first = "line " + std::to_string(line + 1) + ", column "
+              + std::to_string(column + 1) + ": " + message;
+  }
+  std::string first;
+};
+
+} // namespace
+
+caf::error load_text_file(const std::string& path,
+                          google::protobuf::Message& msg, errc code) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return make_error(code, path + ": cannot open: " + std::strerror(errno));
+  google::protobuf::io::FileInputStream input{fd};
+  input.SetCloseOnDelete(true);
+  google::protobuf::TextFormat::Parser parser;
+  error_collector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.Parse(&input, &msg))
+    return make_error(code, path + ": "
+                              + (errors.first.empty() ? "cannot read"
+                                                      : errors.first));
+  return caf::none;
+}
+
+caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path) {
+  pb::PipelineSpec spec;
+  if (auto err = load_text_file(path, spec, errc::malformed_pipeline))
+    return err;
+  auto bad = [&](const std::string& what) {
+    return make_error(errc::malformed_pipeline, path + ": " + what);
+  };
+  if (spec.stage_size() == 0)
+    return bad("a pipeline needs at least one stage");
+  if (spec.batches() == 0)
+    return bad("batches must be positive");
+  for (int i = 0; i < spec.stage_size(); ++i) {
+    auto& st = spec.stage(i);
+    if (!kernels::is_known(static_cast<uint8_t>(st.kernel())))
+      return bad("stage " + std::to_string(i + 1) + " ('" + st.name()
+                 + "') names no kernel of the catalog");
+  }
+  for (auto& f : spec.fault())
+    if (f.kind() == pb::FAULT_UNSPECIFIED || f.device().empty())
+      return bad("every fault needs a device and a kind");
+  return spec;
+}
+
+caf::expected<pb::RuntimeConfig> load_config(const std::string& path) {
+  pb::RuntimeConfig cfg;
+  if (auto err = load_text_file(path, cfg, errc::malformed_config))
+    return err;
+  return cfg;
+}
+
+} // namespace cohort

@@ -1,0 +1,41 @@
+// Conversions between the hot-path C++ types and the protobuf schemas, and
+// loading of text-format files (pipelines, runtime configs).
+#pragma once
+
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "messages/audit_event.hpp"
+#include "messages/cohort.pb.h"
+#include "messages/device_info.hpp"
+#include "messages/errc.hpp"
+#include "messages/work.hpp"
+
+namespace cohort {
+
+/// Device facts in schema form.
+pb::DeviceInfo to_proto(const device_info& x);
+
+/// A work item in schema form (copies the inputs).
+pb::WorkRequest to_proto(const work_item& x);
+
+/// A result in schema form.
+pb::WorkResult to_proto(const work_result& x);
+
+/// Reads a work item from its schema form; fails with unknown_kernel for a
+/// kernel outside the catalog.
+caf::expected<work_item> from_proto(const pb::WorkRequest& x);
+
+/// Reads a protobuf text-format file into `msg`. Errors name the file, and the
+/// line and column of a parse error; `code` is the errc to report.
+caf::error load_text_file(const std::string& path,
+                          google::protobuf::Message& msg, errc code);
+
+/// Loads and checks a pipeline spec file (errc::malformed_pipeline).
+caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path);
+
+/// Loads and checks a runtime config file (errc::malformed_config).
+caf::expected<pb::RuntimeConfig> load_config(const std::string& path);
+
+} // namespace cohort

@@ -1,0 +1,55 @@
+// What a device is: the plain C++ form of `cohort.pb.DeviceInfo`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+
+namespace cohort {
+
+/// The kind of backend behind a device.
+enum class device_kind : uint8_t {
+  /// A CPU worker running the optimized CPU kernels.
+  cpu = 1,
+  /// A simulated GPU (CPU kernels, modeled time, injectable faults).
+  sim_gpu = 2,
+  /// An NVIDIA GPU through CUDA.
+  cuda_gpu = 3,
+  /// An AMD GPU through HIP.
+  hip_gpu = 4,
+};
+
+/// Returns "cpu", "sim", "cuda" or "hip".
+const char* to_string(device_kind kind);
+
+/// Static facts about a device.
+struct device_info {
+  std::string name;
+  device_kind kind = device_kind::cpu;
+  /// True for simulated devices; every output says so.
+  bool simulated = false;
+  std::string model;
+  uint64_t memory_bytes = 0;
+  uint32_t streams = 1;
+  /// Relative speed (simulated devices: the modeled speed factor).
+  double speed = 1.0;
+  uint32_t cores = 0;
+  int32_t numa_node = -1;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, device_info& x) {
+  auto kind = static_cast<uint8_t>(x.kind);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    x.kind = static_cast<device_kind>(kind);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("device_info"), x.name, kind, x.simulated,
+           x.model, x.memory_bytes, x.streams, x.speed, x.cores, x.numa_node,
+           load);
+}
+
+} // namespace cohort

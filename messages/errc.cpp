@@ -1,0 +1,66 @@
+#include "messages/errc.hpp"
+
+#include <caf/message.hpp>
+#include <caf/sec.hpp>
+
+namespace cohort {
+
+std::string to_string(errc x) {
+  switch (x) {
+    case errc::none: return "none";
+    case errc::unknown_kernel: return "unknown_kernel";
+    case errc::invalid_arguments: return "invalid_arguments";
+    case errc::unknown_tenant: return "unknown_tenant";
+    case errc::not_granted: return "not_granted";
+    case errc::over_inflight_quota: return "over_inflight_quota";
+    case errc::over_memory_quota: return "over_memory_quota";
+    case errc::out_of_memory: return "out_of_memory";
+    case errc::device_lost: return "device_lost";
+    case errc::kernel_fault: return "kernel_fault";
+    case errc::kernel_timeout: return "kernel_timeout";
+    case errc::no_device_available: return "no_device_available";
+    case errc::retries_exhausted: return "retries_exhausted";
+    case errc::malformed_config: return "malformed_config";
+    case errc::malformed_pipeline: return "malformed_pipeline";
+    case errc::io_error: return "io_error";
+    case errc::audit_chain_broken: return "audit_chain_broken";
+    case errc::shutting_down: return "shutting_down";
+    case errc::invalid_fault: return "invalid_fault";
+  }
+  return "errc(" + std::to_string(static_cast<int>(x)) + ")";
+}
+
+caf::error make_error(errc x) {
+  return {static_cast<uint8_t>(x), errc_category};
+}
+
+caf::error make_error(errc x, std::string detail) {
+  return {static_cast<uint8_t>(x), errc_category,
+          caf::make_message(std::move(detail))};
+}
+
+errc code_of(const caf::error& err) {
+  if (!err || err.category() != errc_category)
+    return errc::none;
+  return static_cast<errc>(err.code());
+}
+
+std::string describe(const caf::error& err) {
+  if (!err)
+    return "no error";
+  std::string out;
+  if (err.category() == errc_category)
+    out = to_string(static_cast<errc>(err.code()));
+  else if (err.category() == caf::atom("system"))
+    out = caf::to_string(static_cast<caf::sec>(err.code()));
+  else
+    out = caf::to_string(err.category()) + "/" + std::to_string(err.code());
+  auto& ctx = err.context();
+  if (ctx.match_elements<std::string>())
+    out += ": " + ctx.get_as<std::string>(0);
+  else if (!ctx.empty())
+    out += ": " + caf::to_string(ctx);
+  return out;
+}
+
+} // namespace cohort

@@ -1,0 +1,73 @@
+// Cohort's one error enum, registered with CAF under the category "cohort".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+
+namespace cohort {
+
+/// Every error Cohort reports. Errors carry a human-readable detail string as
+/// their context; `describe()` renders both.
+enum class errc : uint8_t {
+  /// Not an error.
+  none = 0,
+  /// The kernel is not in the catalog.
+  unknown_kernel,
+  /// Inputs or arguments do not fit the kernel (wrong count or sizes).
+  invalid_arguments,
+  /// The tenant has no grant (grants are default-deny).
+  unknown_tenant,
+  /// The tenant's grant does not include this kernel or any usable device.
+  not_granted,
+  /// The tenant already has its maximum number of items in flight.
+  over_inflight_quota,
+  /// The item would take the tenant past its device-memory quota.
+  over_memory_quota,
+  /// A device refused an allocation (hard OOM); the item may run elsewhere.
+  out_of_memory,
+  /// The device was lost (off the bus, device-level Xid, sticky error).
+  device_lost,
+  /// The kernel faulted on the device (application-level Xid).
+  kernel_fault,
+  /// The kernel ran past its timeout; the device is treated as hung.
+  kernel_timeout,
+  /// No online device may run the item.
+  no_device_available,
+  /// The item was placed the maximum number of times and failed every time.
+  retries_exhausted,
+  /// A configuration file or message is malformed or inconsistent.
+  malformed_config,
+  /// A pipeline file is malformed or inconsistent.
+  malformed_pipeline,
+  /// A file could not be opened, read or written.
+  io_error,
+  /// The audit log's hash chain does not verify.
+  audit_chain_broken,
+  /// The runtime is shutting down and accepts no new work.
+  shutting_down,
+  /// A fault-injection request does not apply to this device.
+  invalid_fault,
+};
+
+/// Returns the enumerator's name.
+std::string to_string(errc x);
+
+/// The atom under which the error category is registered.
+inline constexpr caf::atom_value errc_category = caf::atom("cohort");
+
+/// Wraps `x` into a CAF error without detail.
+caf::error make_error(errc x);
+
+/// Wraps `x` into a CAF error with a human-readable detail.
+caf::error make_error(errc x, std::string detail);
+
+/// Returns the errc of `err`, or none if it belongs to another category.
+errc code_of(const caf::error& err);
+
+/// Renders any error as "name: detail" without needing an actor system.
+std::string describe(const caf::error& err);
+
+} // namespace cohort

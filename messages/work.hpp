@@ -1,0 +1,103 @@
+// The plain C++ message types of the in-process hot path. Each has an
+// `inspect` overload and is registered in system_config.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/catalog.hpp"
+#include "messages/host_buffer.hpp"
+
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+
+namespace cohort::kernels {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kernel_args& x) {
+  return f(caf::meta::type_name("kernel_args"), x.alpha, x.m, x.n, x.k,
+           x.top_k);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kernel_output& x) {
+  return f(caf::meta::type_name("kernel_output"), x.values, x.indices);
+}
+
+} // namespace cohort::kernels
+
+namespace cohort {
+
+using kernels::kernel_id;
+
+/// One unit of work as an application submits it.
+struct work_item {
+  /// Unique per submitting client; results and errors carry it back.
+  uint64_t id = 0;
+  std::string tenant;
+  kernel_id kernel = kernel_id::axpy;
+  kernels::kernel_args args;
+  std::vector<host_buffer> inputs;
+
+  /// Views of the inputs, in the form the kernel catalog takes.
+  std::vector<std::span<const float>> views() const {
+    std::vector<std::span<const float>> out;
+    out.reserve(inputs.size());
+    for (auto& in : inputs)
+      out.push_back(in.span());
+    return out;
+  }
+
+  /// Bytes of all inputs.
+  uint64_t input_bytes() const {
+    uint64_t total = 0;
+    for (auto& in : inputs)
+      total += in.bytes();
+    return total;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, work_item& x) {
+  auto kernel = static_cast<uint8_t>(x.kernel);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    x.kernel = static_cast<kernel_id>(kernel);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("work_item"), x.id, x.tenant, kernel, x.args,
+           x.inputs, load);
+}
+
+/// The successful end of a work item, as the client receives it.
+struct work_result {
+  uint64_t id = 0;
+  kernels::kernel_output output;
+  /// Name of the device that produced the result.
+  std::string device;
+  /// Placements it took (1 unless a device failed under it).
+  uint32_t attempts = 0;
+  /// True if it ended on a CPU worker after a GPU placement failed.
+  bool fallback = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, work_result& x) {
+  return f(caf::meta::type_name("work_result"), x.id, x.output, x.device,
+           x.attempts, x.fallback);
+}
+
+/// A device actor's report of one finished launch.
+struct work_done {
+  uint64_t id = 0;
+  kernels::kernel_output output;
+  /// Time the device spent on it (modeled on simulated devices).
+  int64_t device_ns = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, work_done& x) {
+  return f(caf::meta::type_name("work_done"), x.id, x.output, x.device_ns);
+}
+
+} // namespace cohort

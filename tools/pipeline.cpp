@@ -1,0 +1,416 @@
+#include "tools/pipeline.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <map>
+#include <random>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+
+#include "actors/runtime.hpp"
+#include "messages/convert.hpp"
+#include "messages/errc.hpp"
+
+namespace cohort::tools {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// Largest input a pipeline stage may ask for, in floats per buffer.
+constexpr uint64_t max_stage_elements = uint64_t{1} << 26;
+
+std::vector<float> random_floats(std::mt19937_64& rng, uint64_t n) {
+  std::uniform_real_distribution<float> dist{-1.0f, 1.0f};
+  std::vector<float> out(n);
+  for (auto& x : out)
+    x = dist(rng);
+  return out;
+}
+
+// Shapes of a stage's inputs; topk_cosine reads args.k as the query count.
+caf::expected<std::vector<uint64_t>> input_sizes(const pb::Stage& st) {
+  auto& a = st.args();
+  uint64_t n = a.n(), m = a.m(), k = a.k();
+  std::vector<uint64_t> sizes;
+  switch (static_cast<kernel_id>(st.kernel())) {
+    case kernel_id::axpy:
+    case kernel_id::dot:
+      sizes = {n, n};
+      break;
+    case kernel_id::nrm2:
+    case kernel_id::reduce_sum:
+    case kernel_id::inclusive_scan:
+      sizes = {n};
+      break;
+    case kernel_id::gemv:
+      sizes = {m * n, n};
+      break;
+    case kernel_id::gemm:
+      sizes = {m * k, k * n};
+      break;
+    case kernel_id::topk_cosine:
+      sizes = {m * n, std::max<uint64_t>(k, 1) * n};
+      break;
+  }
+  for (auto s : sizes)
+    if (s > max_stage_elements || m > max_stage_elements
+        || n > max_stage_elements || k > max_stage_elements)
+      return make_error(errc::malformed_pipeline,
+                        "stage '" + st.name() + "' asks for more than "
+                          + std::to_string(max_stage_elements)
+                          + " elements per input");
+  return sizes;
+}
+
+work_item make_item(const pb::PipelineSpec& spec, uint64_t index,
+                    const std::vector<std::vector<uint64_t>>& sizes) {
+  auto stages = uint64_t(spec.stage_size());
+  auto& st = spec.stage(int(index % stages));
+  work_item item;
+  item.id = index + 1;
+  item.tenant = st.tenant().empty() ? spec.tenant() : st.tenant();
+  if (item.tenant.empty())
+    item.tenant = "default";
+  item.kernel = static_cast<kernel_id>(st.kernel());
+  item.args = {st.args().alpha(), st.args().m(), st.args().n(), st.args().k(),
+               st.args().top_k()};
+  if (item.kernel == kernel_id::axpy && st.args().alpha() == 0)
+    item.args.alpha = 2.0f;
+  std::mt19937_64 rng{spec.seed() * 1000003 + index};
+  for (auto n : sizes[index % stages])
+    item.inputs.emplace_back(random_floats(rng, n));
+  return item;
+}
+
+bool is_rejection(errc code) {
+  switch (code) {
+    case errc::unknown_kernel:
+    case errc::invalid_arguments:
+    case errc::unknown_tenant:
+    case errc::not_granted:
+    case errc::over_inflight_quota:
+    case errc::over_memory_quota:
+    case errc::shutting_down:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Shared between the client actor and the thread that waits and shows progress.
+struct run_shared {
+  std::atomic<uint64_t> ended{0};
+  std::promise<void> finished;
+  pipeline_report report;
+};
+
+struct client_state {
+  const pb::PipelineSpec* spec = nullptr;
+  actors::runtime* rt = nullptr;
+  std::shared_ptr<run_shared> shared;
+  std::vector<std::vector<uint64_t>> sizes;
+  std::map<std::string, uint64_t> cap;
+  std::map<std::string, uint64_t> inflight;
+  /// Inputs of items not yet ended, for the reference check.
+  std::unordered_map<uint64_t, work_item> open;
+  std::vector<bool> ended;
+  uint64_t next = 0;
+  size_t next_fault = 0;
+  std::vector<pb::Fault> faults;
+};
+
+void inject(client_state& st, const pb::Fault& f) {
+  auto dev = st.rt->sim_device(f.device());
+  std::string what = f.device() + ": " + pb::FaultKind_Name(f.kind());
+  switch (f.kind()) {
+    case pb::LOSE:
+      dev->lose(false);
+      break;
+    case pb::LOSE_PERMANENTLY:
+      dev->lose(true);
+      break;
+    case pb::FAIL_ALLOCATIONS:
+      dev->fail_next_allocations(std::max(1u, f.count()));
+      what += " x" + std::to_string(std::max(1u, f.count()));
+      break;
+    case pb::RAISE_XID:
+      dev->raise_xid(f.xid());
+      what += " " + std::to_string(f.xid());
+      break;
+    case pb::HANG_STREAM:
+      dev->hang_stream(f.count());
+      break;
+    case pb::SLOW_DOWN:
+      dev->slow_down(f.factor());
+      what += " x" + std::to_string(f.factor());
+      break;
+    default:
+      break;
+  }
+  st.shared->report.faults.push_back(what + " after batch "
+                                     + std::to_string(f.after_batches()));
+}
+
+template <class Self>
+void submit_more(Self* self) {
+  auto& st = self->state;
+  auto total = st.ended.size();
+  auto stages = uint64_t(st.spec->stage_size());
+  auto sink = caf::actor_cast<actors::client_sink>(self);
+  while (st.next < total) {
+    auto batch = st.next / stages;
+    while (st.next_fault < st.faults.size()
+           && st.faults[st.next_fault].after_batches() <= batch)
+      inject(st, st.faults[st.next_fault++]);
+    auto item = make_item(*st.spec, st.next, st.sizes);
+    if (st.inflight[item.tenant] >= st.cap[item.tenant])
+      return;
+    ++st.inflight[item.tenant];
+    ++st.next;
+    st.open.emplace(item.id, item);
+    self->send(st.rt->entry(), submit_atom::value, std::move(item), sink);
+  }
+}
+
+template <class Self>
+void on_end(Self* self, uint64_t id) {
+  auto& st = self->state;
+  auto& rep = st.shared->report;
+  auto it = st.open.find(id);
+  if (id == 0 || id > st.ended.size() || st.ended[id - 1] || it == st.open.end()) {
+    ++rep.duplicates;
+    return;
+  }
+  st.ended[id - 1] = true;
+  --st.inflight[it->second.tenant];
+  st.open.erase(it);
+  auto n = st.shared->ended.fetch_add(1) + 1;
+  if (n == st.ended.size()) {
+    st.shared->finished.set_value();
+    self->quit();
+    return;
+  }
+  submit_more(self);
+}
+
+caf::behavior client_impl(caf::stateful_actor<client_state>* self,
+                          const pb::PipelineSpec* spec, actors::runtime* rt,
+                          std::shared_ptr<run_shared> shared,
+                          std::vector<std::vector<uint64_t>> sizes,
+                          std::map<std::string, uint64_t> cap) {
+  auto& st = self->state;
+  st.spec = spec;
+  st.rt = rt;
+  st.shared = std::move(shared);
+  st.sizes = std::move(sizes);
+  st.cap = std::move(cap);
+  st.ended.assign(uint64_t(spec->batches()) * spec->stage_size(), false);
+  st.faults.assign(spec->fault().begin(), spec->fault().end());
+  std::stable_sort(st.faults.begin(), st.faults.end(),
+                   [](auto& a, auto& b) {
+                     return a.after_batches() < b.after_batches();
+                   });
+  submit_more(self);
+  return {
+    [=](result_atom, work_result& res) {
+      auto& st = self->state;
+      auto& rep = st.shared->report;
+      auto it = st.open.find(res.id);
+      if (it != st.open.end()) {
+        ++rep.completed;
+        auto& item = it->second;
+        auto views = item.views();
+        auto want = kernels::run_reference(item.kernel, item.args, views);
+        auto diff = kernels::compare(item.kernel, item.args, views, res.output,
+                                     want);
+        if (!diff.empty()) {
+          ++rep.mismatches;
+          if (rep.errors.size() < 5)
+            rep.errors.push_back("item " + std::to_string(res.id) + " on "
+                                 + res.device + ": " + diff);
+        }
+      }
+      on_end(self, res.id);
+    },
+    [=](failed_atom, uint64_t id, caf::error& err) {
+      auto& rep = self->state.shared->report;
+      if (self->state.open.count(id)) {
+        if (is_rejection(code_of(err)))
+          ++rep.rejected;
+        else
+          ++rep.failed;
+        if (rep.errors.size() < 5)
+          rep.errors.push_back("item " + std::to_string(id) + ": "
+                               + describe(err));
+      }
+      on_end(self, id);
+    },
+  };
+}
+
+void show_progress(std::FILE* out, bool tty, uint64_t done, uint64_t total,
+                   double secs, int& last_decile) {
+  if (!out)
+    return;
+  double frac = total ? double(done) / double(total) : 1.0;
+  if (tty) {
+    constexpr int width = 30;
+    int filled = int(frac * width);
+    std::fprintf(out, "\r[%.*s%*s] %3d%% %llu/%llu items  %.0f items/s ",
+                 filled, "##############################", width - filled, "",
+                 int(frac * 100), (unsigned long long) done,
+                 (unsigned long long) total, secs > 0 ? double(done) / secs : 0);
+    if (done == total)
+      std::fputc('\n', out);
+    std::fflush(out);
+  } else if (int decile = int(frac * 10); decile > last_decile) {
+    last_decile = decile;
+    std::fprintf(out, "progress: %3d%% %llu/%llu items\n", decile * 10,
+                 (unsigned long long) done, (unsigned long long) total);
+    std::fflush(out);
+  }
+}
+
+} // namespace
+
+pb::RuntimeConfig config_for(const pb::PipelineSpec& spec) {
+  if (spec.has_runtime())
+    return spec.runtime();
+  auto cfg = actors::default_config();
+  actors::add_sim_gpus(cfg, 4);
+  return cfg;
+}
+
+caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
+                                            const pb::PipelineSpec& spec,
+                                            const run_options& opts) {
+  pb::RuntimeConfig cfg = config_for(spec);
+  if (!opts.config_path.empty()) {
+    auto loaded = load_config(opts.config_path);
+    if (!loaded)
+      return loaded.error();
+    cfg = std::move(*loaded);
+  }
+  if (!opts.audit_path.empty())
+    cfg.set_audit_path(opts.audit_path);
+  // Check every stage before anything runs.
+  std::vector<std::vector<uint64_t>> sizes;
+  for (auto& st : spec.stage()) {
+    auto s = input_sizes(st);
+    if (!s)
+      return s.error();
+    sizes.push_back(std::move(*s));
+  }
+  for (int i = 0; i < spec.stage_size(); ++i) {
+    auto probe = make_item(spec, uint64_t(i), sizes);
+    auto views = probe.views();
+    if (auto why = kernels::validate(probe.kernel, probe.args, views);
+        !why.empty())
+      return make_error(errc::malformed_pipeline,
+                        "stage '" + spec.stage(i).name() + "': " + why);
+  }
+  auto rt = actors::runtime::start(sys, cfg);
+  if (!rt)
+    return rt.error();
+  for (auto& f : spec.fault())
+    if (!(*rt)->sim_device(f.device()))
+      return make_error(errc::malformed_pipeline,
+                        "fault names device '" + f.device()
+                          + "', which is not a simulated GPU of this runtime");
+  // Each tenant's window: the spec's, capped by the tenant's in-flight limit.
+  std::map<std::string, uint64_t> cap;
+  uint64_t window = spec.window() ? spec.window() : 64;
+  for (auto& g : cfg.tenant())
+    cap[g.tenant()] = g.max_inflight() ? std::min<uint64_t>(window, g.max_inflight())
+                                       : window;
+  for (int i = 0; i < spec.stage_size(); ++i) {
+    auto tenant = make_item(spec, uint64_t(i), sizes).tenant;
+    cap.emplace(tenant, window); // unknown tenants: their items get rejected
+  }
+  auto shared = std::make_shared<run_shared>();
+  auto& rep = shared->report;
+  rep.name = spec.name();
+  rep.items = uint64_t(spec.batches()) * spec.stage_size();
+  auto finished = shared->finished.get_future();
+  auto start = clock::now();
+  sys.spawn(client_impl, &spec, rt->get(), shared, sizes, cap);
+  bool tty = opts.progress && ::isatty(::fileno(opts.progress));
+  int last_decile = 0;
+  while (finished.wait_for(std::chrono::milliseconds(100))
+         != std::future_status::ready) {
+    double secs = std::chrono::duration<double>(clock::now() - start).count();
+    show_progress(opts.progress, tty, shared->ended.load(), rep.items, secs,
+                  last_decile);
+  }
+  rep.seconds = std::chrono::duration<double>(clock::now() - start).count();
+  show_progress(opts.progress, tty, rep.items, rep.items, rep.seconds,
+                last_decile);
+  rep.lost = rep.items - shared->ended.load();
+  if (auto s = (*rt)->placement_stats())
+    rep.placement = std::move(*s);
+  if (auto s = (*rt)->admission_stats())
+    rep.admission = std::move(*s);
+  rep.audit_path = (*rt)->audit_path();
+  auto flushed = (*rt)->flush_audit();
+  (*rt)->stop();
+  if (!flushed) {
+    rep.audit.reason = describe(flushed.error());
+  } else {
+    rep.audit = actors::audit_log::verify(rep.audit_path);
+  }
+  return rep;
+}
+
+void print_report(std::FILE* out, const pipeline_report& r) {
+  auto u = [](uint64_t x) { return (unsigned long long) x; };
+  std::fprintf(out, "\n== cohort run: %s ==\n", r.name.c_str());
+  std::fprintf(out,
+               "items       %llu submitted, %llu completed, %llu failed, "
+               "%llu rejected, %llu lost, %llu duplicated\n",
+               u(r.items), u(r.completed), u(r.failed), u(r.rejected),
+               u(r.lost), u(r.duplicates));
+  std::fprintf(out, "time        %.3f s, %.0f items/s\n", r.seconds,
+               r.seconds > 0 ? double(r.items) / r.seconds : 0.0);
+  std::fprintf(out, "\n%-8s %-5s %-10s %-11s %9s %7s %11s %6s %9s\n", "device",
+               "kind", "", "status", "items", "share", "busy ms", "lost",
+               "restarts");
+  uint64_t total = 0;
+  for (auto& d : r.placement.devices)
+    total += d.completed;
+  for (auto& d : r.placement.devices)
+    std::fprintf(out, "%-8s %-5s %-10s %-11s %9llu %6.1f%% %11.1f %6u %9u\n",
+                 d.name.c_str(), d.kind.c_str(),
+                 d.simulated ? "simulated" : "", to_string(d.status),
+                 u(d.completed),
+                 total ? 100.0 * double(d.completed) / double(total) : 0.0,
+                 double(d.busy_ns) / 1e6, d.losses, d.restarts);
+  std::fprintf(out, "\nCPU fallbacks      %llu (retries %llu)\n",
+               u(r.placement.fallbacks), u(r.placement.retries));
+  std::fprintf(out, "quota rejections   %llu", u(r.admission.rejected));
+  for (auto& [why, n] : r.admission.rejected_by_reason)
+    std::fprintf(out, "  %s=%llu", why.c_str(), u(n));
+  std::fprintf(out, "\n");
+  for (auto& f : r.faults)
+    std::fprintf(out, "fault injected     %s\n", f.c_str());
+  if (r.audit.ok)
+    std::fprintf(out, "audit chain        verified: %llu records in %s, head %s\n",
+                 u(r.audit.good_records), r.audit_path.c_str(),
+                 actors::to_hex(r.audit.head).substr(0, 16).c_str());
+  else
+    std::fprintf(out, "audit chain        BROKEN at record %llu of %s: %s\n",
+                 u(r.audit.first_bad), r.audit_path.c_str(),
+                 r.audit.reason.c_str());
+  std::fprintf(out, "results            %llu of %llu match the CPU reference%s\n",
+               u(r.completed - r.mismatches), u(r.completed),
+               r.mismatches ? " (MISMATCHES)" : "");
+  for (auto& e : r.errors)
+    std::fprintf(out, "  error: %s\n", e.c_str());
+  std::fprintf(out, "verdict            %s\n",
+               r.ok() ? "OK: every item ended exactly once"
+                      : "FAILED: see above");
+}
+
+} // namespace cohort::tools

@@ -1,0 +1,73 @@
+// Running a pipeline spec through a runtime: the engine of `cohort run`,
+// kept apart from the command line so tests can drive it.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/audit_log.hpp"
+#include "messages/cohort.pb.h"
+#include "messages/stats.hpp"
+
+namespace cohort::tools {
+
+/// How `run_pipeline` reports progress and where its runtime keeps its log.
+struct run_options {
+  /// Replaces the spec's runtime config when set.
+  std::string config_path;
+  /// Replaces the audit log path when set.
+  std::string audit_path;
+  /// Where progress goes (nullptr = nowhere); a bar if it is a terminal,
+  /// otherwise a plain line every 10%.
+  std::FILE* progress = nullptr;
+};
+
+/// Everything `cohort run` reports at the end.
+struct pipeline_report {
+  std::string name;
+  uint64_t items = 0;
+  uint64_t completed = 0;
+  /// Ended with a definitive error after admission.
+  uint64_t failed = 0;
+  /// Refused at admission (quota, grant, bad input).
+  uint64_t rejected = 0;
+  /// Items that never ended, and items that ended more than once (both must be 0).
+  uint64_t lost = 0;
+  uint64_t duplicates = 0;
+  /// Completed results that differ from the CPU reference.
+  uint64_t mismatches = 0;
+  double seconds = 0;
+  balancer_stats placement;
+  quota_stats admission;
+  std::string audit_path;
+  actors::audit_verdict audit;
+  /// The first few error messages, for the report.
+  std::vector<std::string> errors;
+  /// Faults injected, as text.
+  std::vector<std::string> faults;
+
+  /// True when nothing was lost, duplicated or wrong and the audit verified.
+  bool ok() const {
+    return lost == 0 && duplicates == 0 && mismatches == 0 && failed == 0
+           && audit.ok;
+  }
+};
+
+/// The runtime config a spec runs with: the spec's own, else the CLI default
+/// (CPU workers plus 4 simulated GPUs, tenant "default" granted everything).
+pb::RuntimeConfig config_for(const pb::PipelineSpec& spec);
+
+/// Runs `spec` to its end. Errors: malformed_pipeline / malformed_config for
+/// a spec or config that cannot run; anything the runtime start reports.
+caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
+                                            const pb::PipelineSpec& spec,
+                                            const run_options& opts);
+
+/// Prints the closing report.
+void print_report(std::FILE* out, const pipeline_report& r);
+
+} // namespace cohort::tools
