@@ -43,9 +43,9 @@ make_devices(const pb::RuntimeConfig& cfg) {
   };
   std::vector<std::shared_ptr<devices::device>> out;
   auto topo = devices::discover_cpu_topology();
-  uint32_t workers = cfg.devices().cpu_workers();
-  if (workers == 0)
-    workers = topo.cores;
+  uint32_t workers = cfg.devices().has_cpu_workers()
+                       ? cfg.devices().cpu_workers()
+                       : topo.cores;
   if (workers > max_devices)
     return bad("cpu_workers is " + std::to_string(workers) + ", at most "
                + std::to_string(max_devices) + " devices are supported");
@@ -72,6 +72,8 @@ make_devices(const pb::RuntimeConfig& cfg) {
     p.speed = g.speed();
     out.push_back(devices::sim::make_sim_device(p));
   }
+  if (out.empty())
+    return bad("the config has no devices (cpu_workers: 0 and no GPUs)");
   if (out.size() > max_devices)
     return bad("at most " + std::to_string(max_devices)
                + " devices are supported, the config has "

@@ -50,10 +50,11 @@ struct pipeline_report {
   /// Faults injected, as text.
   std::vector<std::string> faults;
 
-  /// True when nothing was lost, duplicated or wrong and the audit verified.
+  /// True when every item completed once with a correct result and the
+  /// audit log verified.
   bool ok() const {
     return lost == 0 && duplicates == 0 && mismatches == 0 && failed == 0
-           && audit.ok;
+           && rejected == 0 && audit.ok;
   }
 };
 

@@ -1,0 +1,140 @@
+// Shared helpers for tests that start a runtime: a fresh actor system, a
+// temporary audit log, and a client that submits many items and collects ends.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include <caf/all.hpp>
+
+#include "actors/runtime.hpp"
+#include "messages/errc.hpp"
+#include "messages/system_config.hpp"
+
+namespace cohort::test {
+
+/// A fresh temporary directory, removed at the end of the test.
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    char tmpl[] = "/tmp/cohort-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return path / name; }
+};
+
+/// A runtime config: `cpu` CPU workers and the given simulated GPUs, tenant
+/// "t" granted everything, the audit log in `dir`.
+inline pb::RuntimeConfig
+make_config(const temp_dir& dir, uint32_t cpu,
+            std::vector<std::pair<std::string, double>> sims) {
+  pb::RuntimeConfig cfg;
+  cfg.mutable_devices()->set_cpu_workers(cpu);
+  for (auto& [name, speed] : sims) {
+    auto* g = cfg.mutable_devices()->add_sim_gpu();
+    g->set_name(name);
+    g->set_memory_mib(1024);
+    g->set_streams(2);
+    g->set_speed(speed);
+  }
+  auto* t = cfg.add_tenant();
+  t->set_tenant("t");
+  t->add_kernels("*");
+  t->add_devices("*");
+  cfg.set_audit_path(dir.file("audit.log"));
+  return cfg;
+}
+
+inline std::vector<float> random_floats(uint64_t seed, size_t n) {
+  std::mt19937_64 rng{seed};
+  std::uniform_real_distribution<float> d{-1, 1};
+  std::vector<float> v(n);
+  for (auto& x : v)
+    x = d(rng);
+  return v;
+}
+
+/// A gemv item of tenant `tenant` with id `id`.
+inline work_item gemv_item(uint64_t id, std::string tenant = "t",
+                           uint64_t m = 64, uint64_t n = 64) {
+  work_item item;
+  item.id = id;
+  item.tenant = std::move(tenant);
+  item.kernel = kernel_id::gemv;
+  item.args.m = m;
+  item.args.n = n;
+  item.inputs.emplace_back(random_floats(id, m * n));
+  item.inputs.emplace_back(random_floats(id + 1000000, n));
+  return item;
+}
+
+/// What happened to each submitted id.
+struct ends {
+  std::map<uint64_t, int> count;
+  std::map<uint64_t, work_result> results;
+  std::map<uint64_t, caf::error> errors;
+  bool timed_out = false;
+};
+
+/// Submits `items` at once and collects one end per item (and any extra ends
+/// that arrive within `linger`). Between submission and collection, `during`
+/// runs (e.g. to inject faults).
+template <class F>
+ends submit_all(caf::actor_system& sys, actors::runtime& rt,
+                std::vector<work_item> items, F during,
+                std::chrono::milliseconds linger = std::chrono::milliseconds(50)) {
+  caf::scoped_actor self{sys};
+  auto sink = caf::actor_cast<actors::client_sink>(self);
+  auto n = items.size();
+  for (auto& item : items)
+    self->send(rt.entry(), submit_atom::value, std::move(item), sink);
+  during();
+  ends out;
+  size_t received = 0;
+  auto on_result = [&](result_atom, work_result& res) {
+    ++out.count[res.id];
+    out.results[res.id] = std::move(res);
+    ++received;
+  };
+  auto on_error = [&](failed_atom, uint64_t id, caf::error& err) {
+    ++out.count[id];
+    out.errors[id] = std::move(err);
+    ++received;
+  };
+  while (received < n && !out.timed_out)
+    self->receive(on_result, on_error,
+                  caf::after(std::chrono::seconds(60)) >> [&] {
+                    out.timed_out = true;
+                  });
+  bool quiet = false;
+  while (!quiet)
+    self->receive(on_result, on_error,
+                  caf::after(linger) >> [&] { quiet = true; });
+  return out;
+}
+
+/// Checks every result of `ends` against the CPU reference.
+inline void check_results(const std::vector<work_item>& items, const ends& e) {
+  for (auto& item : items) {
+    auto r = e.results.find(item.id);
+    if (r == e.results.end())
+      continue;
+    auto views = item.views();
+    auto want = kernels::run_reference(item.kernel, item.args, views);
+    INFO("item " << item.id << " on " << r->second.device);
+    CHECK(kernels::compare(item.kernel, item.args, views, r->second.output,
+                           want)
+            .empty());
+  }
+}
+
+} // namespace cohort::test

@@ -1,0 +1,212 @@
+// `cohort run`'s engine and the command line: end-to-end pipelines and bad input.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sys/wait.h>
+
+#include "messages/convert.hpp"
+#include "tests/runtime_fixture.hpp"
+#include "tools/pipeline.hpp"
+
+using namespace cohort;
+
+namespace {
+
+const char* pipeline_text = R"(
+name: "test"
+tenant: "t"
+batches: 40
+seed: 3
+window: 16
+stage { name: "a" kernel: AXPY args { alpha: 0.5 n: 3001 } }
+stage { name: "g" kernel: GEMM args { m: 33 n: 17 k: 29 } }
+stage { name: "s" kernel: INCLUSIVE_SCAN args { n: 999 } }
+stage { name: "k" kernel: TOPK_COSINE args { m: 300 n: 16 k: 2 top_k: 7 } }
+runtime {
+  devices {
+    cpu_workers: 2
+    sim_gpu { name: "sim0" memory_mib: 1024 streams: 2 speed: 1 }
+    sim_gpu { name: "sim1" memory_mib: 1024 streams: 2 speed: 1 }
+    sim_gpu { name: "sim2" memory_mib: 1024 streams: 2 speed: 2 }
+    sim_gpu { name: "sim3" memory_mib: 1024 streams: 2 speed: 4 }
+  }
+  tenant { tenant: "t" kernels: "*" devices: "*" }
+}
+)";
+
+std::string write(const test::temp_dir& dir, const std::string& name,
+                  const std::string& text) {
+  auto path = dir.file(name);
+  std::ofstream{path} << text;
+  return path;
+}
+
+struct cli_result {
+  int status = -1;
+  std::string output;
+};
+
+// Runs the built `cohort` binary with `args`, capturing stdout and stderr.
+cli_result cohort_cli(const std::string& args) {
+  cli_result out;
+  std::string cmd = std::string{COHORT_BINARY} + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
+    out.output.append(buf.data(), n);
+  int st = ::pclose(p);
+  out.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a pipeline on CPU + 4 simulated GPUs runs, checks and audits",
+          "[tools]") {
+  test::temp_dir dir;
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  auto spec = load_pipeline(write(dir, "p.textproto", pipeline_text));
+  REQUIRE(spec);
+  spec->mutable_runtime()->set_audit_path(dir.file("audit.log"));
+  auto r = tools::run_pipeline(sys, *spec, {});
+  REQUIRE(r);
+  CHECK(r->items == 160);
+  CHECK(r->completed == 160);
+  CHECK(r->mismatches == 0);
+  CHECK(r->lost == 0);
+  CHECK(r->duplicates == 0);
+  CHECK(r->audit.ok);
+  CHECK(r->audit.good_records >= 3 * 160);
+  CHECK(r->ok());
+  CHECK(r->placement.devices.size() == 6);
+}
+
+TEST_CASE("a pipeline with a device lost mid-run loses nothing", "[tools]") {
+  test::temp_dir dir;
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  auto spec = load_pipeline(write(dir, "p.textproto", pipeline_text));
+  REQUIRE(spec);
+  spec->mutable_runtime()->set_audit_path(dir.file("audit.log"));
+  for (auto dev : {"sim2", "sim3"}) {
+    auto* f = spec->add_fault();
+    f->set_device(dev);
+    f->set_after_batches(10);
+    f->set_kind(pb::LOSE_PERMANENTLY);
+  }
+  auto r = tools::run_pipeline(sys, *spec, {});
+  REQUIRE(r);
+  CHECK(r->completed == 160);
+  CHECK(r->lost == 0);
+  CHECK(r->duplicates == 0);
+  CHECK(r->mismatches == 0);
+  CHECK(r->faults.size() == 2);
+  CHECK(r->ok());
+}
+
+TEST_CASE("cohort run: the example pipeline passes", "[tools][cli]") {
+  test::temp_dir dir;
+  auto res = cohort_cli(std::string{"run "} + COHORT_SOURCE_DIR
+                        + "/examples/pipelines/demo.textproto --no-progress"
+                        + " --audit " + dir.file("demo.log"));
+  INFO(res.output);
+  CHECK(res.status == 0);
+  CHECK_THAT(res.output, Catch::Contains("match the CPU reference"));
+  CHECK_THAT(res.output, Catch::Contains("audit chain        verified"));
+  CHECK_THAT(res.output, Catch::Contains("simulated"));
+  auto verify = cohort_cli("audit verify " + dir.file("demo.log"));
+  CHECK(verify.status == 0);
+  CHECK_THAT(verify.output, Catch::Contains("OK"));
+}
+
+TEST_CASE("cohort run: bad input gives a clear message and a nonzero exit",
+          "[tools][cli]") {
+  test::temp_dir dir;
+  auto missing = cohort_cli("run " + dir.file("nope.textproto"));
+  CHECK(missing.status == 2);
+  CHECK_THAT(missing.output, Catch::Contains("cannot open"));
+
+  auto garbled = cohort_cli(
+    "run " + write(dir, "bad.textproto", "name: \"x\"\nbatches: [oops\n"));
+  CHECK(garbled.status == 2);
+  CHECK_THAT(garbled.output, Catch::Contains("malformed_pipeline"));
+  CHECK_THAT(garbled.output, Catch::Contains("line 2"));
+
+  auto unknown_kernel = cohort_cli(
+    "run " + write(dir, "k.textproto",
+                   "batches: 1 stage { kernel: FFT args { n: 4 } }"));
+  CHECK(unknown_kernel.status == 2);
+  CHECK_THAT(unknown_kernel.output, Catch::Contains("FFT"));
+
+  auto sizes = cohort_cli(
+    "run " + write(dir, "s.textproto",
+                   "batches: 1 stage { name: \"t\" kernel: TOPK_COSINE "
+                   "args { m: 10 n: 4 top_k: 11 } }"));
+  CHECK(sizes.status == 2);
+  CHECK_THAT(sizes.output, Catch::Contains("top_k must be in 1..m = 10"));
+
+  auto no_stage = cohort_cli("run " + write(dir, "e.textproto", "batches: 3"));
+  CHECK(no_stage.status == 2);
+  CHECK_THAT(no_stage.output, Catch::Contains("at least one stage"));
+
+  std::string stranger = std::string{pipeline_text};
+  stranger.replace(stranger.find("tenant: \"t\""), 11, "tenant: \"mallory\"");
+  auto tenant = cohort_cli("run " + write(dir, "u.textproto", stranger)
+                           + " --no-progress --audit " + dir.file("u.log"));
+  CHECK(tenant.status == 1);
+  CHECK_THAT(tenant.output, Catch::Contains("160 rejected"));
+  CHECK_THAT(tenant.output, Catch::Contains("'mallory' has no grant"));
+  CHECK_THAT(tenant.output, Catch::Contains("0 lost"));
+
+  std::string tight = std::string{pipeline_text};
+  tight.replace(tight.find("devices: \"*\" }"), 15,
+                "devices: \"*\" memory_quota_bytes: 1000 }");
+  auto quota = cohort_cli("run " + write(dir, "q.textproto", tight)
+                          + " --no-progress --audit " + dir.file("q.log"));
+  CHECK(quota.status == 1);
+  CHECK_THAT(quota.output, Catch::Contains("over_memory_quota=160"));
+
+  auto bad_config = cohort_cli(
+    "run " + write(dir, "p.textproto", pipeline_text) + " --config "
+    + write(dir, "c.textproto", "tenant { tenant: \"t\" kernels: \"fft\" }"));
+  CHECK(bad_config.status == 2);
+  CHECK_THAT(bad_config.output, Catch::Contains("unknown kernel 'fft'"));
+
+  CHECK(cohort_cli("frobnicate").status == 2);
+  CHECK(cohort_cli("run").status == 2);
+}
+
+TEST_CASE("cohort audit verify names the first bad record", "[tools][cli]") {
+  test::temp_dir dir;
+  auto log = dir.file("a.log");
+  cohort_cli("run " + write(dir, "p.textproto", pipeline_text)
+             + " --no-progress --audit " + log);
+  std::string bytes;
+  {
+    std::ifstream in{log, std::ios::binary};
+    bytes.assign(std::istreambuf_iterator<char>{in}, {});
+  }
+  REQUIRE(bytes.size() > 2000);
+  bytes[1000] ^= 0x20;
+  std::ofstream{log, std::ios::binary | std::ios::trunc} << bytes;
+  auto res = cohort_cli("audit verify " + log);
+  CHECK(res.status == 1);
+  CHECK_THAT(res.output, Catch::Contains("BROKEN at record"));
+  CHECK(cohort_cli("audit verify " + dir.file("absent.log")).status == 2);
+}
+
+TEST_CASE("cohort devices lists CPU workers and simulated GPUs",
+          "[tools][cli]") {
+  auto res = cohort_cli("devices");
+  CHECK(res.status == 0);
+  CHECK_THAT(res.output, Catch::Contains("cpu0"));
+  CHECK_THAT(res.output, Catch::Contains("NUMA"));
+  CHECK_THAT(res.output, Catch::Contains("sim3"));
+  CHECK_THAT(res.output, Catch::Contains("SIMULATED"));
+  CHECK_THAT(res.output, Catch::Contains("16.0 GiB"));
+}
