@@ -78,8 +78,10 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   audit(self, audit_kind::failed, r,
         r.device >= 0 ? st.devices[size_t(r.device)].info.name : "",
         describe(err));
-  self->send(r.sink, failed_atom::value, r.item.id, std::move(err));
+  // Quota first: a client that resubmits on hearing of the end must find
+  // the quota already released.
   self->send(st.quota, release_atom::value, r.item.tenant, r.bytes);
+  self->send(r.sink, failed_atom::value, r.item.id, std::move(err));
   ++st.counters.failed;
   st.outstanding.erase(i);
 }
@@ -225,10 +227,10 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
             r.attempts > 1 ? "after " + std::to_string(r.attempts)
                                + " placements"
                            : std::string{});
+      self->send(st.quota, release_atom::value, r.item.tenant, r.bytes);
       self->send(r.sink, result_atom::value,
                  work_result{r.item.id, std::move(done.output), s.info.name,
                              r.attempts, fallback});
-      self->send(st.quota, release_atom::value, r.item.tenant, r.bytes);
       st.outstanding.erase(i);
     },
     [=](failed_atom, uint32_t index, uint64_t ticket, caf::error& err) {
