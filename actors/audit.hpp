@@ -13,13 +13,13 @@
 namespace cohort::actors {
 
 using audit_actor = caf::typed_actor<
-  /// Appends a batch of events to the log, in order.
-  caf::reacts_to<record_atom, std::vector<audit_event>>,
-  /// Writes and syncs everything received so far; replies with the number of
-  /// records in the log.
-  caf::replies_to<flush_atom>::with<uint64_t>,
-  /// Periodic write of buffered records.
-  caf::reacts_to<tick_atom>>;
+    /// Appends a batch of events to the log, in order.
+    caf::reacts_to<record_atom, std::vector<audit_event>>,
+    /// Writes and syncs everything received so far; replies with the number of
+    /// records in the log.
+    caf::replies_to<flush_atom>::with<uint64_t>,
+    /// Periodic write of buffered records.
+    caf::reacts_to<tick_atom>>;
 
 struct audit_state {
   std::shared_ptr<audit_log> log;
@@ -54,8 +54,7 @@ public:
   bool empty() const { return pending_.empty(); }
 
   /// Sends everything pending, as one message.
-  template <class Self>
-  void flush(Self* self) {
+  template <class Self> void flush(Self* self) {
     if (pending_.empty() || !dest_)
       return;
     self->send(dest_, record_atom::value, std::move(pending_));

@@ -50,7 +50,7 @@ std::string to_hex(const digest& d) {
 }
 
 audit_log::audit_log(std::string path, int fd, uint32_t batch)
-  : path_(std::move(path)), fd_(fd), batch_(batch == 0 ? 256 : batch) {
+    : path_(std::move(path)), fd_(fd), batch_(batch == 0 ? 256 : batch) {
   // nop
 }
 
@@ -67,14 +67,16 @@ audit_log::open(const std::string& path, uint32_t batch) {
     existing = verify(path);
     if (!existing.ok)
       return make_error(errc::audit_chain_broken,
-                        path + ": record " + std::to_string(existing.first_bad)
-                          + " is bad (" + existing.reason
-                          + "); refusing to append to a broken chain");
+                        path + ": record " +
+                            std::to_string(existing.first_bad) + " is bad (" +
+                            existing.reason +
+                            "); refusing to append to a broken chain");
   }
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
-    return make_error(errc::io_error, path + ": cannot open the audit log: "
-                                        + std::strerror(errno));
+    return make_error(errc::io_error, path + ": cannot open the audit log: " +
+                                          std::strerror(errno));
   std::unique_ptr<audit_log> log{new audit_log(path, fd, batch)};
   log->seq_ = existing.good_records;
   log->head_ = existing.head;
@@ -113,8 +115,8 @@ caf::error audit_log::flush(bool sync) {
       if (errno == EINTR)
         continue;
       buffer_.erase(0, done);
-      return make_error(errc::io_error,
-                        path_ + ": audit write failed: " + std::strerror(errno));
+      return make_error(errc::io_error, path_ + ": audit write failed: " +
+                                            std::strerror(errno));
     }
     done += size_t(n);
   }
@@ -165,8 +167,8 @@ audit_verdict audit_log::verify(const std::string& path) {
       break;
     }
     if (rec.seq() != v.good_records + 1) {
-      fail("sequence number " + std::to_string(rec.seq()) + ", expected "
-           + std::to_string(v.good_records + 1));
+      fail("sequence number " + std::to_string(rec.seq()) + ", expected " +
+           std::to_string(v.good_records + 1));
       break;
     }
     if (rec.prev_hash() != as_bytes(prev)) {

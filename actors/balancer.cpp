@@ -15,13 +15,13 @@ constexpr double rate_weight = 0.2;
 
 bool is_retryable(errc code) {
   switch (code) {
-    case errc::out_of_memory:
-    case errc::device_lost:
-    case errc::kernel_fault:
-    case errc::kernel_timeout:
-      return true;
-    default:
-      return false;
+  case errc::out_of_memory:
+  case errc::device_lost:
+  case errc::kernel_fault:
+  case errc::kernel_timeout:
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -62,7 +62,8 @@ double predict_ns(const balancer_state& st, const balancer_state::slot& s,
   double rate = s.ns_per_unit[k];
   if (rate <= 0) {
     for (auto& other : st.devices)
-      if (other.ns_per_unit[k] > 0 && (rate <= 0 || other.ns_per_unit[k] < rate))
+      if (other.ns_per_unit[k] > 0 &&
+          (rate <= 0 || other.ns_per_unit[k] < rate))
         rate = other.ns_per_unit[k];
     if (rate <= 0)
       rate = 1.0 / std::max(s.info.speed, 1e-3);
@@ -86,15 +87,16 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   st.outstanding.erase(i);
 }
 
-// Places (or re-places) one item; `why` says why it moves, empty the first time.
+// Places (or re-places) one item; `why` says why it moves, empty the first
+// time.
 void place(self_ptr self, uint64_t ticket, const std::string& why) {
   auto& st = self->state;
   auto& r = st.outstanding.at(ticket);
   if (r.attempts >= st.cfg.max_attempts) {
     end_failed(self, ticket,
                make_error(errc::retries_exhausted,
-                          "placed " + std::to_string(r.attempts)
-                            + " times; last failure: " + why));
+                          "placed " + std::to_string(r.attempts) +
+                              " times; last failure: " + why));
     return;
   }
   int best = -1;
@@ -109,10 +111,11 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
         continue;
       if (s.status == device_status::restarting)
         waiting = true;
-      if (s.status != device_status::online
-          || (pass == 0 && (r.failed_on & bit)))
+      if (s.status != device_status::online ||
+          (pass == 0 && (r.failed_on & bit)))
         continue;
-      double t = s.backlog_ns / std::max(1u, s.info.streams) + predict_ns(st, s, r);
+      double t =
+          s.backlog_ns / std::max(1u, s.info.streams) + predict_ns(st, s, r);
       if (best < 0 || t < best_ns) {
         best = int(i);
         best_ns = t;
@@ -127,9 +130,9 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
     }
     end_failed(self, ticket,
                make_error(errc::no_device_available,
-                          "no online device is granted to tenant '"
-                            + r.item.tenant + "'"
-                            + (why.empty() ? "" : "; last failure: " + why)));
+                          "no online device is granted to tenant '" +
+                              r.item.tenant + "'" +
+                              (why.empty() ? "" : "; last failure: " + why)));
     return;
   }
   auto& s = st.devices[size_t(best)];
@@ -191,119 +194,119 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   st.audit = audit_buffer{std::move(audit_dest)};
   st.cfg = cfg;
   return {
-    [=](admit_atom, uint64_t ticket, work_item& item, client_sink& sink,
-        uint64_t device_mask, uint64_t bytes) {
-      balancer_state::record r;
-      auto views = item.views();
-      auto c = kernels::cost(item.kernel, item.args, views);
-      r.cost_units = c.flops + c.bytes;
-      r.item = std::move(item);
-      r.sink = std::move(sink);
-      r.device_mask = device_mask;
-      r.bytes = bytes;
-      self->state.outstanding.emplace(ticket, std::move(r));
-      place(self, ticket, {});
-    },
-    [=](done_atom, uint32_t index, work_done& done) {
-      auto& st = self->state;
-      auto i = st.outstanding.find(done.id);
-      if (i == st.outstanding.end() || i->second.device != int32_t(index)) {
-        ++st.counters.duplicates_dropped;
-        return;
-      }
-      auto& r = i->second;
-      auto& s = st.devices[index];
-      s.backlog_ns = std::max(0.0, s.backlog_ns - r.predicted_ns);
-      if (r.cost_units > 0 && done.device_ns > 0) {
-        auto& rate = s.ns_per_unit[static_cast<size_t>(r.item.kernel)];
-        double measured = double(done.device_ns) / r.cost_units;
-        rate = rate <= 0 ? measured
-                         : (1 - rate_weight) * rate + rate_weight * measured;
-      }
-      ++s.stats.completed;
-      s.stats.busy_ns += done.device_ns;
-      bool fallback = !is_gpu(s.info) && r.on_gpu_before;
-      audit(self, audit_kind::completed, r, s.info.name,
-            r.attempts > 1 ? "after " + std::to_string(r.attempts)
-                               + " placements"
-                           : std::string{});
-      self->send(st.quota, release_atom::value, r.item.tenant, r.bytes);
-      self->send(r.sink, result_atom::value,
-                 work_result{r.item.id, std::move(done.output), s.info.name,
-                             r.attempts, fallback});
-      st.outstanding.erase(i);
-    },
-    [=](failed_atom, uint32_t index, uint64_t ticket, caf::error& err) {
-      auto& st = self->state;
-      auto i = st.outstanding.find(ticket);
-      if (i == st.outstanding.end() || i->second.device != int32_t(index)) {
-        ++st.counters.duplicates_dropped;
-        return;
-      }
-      if (is_retryable(code_of(err))) {
-        replace_after_failure(self, ticket, err);
-      } else {
+      [=](admit_atom, uint64_t ticket, work_item& item, client_sink& sink,
+          uint64_t device_mask, uint64_t bytes) {
+        balancer_state::record r;
+        auto views = item.views();
+        auto c = kernels::cost(item.kernel, item.args, views);
+        r.cost_units = c.flops + c.bytes;
+        r.item = std::move(item);
+        r.sink = std::move(sink);
+        r.device_mask = device_mask;
+        r.bytes = bytes;
+        self->state.outstanding.emplace(ticket, std::move(r));
+        place(self, ticket, {});
+      },
+      [=](done_atom, uint32_t index, work_done& done) {
+        auto& st = self->state;
+        auto i = st.outstanding.find(done.id);
+        if (i == st.outstanding.end() || i->second.device != int32_t(index)) {
+          ++st.counters.duplicates_dropped;
+          return;
+        }
+        auto& r = i->second;
         auto& s = st.devices[index];
-        s.backlog_ns = std::max(0.0, s.backlog_ns - i->second.predicted_ns);
-        end_failed(self, ticket, std::move(err));
-      }
-    },
-    [=](start_atom, quota_listener& quota) {
-      self->state.quota = std::move(quota);
-    },
-    [=](up_atom, uint32_t index, device_actor& handle) {
-      auto& st = self->state;
-      auto& s = st.devices.at(index);
-      if (s.status == device_status::restarting) {
-        ++s.stats.restarts;
-        device_event(self, s.info.name, "device restarted and back online");
-      }
-      s.handle = std::move(handle);
-      s.status = device_status::online;
-      s.stats.status = s.status;
-      s.backlog_ns = 0;
-      retry_parked(self);
-    },
-    [=](down_atom, uint32_t index, caf::error& reason, bool permanent) {
-      auto& st = self->state;
-      auto& s = st.devices.at(index);
-      if (s.status == device_status::online)
-        ++s.stats.losses;
-      s.status = permanent ? device_status::offline
-                           : device_status::restarting;
-      s.stats.status = s.status;
-      s.handle = device_actor{};
-      s.backlog_ns = 0;
-      device_event(self, s.info.name,
-                   std::string{permanent ? "device offline: "
-                                         : "device lost, restarting: "}
-                     + describe(reason));
-      std::vector<uint64_t> moving;
-      for (auto& [ticket, r] : st.outstanding)
-        if (r.device == int32_t(index))
-          moving.push_back(ticket);
-      for (auto ticket : moving)
-        replace_after_failure(self, ticket, reason);
-      // Parked items whose devices are all gone for good cannot wait longer.
-      if (permanent)
+        s.backlog_ns = std::max(0.0, s.backlog_ns - r.predicted_ns);
+        if (r.cost_units > 0 && done.device_ns > 0) {
+          auto& rate = s.ns_per_unit[static_cast<size_t>(r.item.kernel)];
+          double measured = double(done.device_ns) / r.cost_units;
+          rate = rate <= 0 ? measured
+                           : (1 - rate_weight) * rate + rate_weight * measured;
+        }
+        ++s.stats.completed;
+        s.stats.busy_ns += done.device_ns;
+        bool fallback = !is_gpu(s.info) && r.on_gpu_before;
+        audit(self, audit_kind::completed, r, s.info.name,
+              r.attempts > 1
+                  ? "after " + std::to_string(r.attempts) + " placements"
+                  : std::string{});
+        self->send(st.quota, release_atom::value, r.item.tenant, r.bytes);
+        self->send(r.sink, result_atom::value,
+                   work_result{r.item.id, std::move(done.output), s.info.name,
+                               r.attempts, fallback});
+        st.outstanding.erase(i);
+      },
+      [=](failed_atom, uint32_t index, uint64_t ticket, caf::error& err) {
+        auto& st = self->state;
+        auto i = st.outstanding.find(ticket);
+        if (i == st.outstanding.end() || i->second.device != int32_t(index)) {
+          ++st.counters.duplicates_dropped;
+          return;
+        }
+        if (is_retryable(code_of(err))) {
+          replace_after_failure(self, ticket, err);
+        } else {
+          auto& s = st.devices[index];
+          s.backlog_ns = std::max(0.0, s.backlog_ns - i->second.predicted_ns);
+          end_failed(self, ticket, std::move(err));
+        }
+      },
+      [=](start_atom, quota_listener& quota) {
+        self->state.quota = std::move(quota);
+      },
+      [=](up_atom, uint32_t index, device_actor& handle) {
+        auto& st = self->state;
+        auto& s = st.devices.at(index);
+        if (s.status == device_status::restarting) {
+          ++s.stats.restarts;
+          device_event(self, s.info.name, "device restarted and back online");
+        }
+        s.handle = std::move(handle);
+        s.status = device_status::online;
+        s.stats.status = s.status;
+        s.backlog_ns = 0;
         retry_parked(self);
-    },
-    [=](stats_atom) {
-      auto& st = self->state;
-      auto out = st.counters;
-      for (auto& s : st.devices)
-        out.devices.push_back(s.stats);
-      out.outstanding = st.outstanding.size();
-      return out;
-    },
-    [=](flush_atom) {
-      self->state.audit.flush(self);
-      return true;
-    },
-    [=](tick_atom) {
-      self->state.tick_scheduled = false;
-      self->state.audit.flush(self);
-    },
+      },
+      [=](down_atom, uint32_t index, caf::error& reason, bool permanent) {
+        auto& st = self->state;
+        auto& s = st.devices.at(index);
+        if (s.status == device_status::online)
+          ++s.stats.losses;
+        s.status =
+            permanent ? device_status::offline : device_status::restarting;
+        s.stats.status = s.status;
+        s.handle = device_actor{};
+        s.backlog_ns = 0;
+        device_event(self, s.info.name,
+                     std::string{permanent ? "device offline: "
+                                           : "device lost, restarting: "} +
+                         describe(reason));
+        std::vector<uint64_t> moving;
+        for (auto& [ticket, r] : st.outstanding)
+          if (r.device == int32_t(index))
+            moving.push_back(ticket);
+        for (auto ticket : moving)
+          replace_after_failure(self, ticket, reason);
+        // Parked items whose devices are all gone for good cannot wait longer.
+        if (permanent)
+          retry_parked(self);
+      },
+      [=](stats_atom) {
+        auto& st = self->state;
+        auto out = st.counters;
+        for (auto& s : st.devices)
+          out.devices.push_back(s.stats);
+        out.outstanding = st.outstanding.size();
+        return out;
+      },
+      [=](flush_atom) {
+        self->state.audit.flush(self);
+        return true;
+      },
+      [=](tick_atom) {
+        self->state.tick_scheduled = false;
+        self->state.audit.flush(self);
+      },
   };
 }
 

@@ -21,26 +21,27 @@ namespace cohort::actors {
 
 /// What the balancer reports back to the quota actor.
 using quota_listener = caf::typed_actor<
-  /// An item of `tenant` holding `bytes` of quota ended.
-  caf::reacts_to<release_atom, std::string, uint64_t>>;
+    /// An item of `tenant` holding `bytes` of quota ended.
+    caf::reacts_to<release_atom, std::string, uint64_t>>;
 
 using balancer_actor = device_listener::extend<
-  /// Places admitted `item` under `ticket`; `device_mask` holds the devices its
-  /// tenant may use (bit i = device i) and `bytes` its device memory need.
-  caf::reacts_to<admit_atom, uint64_t, work_item, client_sink, uint64_t,
-                 uint64_t>,
-  /// Sets the quota actor that hears about every ended item.
-  caf::reacts_to<start_atom, quota_listener>,
-  /// Device `index` (re)joined with a new actor.
-  caf::reacts_to<up_atom, uint32_t, device_actor>,
-  /// Device `index` left with `reason`; `permanent` when it will not return.
-  caf::reacts_to<down_atom, uint32_t, caf::error, bool>,
-  /// Returns the balancer's counters.
-  caf::replies_to<stats_atom>::with<balancer_stats>,
-  /// Sends buffered audit events on; replies when done.
-  caf::replies_to<flush_atom>::with<bool>,
-  /// Internal: periodic flush of buffered audit events.
-  caf::reacts_to<tick_atom>>;
+    /// Places admitted `item` under `ticket`; `device_mask` holds the devices
+    /// its tenant may use (bit i = device i) and `bytes` its device memory
+    /// need.
+    caf::reacts_to<admit_atom, uint64_t, work_item, client_sink, uint64_t,
+                   uint64_t>,
+    /// Sets the quota actor that hears about every ended item.
+    caf::reacts_to<start_atom, quota_listener>,
+    /// Device `index` (re)joined with a new actor.
+    caf::reacts_to<up_atom, uint32_t, device_actor>,
+    /// Device `index` left with `reason`; `permanent` when it will not return.
+    caf::reacts_to<down_atom, uint32_t, caf::error, bool>,
+    /// Returns the balancer's counters.
+    caf::replies_to<stats_atom>::with<balancer_stats>,
+    /// Sends buffered audit events on; replies when done.
+    caf::replies_to<flush_atom>::with<bool>,
+    /// Internal: periodic flush of buffered audit events.
+    caf::reacts_to<tick_atom>>;
 
 /// Settings of the balancer.
 struct balancer_config {
@@ -71,7 +72,8 @@ struct balancer_state {
     int32_t device = -1;
     double predicted_ns = 0;
     uint32_t attempts = 0;
-    /// Devices that failed this item (not tried again unless nothing else is left).
+    /// Devices that failed this item (not tried again unless nothing else is
+    /// left).
     uint64_t failed_on = 0;
     bool on_gpu_before = false;
   };

@@ -11,9 +11,10 @@ namespace cohort::actors {
 /// Implemented by anything that submits work: each submitted item ends here
 /// exactly once, with one of these two messages.
 using client_sink = caf::typed_actor<
-  /// The item ended with its result.
-  caf::reacts_to<result_atom, work_result>,
-  /// The item ended with a definitive error: rejected, or failed after admission.
-  caf::reacts_to<failed_atom, uint64_t, caf::error>>;
+    /// The item ended with its result.
+    caf::reacts_to<result_atom, work_result>,
+    /// The item ended with a definitive error: rejected, or failed after
+    /// admission.
+    caf::reacts_to<failed_atom, uint64_t, caf::error>>;
 
 } // namespace cohort::actors

@@ -33,86 +33,89 @@ device_impl(device_actor::stateful_pointer<device_state> self,
   st.stream_free_at.assign(std::max(1u, st.dev->info().streams), clock::now());
   self->delayed_send(self, cfg.health_interval, tick_atom::value);
   return {
-    [=](run_atom, uint64_t ticket, uint64_t bytes, work_item& item) {
-      auto& st = self->state;
-      auto idx = st.cfg.index;
-      if (auto err = st.dev->health()) {
-        self->quit(err);
-        return;
-      }
-      if (auto err = st.dev->allocate(bytes)) {
-        if (is_device_loss(err))
+      [=](run_atom, uint64_t ticket, uint64_t bytes, work_item& item) {
+        auto& st = self->state;
+        auto idx = st.cfg.index;
+        if (auto err = st.dev->health()) {
           self->quit(err);
-        else
-          self->send(st.listener, failed_atom::value, idx, ticket, err);
-        return;
-      }
-      // Earliest-free stream: launches on one stream run in order.
-      auto s = std::min_element(st.stream_free_at.begin(),
-                                st.stream_free_at.end());
-      auto views = item.views();
-      auto res = st.dev->launch(uint32_t(s - st.stream_free_at.begin()),
-                                item.kernel, item.args, views);
-      if (!res) {
-        st.dev->deallocate(bytes);
-        if (is_device_loss(res.error()))
-          self->quit(res.error());
-        else
-          self->send(st.listener, failed_atom::value, idx, ticket, res.error());
-        return;
-      }
-      work_done done{ticket, std::move(res->output), res->device_time.count()};
-      if (res->hung) {
-        st.pending.emplace(ticket, device_state::pending_launch{std::move(done),
-                                                                bytes});
-        self->delayed_send(self, st.cfg.kernel_timeout, watchdog_atom::value,
-                           ticket);
-        return;
-      }
-      auto now = clock::now();
-      if (st.dev->info().simulated) {
-        // Modeled time: the launch finishes when its stream gets to it.
-        auto finish = std::max(now, *s) + res->device_time;
-        *s = finish;
-        if (finish - now > timer_threshold) {
-          st.pending.emplace(ticket,
-                             device_state::pending_launch{std::move(done),
-                                                          bytes});
-          self->delayed_send(self, finish - now, complete_atom::value, ticket);
           return;
         }
-      }
-      st.dev->deallocate(bytes);
-      self->send(st.listener, done_atom::value, idx, std::move(done));
-    },
-    [=](complete_atom, uint64_t ticket) {
-      auto& st = self->state;
-      auto i = st.pending.find(ticket);
-      if (i == st.pending.end())
-        return;
-      st.dev->deallocate(i->second.bytes);
-      self->send(st.listener, done_atom::value, st.cfg.index,
-                 std::move(i->second.done));
-      st.pending.erase(i);
-    },
-    [=](watchdog_atom, uint64_t ticket) {
-      auto& st = self->state;
-      if (st.pending.count(ticket) == 0)
-        return;
-      self->quit(make_error(errc::kernel_timeout,
-                            st.dev->info().name + ": a launch ran past the "
-                              + std::to_string(st.cfg.kernel_timeout.count())
-                              + " ms kernel timeout; the device hangs"));
-    },
-    [=](tick_atom) {
-      if (auto err = self->state.dev->health()) {
-        self->quit(err);
-        return;
-      }
-      self->delayed_send(self, self->state.cfg.health_interval,
-                         tick_atom::value);
-    },
-    [=](info_atom) { return self->state.dev->info(); },
+        if (auto err = st.dev->allocate(bytes)) {
+          if (is_device_loss(err))
+            self->quit(err);
+          else
+            self->send(st.listener, failed_atom::value, idx, ticket, err);
+          return;
+        }
+        // Earliest-free stream: launches on one stream run in order.
+        auto s = std::min_element(st.stream_free_at.begin(),
+                                  st.stream_free_at.end());
+        auto views = item.views();
+        auto res = st.dev->launch(uint32_t(s - st.stream_free_at.begin()),
+                                  item.kernel, item.args, views);
+        if (!res) {
+          st.dev->deallocate(bytes);
+          if (is_device_loss(res.error()))
+            self->quit(res.error());
+          else
+            self->send(st.listener, failed_atom::value, idx, ticket,
+                       res.error());
+          return;
+        }
+        work_done done{ticket, std::move(res->output),
+                       res->device_time.count()};
+        if (res->hung) {
+          st.pending.emplace(
+              ticket, device_state::pending_launch{std::move(done), bytes});
+          self->delayed_send(self, st.cfg.kernel_timeout, watchdog_atom::value,
+                             ticket);
+          return;
+        }
+        auto now = clock::now();
+        if (st.dev->info().simulated) {
+          // Modeled time: the launch finishes when its stream gets to it.
+          auto finish = std::max(now, *s) + res->device_time;
+          *s = finish;
+          if (finish - now > timer_threshold) {
+            st.pending.emplace(
+                ticket, device_state::pending_launch{std::move(done), bytes});
+            self->delayed_send(self, finish - now, complete_atom::value,
+                               ticket);
+            return;
+          }
+        }
+        st.dev->deallocate(bytes);
+        self->send(st.listener, done_atom::value, idx, std::move(done));
+      },
+      [=](complete_atom, uint64_t ticket) {
+        auto& st = self->state;
+        auto i = st.pending.find(ticket);
+        if (i == st.pending.end())
+          return;
+        st.dev->deallocate(i->second.bytes);
+        self->send(st.listener, done_atom::value, st.cfg.index,
+                   std::move(i->second.done));
+        st.pending.erase(i);
+      },
+      [=](watchdog_atom, uint64_t ticket) {
+        auto& st = self->state;
+        if (st.pending.count(ticket) == 0)
+          return;
+        self->quit(
+            make_error(errc::kernel_timeout,
+                       st.dev->info().name + ": a launch ran past the " +
+                           std::to_string(st.cfg.kernel_timeout.count()) +
+                           " ms kernel timeout; the device hangs"));
+      },
+      [=](tick_atom) {
+        if (auto err = self->state.dev->health()) {
+          self->quit(err);
+          return;
+        }
+        self->delayed_send(self, self->state.cfg.health_interval,
+                           tick_atom::value);
+      },
+      [=](info_atom) { return self->state.dev->info(); },
   };
 }
 

@@ -18,22 +18,23 @@ namespace cohort::actors {
 
 /// What a device actor reports to (the balancer).
 using device_listener = caf::typed_actor<
-  /// Device `index` finished the launch of ticket `done.id`.
-  caf::reacts_to<done_atom, uint32_t, work_done>,
-  /// Device `index` could not run ticket `ticket`; the item may run elsewhere.
-  caf::reacts_to<failed_atom, uint32_t, uint64_t, caf::error>>;
+    /// Device `index` finished the launch of ticket `done.id`.
+    caf::reacts_to<done_atom, uint32_t, work_done>,
+    /// Device `index` could not run ticket `ticket`; the item may run
+    /// elsewhere.
+    caf::reacts_to<failed_atom, uint32_t, uint64_t, caf::error>>;
 
 using device_actor = caf::typed_actor<
-  /// Runs `item` under `ticket`, reserving `bytes` of device memory.
-  caf::reacts_to<run_atom, uint64_t, uint64_t, work_item>,
-  /// Internal: the modeled completion time of a ticket has come.
-  caf::reacts_to<complete_atom, uint64_t>,
-  /// Internal: a ticket's kernel timeout expired.
-  caf::reacts_to<watchdog_atom, uint64_t>,
-  /// Internal: periodic health check.
-  caf::reacts_to<tick_atom>,
-  /// Returns the device's static facts.
-  caf::replies_to<info_atom>::with<device_info>>;
+    /// Runs `item` under `ticket`, reserving `bytes` of device memory.
+    caf::reacts_to<run_atom, uint64_t, uint64_t, work_item>,
+    /// Internal: the modeled completion time of a ticket has come.
+    caf::reacts_to<complete_atom, uint64_t>,
+    /// Internal: a ticket's kernel timeout expired.
+    caf::reacts_to<watchdog_atom, uint64_t>,
+    /// Internal: periodic health check.
+    caf::reacts_to<tick_atom>,
+    /// Returns the device's static facts.
+    caf::replies_to<info_atom>::with<device_info>>;
 
 /// Settings of one device actor.
 struct device_actor_config {

@@ -100,86 +100,88 @@ quota_impl(quota_actor::stateful_pointer<quota_state> self,
   st.balancer = std::move(balancer);
   st.audit = audit_buffer{std::move(audit_dest)};
   return {
-    [=](submit_atom, work_item& item, client_sink& sink) {
-      auto& st = self->state;
-      if (st.closed)
-        return reject(self, item, sink,
-                      make_error(errc::shutting_down,
-                                 "the runtime is stopping"));
-      auto p = st.policies.find(item.tenant);
-      if (p == st.policies.end())
-        return reject(self, item, sink,
-                      make_error(errc::unknown_tenant,
-                                 "tenant '" + item.tenant
-                                   + "' has no grant (grants are default-deny)"));
-      auto raw = static_cast<uint8_t>(item.kernel);
-      if (!kernels::is_known(raw))
-        return reject(self, item, sink,
-                      make_error(errc::unknown_kernel,
-                                 "kernel id " + std::to_string(raw)
-                                   + " is not in the catalog"));
-      auto& pol = p->second;
-      if (!(pol.kernel_mask & (1u << raw)))
-        return reject(self, item, sink,
-                      make_error(errc::not_granted,
-                                 "tenant '" + item.tenant
-                                   + "' is not granted kernel "
-                                   + std::string{kernels::name(item.kernel)}));
-      auto views = item.views();
-      if (auto why = kernels::validate(item.kernel, item.args, views);
-          !why.empty())
-        return reject(self, item, sink,
-                      make_error(errc::invalid_arguments, std::move(why)));
-      auto& use = st.used[item.tenant];
-      if (use.inflight >= pol.max_inflight)
-        return reject(self, item, sink,
-                      make_error(errc::over_inflight_quota,
-                                 "tenant '" + item.tenant + "' has "
-                                   + std::to_string(use.inflight)
-                                   + " items in flight, its limit is "
-                                   + std::to_string(pol.max_inflight)));
-      uint64_t bytes = item.input_bytes()
-                       + kernels::output_bytes(item.kernel, item.args, views);
-      if (pol.memory_quota > 0 && use.bytes + bytes > pol.memory_quota)
-        return reject(self, item, sink,
-                      make_error(errc::over_memory_quota,
-                                 "tenant '" + item.tenant + "' would hold "
-                                   + std::to_string(use.bytes + bytes)
-                                   + " bytes of device memory, its quota is "
-                                   + std::to_string(pol.memory_quota)));
-      ++use.inflight;
-      use.bytes += bytes;
-      ++st.counters.admitted;
-      audit(self, {audit_kind::admitted, item.tenant, item.id, "",
-                   std::string{kernels::name(item.kernel)},
-                   std::to_string(bytes) + " bytes", 0});
-      self->send(st.balancer, admit_atom::value, ++st.next_ticket,
-                 std::move(item), std::move(sink), pol.device_mask, bytes);
-    },
-    [=](release_atom, const std::string& tenant, uint64_t bytes) {
-      auto& use = self->state.used[tenant];
-      if (use.inflight > 0)
-        --use.inflight;
-      use.bytes -= std::min(use.bytes, bytes);
-    },
-    [=](stats_atom) {
-      auto out = self->state.counters;
-      for (auto& [tenant, use] : self->state.used)
-        out.inflight[tenant] = use.inflight;
-      return out;
-    },
-    [=](flush_atom) {
-      self->state.audit.flush(self);
-      return true;
-    },
-    [=](down_atom) {
-      self->state.closed = true;
-      return true;
-    },
-    [=](tick_atom) {
-      self->state.tick_scheduled = false;
-      self->state.audit.flush(self);
-    },
+      [=](submit_atom, work_item& item, client_sink& sink) {
+        auto& st = self->state;
+        if (st.closed)
+          return reject(
+              self, item, sink,
+              make_error(errc::shutting_down, "the runtime is stopping"));
+        auto p = st.policies.find(item.tenant);
+        if (p == st.policies.end())
+          return reject(
+              self, item, sink,
+              make_error(errc::unknown_tenant,
+                         "tenant '" + item.tenant +
+                             "' has no grant (grants are default-deny)"));
+        auto raw = static_cast<uint8_t>(item.kernel);
+        if (!kernels::is_known(raw))
+          return reject(self, item, sink,
+                        make_error(errc::unknown_kernel,
+                                   "kernel id " + std::to_string(raw) +
+                                       " is not in the catalog"));
+        auto& pol = p->second;
+        if (!(pol.kernel_mask & (1u << raw)))
+          return reject(
+              self, item, sink,
+              make_error(errc::not_granted,
+                         "tenant '" + item.tenant + "' is not granted kernel " +
+                             std::string{kernels::name(item.kernel)}));
+        auto views = item.views();
+        if (auto why = kernels::validate(item.kernel, item.args, views);
+            !why.empty())
+          return reject(self, item, sink,
+                        make_error(errc::invalid_arguments, std::move(why)));
+        auto& use = st.used[item.tenant];
+        if (use.inflight >= pol.max_inflight)
+          return reject(self, item, sink,
+                        make_error(errc::over_inflight_quota,
+                                   "tenant '" + item.tenant + "' has " +
+                                       std::to_string(use.inflight) +
+                                       " items in flight, its limit is " +
+                                       std::to_string(pol.max_inflight)));
+        uint64_t bytes = item.input_bytes() +
+                         kernels::output_bytes(item.kernel, item.args, views);
+        if (pol.memory_quota > 0 && use.bytes + bytes > pol.memory_quota)
+          return reject(
+              self, item, sink,
+              make_error(errc::over_memory_quota,
+                         "tenant '" + item.tenant + "' would hold " +
+                             std::to_string(use.bytes + bytes) +
+                             " bytes of device memory, its quota is " +
+                             std::to_string(pol.memory_quota)));
+        ++use.inflight;
+        use.bytes += bytes;
+        ++st.counters.admitted;
+        audit(self, {audit_kind::admitted, item.tenant, item.id, "",
+                     std::string{kernels::name(item.kernel)},
+                     std::to_string(bytes) + " bytes", 0});
+        self->send(st.balancer, admit_atom::value, ++st.next_ticket,
+                   std::move(item), std::move(sink), pol.device_mask, bytes);
+      },
+      [=](release_atom, const std::string& tenant, uint64_t bytes) {
+        auto& use = self->state.used[tenant];
+        if (use.inflight > 0)
+          --use.inflight;
+        use.bytes -= std::min(use.bytes, bytes);
+      },
+      [=](stats_atom) {
+        auto out = self->state.counters;
+        for (auto& [tenant, use] : self->state.used)
+          out.inflight[tenant] = use.inflight;
+        return out;
+      },
+      [=](flush_atom) {
+        self->state.audit.flush(self);
+        return true;
+      },
+      [=](down_atom) {
+        self->state.closed = true;
+        return true;
+      },
+      [=](tick_atom) {
+        self->state.tick_scheduled = false;
+        self->state.audit.flush(self);
+      },
   };
 }
 

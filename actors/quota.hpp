@@ -18,16 +18,17 @@
 namespace cohort::actors {
 
 using quota_actor = quota_listener::extend<
-  /// Admits `item` for its tenant or rejects it; either way it ends at `sink`.
-  caf::reacts_to<submit_atom, work_item, client_sink>,
-  /// Returns admission counters.
-  caf::replies_to<stats_atom>::with<quota_stats>,
-  /// Sends buffered audit events on; replies when done.
-  caf::replies_to<flush_atom>::with<bool>,
-  /// Stops admitting: later submissions are rejected with shutting_down.
-  caf::replies_to<down_atom>::with<bool>,
-  /// Internal: periodic flush of buffered audit events.
-  caf::reacts_to<tick_atom>>;
+    /// Admits `item` for its tenant or rejects it; either way it ends at
+    /// `sink`.
+    caf::reacts_to<submit_atom, work_item, client_sink>,
+    /// Returns admission counters.
+    caf::replies_to<stats_atom>::with<quota_stats>,
+    /// Sends buffered audit events on; replies when done.
+    caf::replies_to<flush_atom>::with<bool>,
+    /// Stops admitting: later submissions are rejected with shutting_down.
+    caf::replies_to<down_atom>::with<bool>,
+    /// Internal: periodic flush of buffered audit events.
+    caf::reacts_to<tick_atom>>;
 
 /// A tenant's grant, compiled against the runtime's device list.
 struct tenant_policy {

@@ -44,15 +44,15 @@ make_devices(const pb::RuntimeConfig& cfg) {
   std::vector<std::shared_ptr<devices::device>> out;
   auto topo = devices::discover_cpu_topology();
   uint32_t workers = cfg.devices().has_cpu_workers()
-                       ? cfg.devices().cpu_workers()
-                       : topo.cores;
+                         ? cfg.devices().cpu_workers()
+                         : topo.cores;
   if (workers > max_devices)
-    return bad("cpu_workers is " + std::to_string(workers) + ", at most "
-               + std::to_string(max_devices) + " devices are supported");
+    return bad("cpu_workers is " + std::to_string(workers) + ", at most " +
+               std::to_string(max_devices) + " devices are supported");
   for (uint32_t i = 0; i < workers; ++i) {
     int32_t node = topo.core_numa_node.empty()
-                     ? -1
-                     : topo.core_numa_node[i % topo.core_numa_node.size()];
+                       ? -1
+                       : topo.core_numa_node[i % topo.core_numa_node.size()];
     out.push_back(devices::cpu::make_cpu_device(i, node, topo.model));
   }
   std::set<std::string> names;
@@ -60,11 +60,11 @@ make_devices(const pb::RuntimeConfig& cfg) {
     if (g.name().empty())
       return bad("a simulated GPU has no name");
     if (!names.insert(g.name()).second || g.name().rfind("cpu", 0) == 0)
-      return bad("simulated GPU name '" + g.name()
-                 + "' is used twice or clashes with a CPU worker");
+      return bad("simulated GPU name '" + g.name() +
+                 "' is used twice or clashes with a CPU worker");
     if (g.streams() == 0 || g.memory_mib() == 0 || !(g.speed() > 0))
-      return bad("simulated GPU '" + g.name()
-                 + "' needs positive memory_mib, streams and speed");
+      return bad("simulated GPU '" + g.name() +
+                 "' needs positive memory_mib, streams and speed");
     devices::sim::sim_params p;
     p.name = g.name();
     p.memory_bytes = g.memory_mib() << 20;
@@ -75,9 +75,9 @@ make_devices(const pb::RuntimeConfig& cfg) {
   if (out.empty())
     return bad("the config has no devices (cpu_workers: 0 and no GPUs)");
   if (out.size() > max_devices)
-    return bad("at most " + std::to_string(max_devices)
-               + " devices are supported, the config has "
-               + std::to_string(out.size()));
+    return bad("at most " + std::to_string(max_devices) +
+               " devices are supported, the config has " +
+               std::to_string(out.size()));
   return out;
 }
 
@@ -101,8 +101,8 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg) {
   auto policies = compile_grants(cfg, infos);
   if (!policies)
     return policies.error();
-  std::string path = cfg.audit_path().empty() ? "cohort-audit.log"
-                                              : cfg.audit_path();
+  std::string path =
+      cfg.audit_path().empty() ? "cohort-audit.log" : cfg.audit_path();
   auto log = audit_log::open(path, cfg.audit_batch());
   if (!log)
     return log.error();
@@ -110,16 +110,17 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg) {
   rt->devs_ = std::move(*devs);
   rt->infos_ = std::move(infos);
   rt->audit_path_ = path;
-  rt->audit_ = sys.spawn(audit_impl, std::shared_ptr<audit_log>{std::move(*log)});
+  rt->audit_ =
+      sys.spawn(audit_impl, std::shared_ptr<audit_log>{std::move(*log)});
   balancer_config bcfg;
   if (cfg.max_attempts() > 0)
     bcfg.max_attempts = cfg.max_attempts();
   // The balancer and the quota actor know each other: the balancer learns
   // its quota actor by a first message, before any item can reach it.
-  rt->balancer_ = sys.spawn(balancer_impl, rt->infos_, quota_listener{},
-                            rt->audit_, bcfg);
-  rt->quota_ = sys.spawn(quota_impl, std::move(*policies), rt->balancer_,
-                         rt->audit_);
+  rt->balancer_ =
+      sys.spawn(balancer_impl, rt->infos_, quota_listener{}, rt->audit_, bcfg);
+  rt->quota_ =
+      sys.spawn(quota_impl, std::move(*policies), rt->balancer_, rt->audit_);
   caf::anon_send(rt->balancer_, start_atom::value, quota_listener{rt->quota_});
   supervisor_config scfg;
   if (cfg.kernel_timeout_ms() > 0)
@@ -128,12 +129,12 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg) {
     scfg.max_restarts = cfg.max_restarts();
   if (cfg.restart_period_ms() > 0)
     scfg.restart_period = std::chrono::milliseconds{cfg.restart_period_ms()};
-  rt->supervisor_ = sys.spawn(supervisor_impl, rt->devs_, rt->balancer_,
-                              rt->audit_, scfg);
+  rt->supervisor_ =
+      sys.spawn(supervisor_impl, rt->devs_, rt->balancer_, rt->audit_, scfg);
   caf::scoped_actor self{sys};
   caf::error failure;
   self->request(rt->supervisor_, caf::infinite, start_atom::value)
-    .receive([](bool) {}, [&](caf::error& err) { failure = std::move(err); });
+      .receive([](bool) {}, [&](caf::error& err) { failure = std::move(err); });
   if (failure)
     return failure;
   return rt;
@@ -145,8 +146,8 @@ caf::expected<work_result> runtime::run(work_item item) {
   self->send(quota_, submit_atom::value, std::move(item), sink);
   caf::expected<work_result> out{caf::error{}};
   self->receive(
-    [&](result_atom, work_result& res) { out = std::move(res); },
-    [&](failed_atom, uint64_t, caf::error& err) { out = std::move(err); });
+      [&](result_atom, work_result& res) { out = std::move(res); },
+      [&](failed_atom, uint64_t, caf::error& err) { out = std::move(err); });
   return out;
 }
 
@@ -165,8 +166,8 @@ caf::expected<T> ask(caf::actor_system& sys, const Handle& dest, Ts... xs) {
   caf::scoped_actor self{sys};
   caf::expected<T> out{caf::error{}};
   self->request(dest, caf::infinite, xs...)
-    .receive([&](T& x) { out = std::move(x); },
-             [&](caf::error& err) { out = std::move(err); });
+      .receive([&](T& x) { out = std::move(x); },
+               [&](caf::error& err) { out = std::move(err); });
   return out;
 }
 
@@ -197,9 +198,8 @@ void runtime::stop() {
   ask<bool>(sys_, quota_, down_atom::value);
   flush_audit();
   caf::scoped_actor self{sys_};
-  for (caf::actor_addr addr :
-       {supervisor_.address(), quota_.address(), balancer_.address(),
-        audit_.address()}) {
+  for (caf::actor_addr addr : {supervisor_.address(), quota_.address(),
+                               balancer_.address(), audit_.address()}) {
     auto handle = caf::actor_cast<caf::actor>(addr);
     if (!handle)
       continue;

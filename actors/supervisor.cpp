@@ -24,9 +24,8 @@ void spawn_device(self_ptr self, uint32_t index) {
 
 void device_event(self_ptr self, const std::string& device,
                   std::string detail) {
-  std::vector<audit_event> evs{
-    {audit_kind::device_event, "", 0, device, "", std::move(detail),
-     wall_clock_ns()}};
+  std::vector<audit_event> evs{{audit_kind::device_event, "", 0, device, "",
+                                std::move(detail), wall_clock_ns()}};
   self->send(self->state.audit, record_atom::value, std::move(evs));
 }
 
@@ -61,18 +60,17 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
       e.handle = device_actor{};
       e.addr = caf::actor_addr{};
       auto now = std::chrono::steady_clock::now();
-      while (!e.restarts.empty()
-             && now - e.restarts.front() > st.cfg.restart_period)
+      while (!e.restarts.empty() &&
+             now - e.restarts.front() > st.cfg.restart_period)
         e.restarts.pop_front();
       if (e.restarts.size() >= st.cfg.max_restarts) {
-        take_offline(self, i,
-                     make_error(errc::device_lost,
-                                describe(dm.reason) + " (restart limit of "
-                                  + std::to_string(st.cfg.max_restarts)
-                                  + " per "
-                                  + std::to_string(
-                                    st.cfg.restart_period.count())
-                                  + " ms reached)"));
+        take_offline(
+            self, i,
+            make_error(errc::device_lost,
+                       describe(dm.reason) + " (restart limit of " +
+                           std::to_string(st.cfg.max_restarts) + " per " +
+                           std::to_string(st.cfg.restart_period.count()) +
+                           " ms reached)"));
         return;
       }
       device_event(self, e.dev->info().name,
@@ -89,25 +87,25 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
     self->quit(msg.reason);
   });
   return {
-    [=](start_atom) {
-      for (uint32_t i = 0; i < self->state.devices.size(); ++i)
-        spawn_device(self, i);
-      return true;
-    },
-    [=](restart_atom, uint32_t index) {
-      auto& e = self->state.devices.at(index);
-      if (e.offline || e.handle)
-        return;
-      if (auto err = e.dev->reset()) {
-        take_offline(self, index, std::move(err));
-        return;
-      }
-      e.restarts.push_back(std::chrono::steady_clock::now());
-      device_event(self, e.dev->info().name,
-                   "supervisor: reset and restarted (restart "
-                     + std::to_string(e.restarts.size()) + ")");
-      spawn_device(self, index);
-    },
+      [=](start_atom) {
+        for (uint32_t i = 0; i < self->state.devices.size(); ++i)
+          spawn_device(self, i);
+        return true;
+      },
+      [=](restart_atom, uint32_t index) {
+        auto& e = self->state.devices.at(index);
+        if (e.offline || e.handle)
+          return;
+        if (auto err = e.dev->reset()) {
+          take_offline(self, index, std::move(err));
+          return;
+        }
+        e.restarts.push_back(std::chrono::steady_clock::now());
+        device_event(self, e.dev->info().name,
+                     "supervisor: reset and restarted (restart " +
+                         std::to_string(e.restarts.size()) + ")");
+        spawn_device(self, index);
+      },
   };
 }
 

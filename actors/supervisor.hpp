@@ -17,11 +17,11 @@
 namespace cohort::actors {
 
 using supervisor_actor = caf::typed_actor<
-  /// Spawns every device actor and announces it to the balancer; replies once
-  /// all are announced.
-  caf::replies_to<start_atom>::with<bool>,
-  /// Internal: try to bring device `index` back.
-  caf::reacts_to<restart_atom, uint32_t>>;
+    /// Spawns every device actor and announces it to the balancer; replies once
+    /// all are announced.
+    caf::replies_to<start_atom>::with<bool>,
+    /// Internal: try to bring device `index` back.
+    caf::reacts_to<restart_atom, uint32_t>>;
 
 /// Restart policy, in the manner of OTP supervisors.
 struct supervisor_config {

@@ -63,8 +63,7 @@ private:
   virtual void do_deallocate(uint64_t bytes) = 0;
   virtual caf::expected<launch_result>
   do_launch(uint32_t stream, kernels::kernel_id id,
-            const kernels::kernel_args& args, kernels::input_views inputs)
-    = 0;
+            const kernels::kernel_args& args, kernels::input_views inputs) = 0;
   virtual caf::error do_health() = 0;
   virtual caf::error do_reset() = 0;
 

@@ -60,14 +60,14 @@ int caf_main(caf::actor_system& sys, const system_config&) {
     auto res = (*rt)->run(item);
     if (!res) {
       std::fprintf(stderr, "item %llu failed: %s\n",
-                   (unsigned long long) item.id, describe(res.error()).c_str());
+                   (unsigned long long)item.id, describe(res.error()).c_str());
       ++failures;
       continue;
     }
     auto views = item.views();
     auto want = kernels::run_reference(item.kernel, item.args, views);
-    auto diff = kernels::compare(item.kernel, item.args, views, res->output,
-                                 want);
+    auto diff =
+        kernels::compare(item.kernel, item.args, views, res->output, want);
     std::printf("%-12s on %-5s: %zu values%s\n",
                 std::string{kernels::name(item.kernel)}.c_str(),
                 res->device.c_str(), res->output.values.size(),
@@ -89,7 +89,8 @@ int caf_main(caf::actor_system& sys, const system_config&) {
     std::printf("tenant 'nobody' refused: %s\n",
                 describe(refused.error()).c_str());
   }
-  std::printf("%s\n", failures == 0 ? "embed example: OK" : "embed example: FAILED");
+  std::printf("%s\n",
+              failures == 0 ? "embed example: OK" : "embed example: FAILED");
   return failures == 0 ? 0 : 1;
 }
 

@@ -14,8 +14,8 @@ namespace cohort::kernels {
 namespace {
 
 constexpr std::string_view names[] = {
-  "unknown",        "axpy", "dot",  "nrm2",       "reduce_sum",
-  "inclusive_scan", "gemv", "gemm", "topk_cosine",
+    "unknown",        "axpy", "dot",  "nrm2",        "reduce_sum",
+    "inclusive_scan", "gemv", "gemm", "topk_cosine",
 };
 
 // BLAS takes 32-bit dimensions.
@@ -37,12 +37,12 @@ std::string check_matrix(std::string_view kernel, const char* what,
   if (rows > max_dim || cols > max_dim || !product(rows, cols, want))
     return format("%.*s: %s dimensions %llux%llu are too large",
                   int(kernel.size()), kernel.data(), what,
-                  (unsigned long long) rows, (unsigned long long) cols);
+                  (unsigned long long)rows, (unsigned long long)cols);
   if (want != have)
     return format("%.*s: %s must have %llux%llu = %llu elements, got %zu",
                   int(kernel.size()), kernel.data(), what,
-                  (unsigned long long) rows, (unsigned long long) cols,
-                  (unsigned long long) want, have);
+                  (unsigned long long)rows, (unsigned long long)cols,
+                  (unsigned long long)want, have);
   return {};
 }
 
@@ -54,8 +54,8 @@ std::string_view name(kernel_id id) {
 }
 
 bool is_known(uint8_t raw) {
-  return raw >= static_cast<uint8_t>(kernel_id::axpy)
-         && raw <= static_cast<uint8_t>(kernel_id::topk_cosine);
+  return raw >= static_cast<uint8_t>(kernel_id::axpy) &&
+         raw <= static_cast<uint8_t>(kernel_id::topk_cosine);
 }
 
 std::optional<kernel_id> parse_kernel(std::string_view text) {
@@ -67,12 +67,12 @@ std::optional<kernel_id> parse_kernel(std::string_view text) {
 
 size_t input_count(kernel_id id) {
   switch (id) {
-    case kernel_id::nrm2:
-    case kernel_id::reduce_sum:
-    case kernel_id::inclusive_scan:
-      return 1;
-    default:
-      return 2;
+  case kernel_id::nrm2:
+  case kernel_id::reduce_sum:
+  case kernel_id::inclusive_scan:
+    return 1;
+  default:
+    return 2;
   }
 }
 
@@ -87,44 +87,44 @@ std::string validate(kernel_id id, const kernel_args& args,
     return format("%.*s takes %zu input buffer(s), got %zu", int(kn.size()),
                   kn.data(), input_count(id), inputs.size());
   switch (id) {
-    case kernel_id::axpy:
-    case kernel_id::dot:
-      if (inputs[0].size() != inputs[1].size())
-        return format("%.*s: x has %zu elements but y has %zu", int(kn.size()),
-                      kn.data(), inputs[0].size(), inputs[1].size());
-      return {};
-    case kernel_id::nrm2:
-    case kernel_id::reduce_sum:
-    case kernel_id::inclusive_scan:
-      return {};
-    case kernel_id::gemv:
-      if (auto err = check_matrix(kn, "A", args.m, args.n, inputs[0].size());
-          !err.empty())
-        return err;
-      if (inputs[1].size() != args.n)
-        return format("gemv: x must have n = %llu elements, got %zu",
-                      (unsigned long long) args.n, inputs[1].size());
-      return {};
-    case kernel_id::gemm:
-      if (auto err = check_matrix(kn, "A", args.m, args.k, inputs[0].size());
-          !err.empty())
-        return err;
-      return check_matrix(kn, "B", args.k, args.n, inputs[1].size());
-    case kernel_id::topk_cosine: {
-      if (args.n == 0)
-        return "topk_cosine: the vector dimension n must be positive";
-      if (auto err = check_matrix(kn, "rows", args.m, args.n, inputs[0].size());
-          !err.empty())
-        return err;
-      if (inputs[1].empty() || inputs[1].size() % args.n != 0)
-        return format("topk_cosine: queries must hold a positive multiple of "
-                      "n = %llu elements, got %zu",
-                      (unsigned long long) args.n, inputs[1].size());
-      if (args.top_k == 0 || args.top_k > args.m)
-        return format("topk_cosine: top_k must be in 1..m = %llu, got %u",
-                      (unsigned long long) args.m, args.top_k);
-      return {};
-    }
+  case kernel_id::axpy:
+  case kernel_id::dot:
+    if (inputs[0].size() != inputs[1].size())
+      return format("%.*s: x has %zu elements but y has %zu", int(kn.size()),
+                    kn.data(), inputs[0].size(), inputs[1].size());
+    return {};
+  case kernel_id::nrm2:
+  case kernel_id::reduce_sum:
+  case kernel_id::inclusive_scan:
+    return {};
+  case kernel_id::gemv:
+    if (auto err = check_matrix(kn, "A", args.m, args.n, inputs[0].size());
+        !err.empty())
+      return err;
+    if (inputs[1].size() != args.n)
+      return format("gemv: x must have n = %llu elements, got %zu",
+                    (unsigned long long)args.n, inputs[1].size());
+    return {};
+  case kernel_id::gemm:
+    if (auto err = check_matrix(kn, "A", args.m, args.k, inputs[0].size());
+        !err.empty())
+      return err;
+    return check_matrix(kn, "B", args.k, args.n, inputs[1].size());
+  case kernel_id::topk_cosine: {
+    if (args.n == 0)
+      return "topk_cosine: the vector dimension n must be positive";
+    if (auto err = check_matrix(kn, "rows", args.m, args.n, inputs[0].size());
+        !err.empty())
+      return err;
+    if (inputs[1].empty() || inputs[1].size() % args.n != 0)
+      return format("topk_cosine: queries must hold a positive multiple of "
+                    "n = %llu elements, got %zu",
+                    (unsigned long long)args.n, inputs[1].size());
+    if (args.top_k == 0 || args.top_k > args.m)
+      return format("topk_cosine: top_k must be in 1..m = %llu, got %u",
+                    (unsigned long long)args.m, args.top_k);
+    return {};
+  }
   }
   return "unreachable";
 }
@@ -132,19 +132,19 @@ std::string validate(kernel_id id, const kernel_args& args,
 static uint64_t output_elements(kernel_id id, const kernel_args& args,
                                 input_views inputs) {
   switch (id) {
-    case kernel_id::axpy:
-    case kernel_id::inclusive_scan:
-      return inputs[0].size();
-    case kernel_id::dot:
-    case kernel_id::nrm2:
-    case kernel_id::reduce_sum:
-      return 1;
-    case kernel_id::gemv:
-      return args.m;
-    case kernel_id::gemm:
-      return args.m * args.n;
-    case kernel_id::topk_cosine:
-      return inputs[1].size() / args.n * args.top_k;
+  case kernel_id::axpy:
+  case kernel_id::inclusive_scan:
+    return inputs[0].size();
+  case kernel_id::dot:
+  case kernel_id::nrm2:
+  case kernel_id::reduce_sum:
+    return 1;
+  case kernel_id::gemv:
+    return args.m;
+  case kernel_id::gemm:
+    return args.m * args.n;
+  case kernel_id::topk_cosine:
+    return inputs[1].size() / args.n * args.top_k;
   }
   return 0;
 }
@@ -152,8 +152,9 @@ static uint64_t output_elements(kernel_id id, const kernel_args& args,
 uint64_t output_bytes(kernel_id id, const kernel_args& args,
                       input_views inputs) {
   auto elems = output_elements(id, args, inputs);
-  return id == kernel_id::topk_cosine ? elems * (sizeof(float) + sizeof(int64_t))
-                                      : elems * sizeof(float);
+  return id == kernel_id::topk_cosine
+             ? elems * (sizeof(float) + sizeof(int64_t))
+             : elems * sizeof(float);
 }
 
 kernel_cost cost(kernel_id id, const kernel_args& args, input_views inputs) {
@@ -163,57 +164,55 @@ kernel_cost cost(kernel_id id, const kernel_args& args, input_views inputs) {
   double bytes = in_bytes + static_cast<double>(output_bytes(id, args, inputs));
   double n = inputs.empty() ? 0 : static_cast<double>(inputs[0].size());
   switch (id) {
-    case kernel_id::axpy:
-    case kernel_id::dot:
-    case kernel_id::nrm2:
-      return {2 * n, bytes};
-    case kernel_id::reduce_sum:
-    case kernel_id::inclusive_scan:
-      return {n, bytes};
-    case kernel_id::gemv:
-      return {2.0 * args.m * args.n, bytes};
-    case kernel_id::gemm:
-      return {2.0 * args.m * args.n * args.k, bytes};
-    case kernel_id::topk_cosine: {
-      double q = static_cast<double>(inputs[1].size()) / args.n;
-      return {2.0 * q * args.m * args.n + 2.0 * args.m * args.n, bytes};
-    }
+  case kernel_id::axpy:
+  case kernel_id::dot:
+  case kernel_id::nrm2:
+    return {2 * n, bytes};
+  case kernel_id::reduce_sum:
+  case kernel_id::inclusive_scan:
+    return {n, bytes};
+  case kernel_id::gemv:
+    return {2.0 * args.m * args.n, bytes};
+  case kernel_id::gemm:
+    return {2.0 * args.m * args.n * args.k, bytes};
+  case kernel_id::topk_cosine: {
+    double q = static_cast<double>(inputs[1].size()) / args.n;
+    return {2.0 * q * args.m * args.n + 2.0 * args.m * args.n, bytes};
+  }
   }
   return {};
 }
 
-kernel_output run_cpu(kernel_id id, const kernel_args& args,
-                      input_views in) {
+kernel_output run_cpu(kernel_id id, const kernel_args& args, input_views in) {
   kernel_output out;
   out.values.resize(output_elements(id, args, in));
   std::span<float> o{out.values};
   switch (id) {
-    case kernel_id::axpy:
-      cpu::axpy(args.alpha, in[0], in[1], o);
-      break;
-    case kernel_id::dot:
-      o[0] = cpu::dot(in[0], in[1]);
-      break;
-    case kernel_id::nrm2:
-      o[0] = cpu::nrm2(in[0]);
-      break;
-    case kernel_id::reduce_sum:
-      o[0] = cpu::reduce_sum(in[0]);
-      break;
-    case kernel_id::inclusive_scan:
-      cpu::inclusive_scan(in[0], o);
-      break;
-    case kernel_id::gemv:
-      cpu::gemv(args.m, args.n, in[0], in[1], o);
-      break;
-    case kernel_id::gemm:
-      cpu::gemm(args.m, args.n, args.k, in[0], in[1], o);
-      break;
-    case kernel_id::topk_cosine:
-      out.indices.resize(out.values.size());
-      cpu::topk_cosine(args.m, args.n, args.top_k, in[0], in[1], out.indices,
-                       o);
-      break;
+  case kernel_id::axpy:
+    cpu::axpy(args.alpha, in[0], in[1], o);
+    break;
+  case kernel_id::dot:
+    o[0] = cpu::dot(in[0], in[1]);
+    break;
+  case kernel_id::nrm2:
+    o[0] = cpu::nrm2(in[0]);
+    break;
+  case kernel_id::reduce_sum:
+    o[0] = cpu::reduce_sum(in[0]);
+    break;
+  case kernel_id::inclusive_scan:
+    cpu::inclusive_scan(in[0], o);
+    break;
+  case kernel_id::gemv:
+    cpu::gemv(args.m, args.n, in[0], in[1], o);
+    break;
+  case kernel_id::gemm:
+    cpu::gemm(args.m, args.n, args.k, in[0], in[1], o);
+    break;
+  case kernel_id::topk_cosine:
+    out.indices.resize(out.values.size());
+    cpu::topk_cosine(args.m, args.n, args.top_k, in[0], in[1], out.indices, o);
+    break;
   }
   return out;
 }

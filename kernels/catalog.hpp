@@ -25,12 +25,14 @@ enum class kernel_id : uint8_t {
 
 /// All kernels, in catalog order.
 inline constexpr kernel_id all_kernels[] = {
-  kernel_id::axpy,           kernel_id::dot,  kernel_id::nrm2,
-  kernel_id::reduce_sum,     kernel_id::inclusive_scan,
-  kernel_id::gemv,           kernel_id::gemm, kernel_id::topk_cosine,
+    kernel_id::axpy,           kernel_id::dot,
+    kernel_id::nrm2,           kernel_id::reduce_sum,
+    kernel_id::inclusive_scan, kernel_id::gemv,
+    kernel_id::gemm,           kernel_id::topk_cosine,
 };
 
-/// Scalar and shape arguments; which fields a kernel reads is in docs/kernels.md.
+/// Scalar and shape arguments; which fields a kernel reads is in
+/// docs/kernels.md.
 struct kernel_args {
   float alpha = 1.0f;
   uint64_t m = 0;
@@ -54,7 +56,8 @@ struct kernel_cost {
   double bytes = 0;
 };
 
-/// Returns the kernel's name ("axpy", ...), or "unknown" for a value outside the catalog.
+/// Returns the kernel's name ("axpy", ...), or "unknown" for a value outside
+/// the catalog.
 std::string_view name(kernel_id id);
 
 /// Returns true if `raw` names a kernel of the catalog.
@@ -71,13 +74,15 @@ std::string validate(kernel_id id, const kernel_args& args, input_views inputs);
 size_t input_count(kernel_id id);
 
 /// Bytes the kernel's output needs (valid arguments only).
-uint64_t output_bytes(kernel_id id, const kernel_args& args, input_views inputs);
+uint64_t output_bytes(kernel_id id, const kernel_args& args,
+                      input_views inputs);
 
 /// Modeled work of a call (valid arguments only).
 kernel_cost cost(kernel_id id, const kernel_args& args, input_views inputs);
 
 /// Runs the optimized CPU implementation. Arguments must have been validated.
-kernel_output run_cpu(kernel_id id, const kernel_args& args, input_views inputs);
+kernel_output run_cpu(kernel_id id, const kernel_args& args,
+                      input_views inputs);
 
 /// Runs the naive reference implementation (double accumulation).
 kernel_output run_reference(kernel_id id, const kernel_args& args,
@@ -88,7 +93,8 @@ kernel_output run_reference(kernel_id id, const kernel_args& args,
 std::string compare(kernel_id id, const kernel_args& args, input_views inputs,
                     const kernel_output& got, const kernel_output& want);
 
-/// Limits the CPU kernels to one thread each (the CPU workers are the parallelism).
+/// Limits the CPU kernels to one thread each (the CPU workers are the
+/// parallelism).
 void use_single_threaded_blas();
 
 } // namespace cohort::kernels

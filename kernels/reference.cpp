@@ -17,48 +17,48 @@ std::vector<double> ref_linear(kernel_id id, const kernel_args& args,
   auto v = [absolute](double x) { return absolute ? std::fabs(x) : x; };
   std::vector<double> out;
   switch (id) {
-    case kernel_id::axpy:
-      for (size_t i = 0; i < in[0].size(); ++i)
-        out.push_back(v(args.alpha) * v(in[0][i]) + v(in[1][i]));
-      break;
-    case kernel_id::dot: {
-      double s = 0;
-      for (size_t i = 0; i < in[0].size(); ++i)
-        s += v(in[0][i]) * v(in[1][i]);
+  case kernel_id::axpy:
+    for (size_t i = 0; i < in[0].size(); ++i)
+      out.push_back(v(args.alpha) * v(in[0][i]) + v(in[1][i]));
+    break;
+  case kernel_id::dot: {
+    double s = 0;
+    for (size_t i = 0; i < in[0].size(); ++i)
+      s += v(in[0][i]) * v(in[1][i]);
+    out.push_back(s);
+    break;
+  }
+  case kernel_id::reduce_sum:
+  case kernel_id::inclusive_scan: {
+    double s = 0;
+    for (float x : in[0]) {
+      s += v(x);
+      if (id == kernel_id::inclusive_scan)
+        out.push_back(s);
+    }
+    if (id == kernel_id::reduce_sum)
       out.push_back(s);
-      break;
-    }
-    case kernel_id::reduce_sum:
-    case kernel_id::inclusive_scan: {
+    break;
+  }
+  case kernel_id::gemv:
+    for (uint64_t r = 0; r < args.m; ++r) {
       double s = 0;
-      for (float x : in[0]) {
-        s += v(x);
-        if (id == kernel_id::inclusive_scan)
-          out.push_back(s);
-      }
-      if (id == kernel_id::reduce_sum)
-        out.push_back(s);
-      break;
+      for (uint64_t c = 0; c < args.n; ++c)
+        s += v(in[0][r * args.n + c]) * v(in[1][c]);
+      out.push_back(s);
     }
-    case kernel_id::gemv:
-      for (uint64_t r = 0; r < args.m; ++r) {
-        double s = 0;
+    break;
+  case kernel_id::gemm:
+    out.assign(args.m * args.n, 0.0);
+    for (uint64_t r = 0; r < args.m; ++r)
+      for (uint64_t p = 0; p < args.k; ++p) {
+        double a = v(in[0][r * args.k + p]);
         for (uint64_t c = 0; c < args.n; ++c)
-          s += v(in[0][r * args.n + c]) * v(in[1][c]);
-        out.push_back(s);
+          out[r * args.n + c] += a * v(in[1][p * args.n + c]);
       }
-      break;
-    case kernel_id::gemm:
-      out.assign(args.m * args.n, 0.0);
-      for (uint64_t r = 0; r < args.m; ++r)
-        for (uint64_t p = 0; p < args.k; ++p) {
-          double a = v(in[0][r * args.k + p]);
-          for (uint64_t c = 0; c < args.n; ++c)
-            out[r * args.n + c] += a * v(in[1][p * args.n + c]);
-        }
-      break;
-    default:
-      break;
+    break;
+  default:
+    break;
   }
   return out;
 }
@@ -71,17 +71,16 @@ double norm(std::span<const float> x) {
 }
 
 // Length of the sum behind each output element, for the rounding bound.
-double reduction_length(kernel_id id, const kernel_args& args,
-                        input_views in) {
+double reduction_length(kernel_id id, const kernel_args& args, input_views in) {
   switch (id) {
-    case kernel_id::axpy:
-      return 1;
-    case kernel_id::gemv:
-      return static_cast<double>(args.n);
-    case kernel_id::gemm:
-      return static_cast<double>(args.k);
-    default:
-      return static_cast<double>(in[0].size());
+  case kernel_id::axpy:
+    return 1;
+  case kernel_id::gemv:
+    return static_cast<double>(args.n);
+  case kernel_id::gemm:
+    return static_cast<double>(args.k);
+  default:
+    return static_cast<double>(in[0].size());
   }
 }
 
@@ -135,13 +134,14 @@ kernel_output run_reference(kernel_id id, const kernel_args& args,
 
 std::string compare(kernel_id id, const kernel_args& args, input_views in,
                     const kernel_output& got, const kernel_output& want) {
-  if (got.values.size() != want.values.size()
-      || got.indices.size() != want.indices.size()) {
+  if (got.values.size() != want.values.size() ||
+      got.indices.size() != want.indices.size()) {
     char buf[160];
-    std::snprintf(buf, sizeof(buf),
-                  "%s: result has %zu values / %zu indices, reference %zu / %zu",
-                  std::string{name(id)}.c_str(), got.values.size(),
-                  got.indices.size(), want.values.size(), want.indices.size());
+    std::snprintf(
+        buf, sizeof(buf),
+        "%s: result has %zu values / %zu indices, reference %zu / %zu",
+        std::string{name(id)}.c_str(), got.values.size(), got.indices.size(),
+        want.values.size(), want.indices.size());
     return buf;
   }
   constexpr double eps = std::numeric_limits<float>::epsilon();

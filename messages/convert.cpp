@@ -15,32 +15,46 @@ namespace cohort {
 
 const char* to_string(device_kind kind) {
   switch (kind) {
-    case device_kind::cpu: return "cpu";
-    case device_kind::sim_gpu: return "sim";
-    case device_kind::cuda_gpu: return "cuda";
-    case device_kind::hip_gpu: return "hip";
+  case device_kind::cpu:
+    return "cpu";
+  case device_kind::sim_gpu:
+    return "sim";
+  case device_kind::cuda_gpu:
+    return "cuda";
+  case device_kind::hip_gpu:
+    return "hip";
   }
   return "unknown";
 }
 
 const char* to_string(audit_kind kind) {
   switch (kind) {
-    case audit_kind::admitted: return "admitted";
-    case audit_kind::rejected: return "rejected";
-    case audit_kind::placed: return "placed";
-    case audit_kind::completed: return "completed";
-    case audit_kind::failed: return "failed";
-    case audit_kind::fallback: return "fallback";
-    case audit_kind::device_event: return "device_event";
+  case audit_kind::admitted:
+    return "admitted";
+  case audit_kind::rejected:
+    return "rejected";
+  case audit_kind::placed:
+    return "placed";
+  case audit_kind::completed:
+    return "completed";
+  case audit_kind::failed:
+    return "failed";
+  case audit_kind::fallback:
+    return "fallback";
+  case audit_kind::device_event:
+    return "device_event";
   }
   return "unknown";
 }
 
 const char* to_string(device_status x) {
   switch (x) {
-    case device_status::online: return "online";
-    case device_status::restarting: return "restarting";
-    case device_status::offline: return "offline";
+  case device_status::online:
+    return "online";
+  case device_status::restarting:
+    return "restarting";
+  case device_status::offline:
+    return "offline";
   }
   return "unknown";
 }
@@ -48,7 +62,7 @@ const char* to_string(device_status x) {
 int64_t wall_clock_ns() {
   using namespace std::chrono;
   return duration_cast<nanoseconds>(system_clock::now().time_since_epoch())
-    .count();
+      .count();
 }
 
 pb::DeviceInfo to_proto(const device_info& x) {
@@ -96,9 +110,9 @@ pb::WorkResult to_proto(const work_result& x) {
 
 caf::expected<work_item> from_proto(const pb::WorkRequest& x) {
   if (x.kernel() > 255 || !kernels::is_known(static_cast<uint8_t>(x.kernel())))
-    return make_error(errc::unknown_kernel,
-                      "kernel value " + std::to_string(x.kernel())
-                        + " is not in the catalog");
+    return make_error(errc::unknown_kernel, "kernel value " +
+                                                std::to_string(x.kernel()) +
+                                                " is not in the catalog");
   work_item out;
   out.id = x.id();
   out.tenant = x.tenant();
@@ -107,7 +121,7 @@ caf::expected<work_item> from_proto(const pb::WorkRequest& x) {
               x.args().top_k()};
   for (auto& in : x.inputs())
     out.inputs.emplace_back(
-      std::vector<float>(in.values().begin(), in.values().end()));
+        std::vector<float>(in.values().begin(), in.values().end()));
   return out;
 }
 
@@ -117,8 +131,8 @@ class error_collector : public google::protobuf::io::ErrorCollector {
 public:
   void AddError(int line, int column, const std::string& message) override {
     if (first.empty())
-      first = "line " + std::to_string(line + 1) + ", column "
-              + std::to_string(column + 1) + ": " + message;
+      first = "line " + std::to_string(line + 1) + ", column " +
+              std::to_string(column + 1) + ": " + message;
   }
   std::string first;
 };
@@ -136,9 +150,9 @@ caf::error load_text_file(const std::string& path,
   error_collector errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.Parse(&input, &msg))
-    return make_error(code, path + ": "
-                              + (errors.first.empty() ? "cannot read"
-                                                      : errors.first));
+    return make_error(
+        code,
+        path + ": " + (errors.first.empty() ? "cannot read" : errors.first));
   return caf::none;
 }
 
@@ -156,8 +170,8 @@ caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path) {
   for (int i = 0; i < spec.stage_size(); ++i) {
     auto& st = spec.stage(i);
     if (!kernels::is_known(static_cast<uint8_t>(st.kernel())))
-      return bad("stage " + std::to_string(i + 1) + " ('" + st.name()
-                 + "') names no kernel of the catalog");
+      return bad("stage " + std::to_string(i + 1) + " ('" + st.name() +
+                 "') names no kernel of the catalog");
   }
   for (auto& f : spec.fault())
     if (f.kind() == pb::FAULT_UNSPECIFIED || f.device().empty())

@@ -7,25 +7,44 @@ namespace cohort {
 
 std::string to_string(errc x) {
   switch (x) {
-    case errc::none: return "none";
-    case errc::unknown_kernel: return "unknown_kernel";
-    case errc::invalid_arguments: return "invalid_arguments";
-    case errc::unknown_tenant: return "unknown_tenant";
-    case errc::not_granted: return "not_granted";
-    case errc::over_inflight_quota: return "over_inflight_quota";
-    case errc::over_memory_quota: return "over_memory_quota";
-    case errc::out_of_memory: return "out_of_memory";
-    case errc::device_lost: return "device_lost";
-    case errc::kernel_fault: return "kernel_fault";
-    case errc::kernel_timeout: return "kernel_timeout";
-    case errc::no_device_available: return "no_device_available";
-    case errc::retries_exhausted: return "retries_exhausted";
-    case errc::malformed_config: return "malformed_config";
-    case errc::malformed_pipeline: return "malformed_pipeline";
-    case errc::io_error: return "io_error";
-    case errc::audit_chain_broken: return "audit_chain_broken";
-    case errc::shutting_down: return "shutting_down";
-    case errc::invalid_fault: return "invalid_fault";
+  case errc::none:
+    return "none";
+  case errc::unknown_kernel:
+    return "unknown_kernel";
+  case errc::invalid_arguments:
+    return "invalid_arguments";
+  case errc::unknown_tenant:
+    return "unknown_tenant";
+  case errc::not_granted:
+    return "not_granted";
+  case errc::over_inflight_quota:
+    return "over_inflight_quota";
+  case errc::over_memory_quota:
+    return "over_memory_quota";
+  case errc::out_of_memory:
+    return "out_of_memory";
+  case errc::device_lost:
+    return "device_lost";
+  case errc::kernel_fault:
+    return "kernel_fault";
+  case errc::kernel_timeout:
+    return "kernel_timeout";
+  case errc::no_device_available:
+    return "no_device_available";
+  case errc::retries_exhausted:
+    return "retries_exhausted";
+  case errc::malformed_config:
+    return "malformed_config";
+  case errc::malformed_pipeline:
+    return "malformed_pipeline";
+  case errc::io_error:
+    return "io_error";
+  case errc::audit_chain_broken:
+    return "audit_chain_broken";
+  case errc::shutting_down:
+    return "shutting_down";
+  case errc::invalid_fault:
+    return "invalid_fault";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

@@ -19,7 +19,7 @@ public:
   host_buffer() = default;
 
   explicit host_buffer(std::vector<float> values)
-    : data_(std::make_shared<const std::vector<float>>(std::move(values))) {
+      : data_(std::make_shared<const std::vector<float>>(std::move(values))) {
     // nop
   }
 

@@ -63,7 +63,8 @@ struct balancer_stats {
   uint64_t retries = 0;
   /// Items that ended with a definitive error after admission.
   uint64_t failed = 0;
-  /// Completions that arrived for items already ended (dropped, never delivered).
+  /// Completions that arrived for items already ended (dropped, never
+  /// delivered).
   uint64_t duplicates_dropped = 0;
   /// Items admitted and not yet ended.
   uint64_t outstanding = 0;

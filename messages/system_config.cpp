@@ -17,18 +17,18 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<device_info>("cohort::device_info");
   cfg.add_message_type<audit_event>("cohort::audit_event");
   cfg.add_message_type<std::vector<audit_event>>(
-    "std::vector<cohort::audit_event>");
+      "std::vector<cohort::audit_event>");
   cfg.add_message_type<std::vector<device_info>>(
-    "std::vector<cohort::device_info>");
+      "std::vector<cohort::device_info>");
   cfg.add_message_type<device_stats>("cohort::device_stats");
   cfg.add_message_type<std::vector<device_stats>>(
-    "std::vector<cohort::device_stats>");
+      "std::vector<cohort::device_stats>");
   cfg.add_message_type<balancer_stats>("cohort::balancer_stats");
   cfg.add_message_type<quota_stats>("cohort::quota_stats");
-  cfg.add_error_category(
-    errc_category, [](uint8_t code, caf::atom_value, const caf::message& ctx) {
-      return describe(caf::error{code, errc_category, ctx});
-    });
+  cfg.add_error_category(errc_category, [](uint8_t code, caf::atom_value,
+                                           const caf::message& ctx) {
+    return describe(caf::error{code, errc_category, ctx});
+  });
 }
 
 system_config::system_config() {

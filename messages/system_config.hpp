@@ -5,7 +5,8 @@
 
 namespace cohort {
 
-/// Registers every Cohort message type and the "cohort" error category on `cfg`.
+/// Registers every Cohort message type and the "cohort" error category on
+/// `cfg`.
 void register_types(caf::actor_system_config& cfg);
 
 /// An actor system config with Cohort's types registered.

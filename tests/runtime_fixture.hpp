@@ -89,9 +89,10 @@ struct ends {
 /// that arrive within `linger`). Between submission and collection, `during`
 /// runs (e.g. to inject faults).
 template <class F>
-ends submit_all(caf::actor_system& sys, actors::runtime& rt,
-                std::vector<work_item> items, F during,
-                std::chrono::milliseconds linger = std::chrono::milliseconds(50)) {
+ends submit_all(
+    caf::actor_system& sys, actors::runtime& rt, std::vector<work_item> items,
+    F during,
+    std::chrono::milliseconds linger = std::chrono::milliseconds(50)) {
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<actors::client_sink>(self);
   auto n = items.size();
@@ -111,14 +112,13 @@ ends submit_all(caf::actor_system& sys, actors::runtime& rt,
     ++received;
   };
   while (received < n && !out.timed_out)
-    self->receive(on_result, on_error,
-                  caf::after(std::chrono::seconds(60)) >> [&] {
-                    out.timed_out = true;
-                  });
+    self->receive(
+        on_result, on_error,
+        caf::after(std::chrono::seconds(60)) >> [&] { out.timed_out = true; });
   bool quiet = false;
   while (!quiet)
-    self->receive(on_result, on_error,
-                  caf::after(linger) >> [&] { quiet = true; });
+    self->receive(
+        on_result, on_error, caf::after(linger) >> [&] { quiet = true; });
   return out;
 }
 
@@ -131,8 +131,8 @@ inline void check_results(const std::vector<work_item>& items, const ends& e) {
     auto views = item.views();
     auto want = kernels::run_reference(item.kernel, item.args, views);
     INFO("item " << item.id << " on " << r->second.device);
-    CHECK(kernels::compare(item.kernel, item.args, views, r->second.output,
-                           want)
+    CHECK(
+        kernels::compare(item.kernel, item.args, views, r->second.output, want)
             .empty());
   }
 }

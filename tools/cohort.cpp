@@ -91,23 +91,24 @@ int cmd_devices(const std::vector<std::string>& args) {
     std::string numa = x.numa_node >= 0 ? std::to_string(x.numa_node) : "-";
     std::string cores = x.cores ? std::to_string(x.cores) : "-";
     std::string model = x.model.empty() ? "-" : x.model.substr(0, 16);
-    std::printf("%-8s %-5s %-10s %-16s %10s %7u %6.2f %5s %4s\n",
-                x.name.c_str(), to_string(x.kind),
-                x.simulated ? "SIMULATED" : "", model.c_str(),
-                x.kind == device_kind::cpu ? "host"
-                                           : human_bytes(x.memory_bytes).c_str(),
-                x.streams, x.speed, cores.c_str(), numa.c_str());
+    std::printf(
+        "%-8s %-5s %-10s %-16s %10s %7u %6.2f %5s %4s\n", x.name.c_str(),
+        to_string(x.kind), x.simulated ? "SIMULATED" : "", model.c_str(),
+        x.kind == device_kind::cpu ? "host"
+                                   : human_bytes(x.memory_bytes).c_str(),
+        x.streams, x.speed, cores.c_str(), numa.c_str());
   }
-  std::printf("\nGPU backends: cuda: %s; hip: %s\n",
+  std::printf(
+      "\nGPU backends: cuda: %s; hip: %s\n",
 #ifdef COHORT_HAVE_NVCC
-              "nvcc found at build time, backend not built yet (no GPUs listed)",
+      "nvcc found at build time, backend not built yet (no GPUs listed)",
 #else
-              "no toolchain at build time",
+      "no toolchain at build time",
 #endif
 #ifdef COHORT_HAVE_HIPCC
-              "hipcc found at build time, backend not built yet (no GPUs listed)"
+      "hipcc found at build time, backend not built yet (no GPUs listed)"
 #else
-              "no toolchain at build time"
+      "no toolchain at build time"
 #endif
   );
   return exit_ok;
@@ -147,18 +148,18 @@ int cmd_audit(const std::vector<std::string>& args) {
   if (args.size() != 2 || args[0] != "verify")
     return bad_input("usage: cohort audit verify FILE");
   if (::access(args[1].c_str(), R_OK) != 0)
-    return bad_input("audit: cannot read '" + args[1]
-                     + "': " + std::strerror(errno));
+    return bad_input("audit: cannot read '" + args[1] +
+                     "': " + std::strerror(errno));
   auto v = actors::audit_log::verify(args[1]);
   if (v.ok) {
     std::printf("%s: OK, %llu records, chain head %s\n", args[1].c_str(),
-                (unsigned long long) v.good_records,
+                (unsigned long long)v.good_records,
                 actors::to_hex(v.head).c_str());
     return exit_ok;
   }
   std::printf("%s: BROKEN at record %llu (%s); %llu records before it verify\n",
-              args[1].c_str(), (unsigned long long) v.first_bad,
-              v.reason.c_str(), (unsigned long long) v.good_records);
+              args[1].c_str(), (unsigned long long)v.first_bad,
+              v.reason.c_str(), (unsigned long long)v.good_records);
   return exit_failed;
 }
 
@@ -166,8 +167,8 @@ int cmd_audit(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "help" || args[0] == "--help"
-      || args[0] == "-h") {
+  if (args.empty() || args[0] == "help" || args[0] == "--help" ||
+      args[0] == "-h") {
     std::fputs(usage, args.empty() ? stderr : stdout);
     return args.empty() ? exit_bad_input : exit_ok;
   }

@@ -36,32 +36,32 @@ caf::expected<std::vector<uint64_t>> input_sizes(const pb::Stage& st) {
   uint64_t n = a.n(), m = a.m(), k = a.k();
   std::vector<uint64_t> sizes;
   switch (static_cast<kernel_id>(st.kernel())) {
-    case kernel_id::axpy:
-    case kernel_id::dot:
-      sizes = {n, n};
-      break;
-    case kernel_id::nrm2:
-    case kernel_id::reduce_sum:
-    case kernel_id::inclusive_scan:
-      sizes = {n};
-      break;
-    case kernel_id::gemv:
-      sizes = {m * n, n};
-      break;
-    case kernel_id::gemm:
-      sizes = {m * k, k * n};
-      break;
-    case kernel_id::topk_cosine:
-      sizes = {m * n, std::max<uint64_t>(k, 1) * n};
-      break;
+  case kernel_id::axpy:
+  case kernel_id::dot:
+    sizes = {n, n};
+    break;
+  case kernel_id::nrm2:
+  case kernel_id::reduce_sum:
+  case kernel_id::inclusive_scan:
+    sizes = {n};
+    break;
+  case kernel_id::gemv:
+    sizes = {m * n, n};
+    break;
+  case kernel_id::gemm:
+    sizes = {m * k, k * n};
+    break;
+  case kernel_id::topk_cosine:
+    sizes = {m * n, std::max<uint64_t>(k, 1) * n};
+    break;
   }
   for (auto s : sizes)
-    if (s > max_stage_elements || m > max_stage_elements
-        || n > max_stage_elements || k > max_stage_elements)
+    if (s > max_stage_elements || m > max_stage_elements ||
+        n > max_stage_elements || k > max_stage_elements)
       return make_error(errc::malformed_pipeline,
-                        "stage '" + st.name() + "' asks for more than "
-                          + std::to_string(max_stage_elements)
-                          + " elements per input");
+                        "stage '" + st.name() + "' asks for more than " +
+                            std::to_string(max_stage_elements) +
+                            " elements per input");
   return sizes;
 }
 
@@ -87,16 +87,16 @@ work_item make_item(const pb::PipelineSpec& spec, uint64_t index,
 
 bool is_rejection(errc code) {
   switch (code) {
-    case errc::unknown_kernel:
-    case errc::invalid_arguments:
-    case errc::unknown_tenant:
-    case errc::not_granted:
-    case errc::over_inflight_quota:
-    case errc::over_memory_quota:
-    case errc::shutting_down:
-      return true;
-    default:
-      return false;
+  case errc::unknown_kernel:
+  case errc::invalid_arguments:
+  case errc::unknown_tenant:
+  case errc::not_granted:
+  case errc::over_inflight_quota:
+  case errc::over_memory_quota:
+  case errc::shutting_down:
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -126,44 +126,43 @@ void inject(client_state& st, const pb::Fault& f) {
   auto dev = st.rt->sim_device(f.device());
   std::string what = f.device() + ": " + pb::FaultKind_Name(f.kind());
   switch (f.kind()) {
-    case pb::LOSE:
-      dev->lose(false);
-      break;
-    case pb::LOSE_PERMANENTLY:
-      dev->lose(true);
-      break;
-    case pb::FAIL_ALLOCATIONS:
-      dev->fail_next_allocations(std::max(1u, f.count()));
-      what += " x" + std::to_string(std::max(1u, f.count()));
-      break;
-    case pb::RAISE_XID:
-      dev->raise_xid(f.xid());
-      what += " " + std::to_string(f.xid());
-      break;
-    case pb::HANG_STREAM:
-      dev->hang_stream(f.count());
-      break;
-    case pb::SLOW_DOWN:
-      dev->slow_down(f.factor());
-      what += " x" + std::to_string(f.factor());
-      break;
-    default:
-      break;
+  case pb::LOSE:
+    dev->lose(false);
+    break;
+  case pb::LOSE_PERMANENTLY:
+    dev->lose(true);
+    break;
+  case pb::FAIL_ALLOCATIONS:
+    dev->fail_next_allocations(std::max(1u, f.count()));
+    what += " x" + std::to_string(std::max(1u, f.count()));
+    break;
+  case pb::RAISE_XID:
+    dev->raise_xid(f.xid());
+    what += " " + std::to_string(f.xid());
+    break;
+  case pb::HANG_STREAM:
+    dev->hang_stream(f.count());
+    break;
+  case pb::SLOW_DOWN:
+    dev->slow_down(f.factor());
+    what += " x" + std::to_string(f.factor());
+    break;
+  default:
+    break;
   }
-  st.shared->report.faults.push_back(what + " after batch "
-                                     + std::to_string(f.after_batches()));
+  st.shared->report.faults.push_back(what + " after batch " +
+                                     std::to_string(f.after_batches()));
 }
 
-template <class Self>
-void submit_more(Self* self) {
+template <class Self> void submit_more(Self* self) {
   auto& st = self->state;
   auto total = st.ended.size();
   auto stages = uint64_t(st.spec->stage_size());
   auto sink = caf::actor_cast<actors::client_sink>(self);
   while (st.next < total) {
     auto batch = st.next / stages;
-    while (st.next_fault < st.faults.size()
-           && st.faults[st.next_fault].after_batches() <= batch)
+    while (st.next_fault < st.faults.size() &&
+           st.faults[st.next_fault].after_batches() <= batch)
       inject(st, st.faults[st.next_fault++]);
     auto item = make_item(*st.spec, st.next, st.sizes);
     if (st.inflight[item.tenant] >= st.cap[item.tenant])
@@ -175,12 +174,12 @@ void submit_more(Self* self) {
   }
 }
 
-template <class Self>
-void on_end(Self* self, uint64_t id) {
+template <class Self> void on_end(Self* self, uint64_t id) {
   auto& st = self->state;
   auto& rep = st.shared->report;
   auto it = st.open.find(id);
-  if (id == 0 || id > st.ended.size() || st.ended[id - 1] || it == st.open.end()) {
+  if (id == 0 || id > st.ended.size() || st.ended[id - 1] ||
+      it == st.open.end()) {
     ++rep.duplicates;
     return;
   }
@@ -209,45 +208,44 @@ caf::behavior client_impl(caf::stateful_actor<client_state>* self,
   st.cap = std::move(cap);
   st.ended.assign(uint64_t(spec->batches()) * spec->stage_size(), false);
   st.faults.assign(spec->fault().begin(), spec->fault().end());
-  std::stable_sort(st.faults.begin(), st.faults.end(),
-                   [](auto& a, auto& b) {
-                     return a.after_batches() < b.after_batches();
-                   });
+  std::stable_sort(st.faults.begin(), st.faults.end(), [](auto& a, auto& b) {
+    return a.after_batches() < b.after_batches();
+  });
   submit_more(self);
   return {
-    [=](result_atom, work_result& res) {
-      auto& st = self->state;
-      auto& rep = st.shared->report;
-      auto it = st.open.find(res.id);
-      if (it != st.open.end()) {
-        ++rep.completed;
-        auto& item = it->second;
-        auto views = item.views();
-        auto want = kernels::run_reference(item.kernel, item.args, views);
-        auto diff = kernels::compare(item.kernel, item.args, views, res.output,
-                                     want);
-        if (!diff.empty()) {
-          ++rep.mismatches;
-          if (rep.errors.size() < 5)
-            rep.errors.push_back("item " + std::to_string(res.id) + " on "
-                                 + res.device + ": " + diff);
+      [=](result_atom, work_result& res) {
+        auto& st = self->state;
+        auto& rep = st.shared->report;
+        auto it = st.open.find(res.id);
+        if (it != st.open.end()) {
+          ++rep.completed;
+          auto& item = it->second;
+          auto views = item.views();
+          auto want = kernels::run_reference(item.kernel, item.args, views);
+          auto diff =
+              kernels::compare(item.kernel, item.args, views, res.output, want);
+          if (!diff.empty()) {
+            ++rep.mismatches;
+            if (rep.errors.size() < 5)
+              rep.errors.push_back("item " + std::to_string(res.id) + " on " +
+                                   res.device + ": " + diff);
+          }
         }
-      }
-      on_end(self, res.id);
-    },
-    [=](failed_atom, uint64_t id, caf::error& err) {
-      auto& rep = self->state.shared->report;
-      if (self->state.open.count(id)) {
-        if (is_rejection(code_of(err)))
-          ++rep.rejected;
-        else
-          ++rep.failed;
-        if (rep.errors.size() < 5)
-          rep.errors.push_back("item " + std::to_string(id) + ": "
-                               + describe(err));
-      }
-      on_end(self, id);
-    },
+        on_end(self, res.id);
+      },
+      [=](failed_atom, uint64_t id, caf::error& err) {
+        auto& rep = self->state.shared->report;
+        if (self->state.open.count(id)) {
+          if (is_rejection(code_of(err)))
+            ++rep.rejected;
+          else
+            ++rep.failed;
+          if (rep.errors.size() < 5)
+            rep.errors.push_back("item " + std::to_string(id) + ": " +
+                                 describe(err));
+        }
+        on_end(self, id);
+      },
   };
 }
 
@@ -261,15 +259,15 @@ void show_progress(std::FILE* out, bool tty, uint64_t done, uint64_t total,
     int filled = int(frac * width);
     std::fprintf(out, "\r[%.*s%*s] %3d%% %llu/%llu items  %.0f items/s ",
                  filled, "##############################", width - filled, "",
-                 int(frac * 100), (unsigned long long) done,
-                 (unsigned long long) total, secs > 0 ? double(done) / secs : 0);
+                 int(frac * 100), (unsigned long long)done,
+                 (unsigned long long)total, secs > 0 ? double(done) / secs : 0);
     if (done == total)
       std::fputc('\n', out);
     std::fflush(out);
   } else if (int decile = int(frac * 10); decile > last_decile) {
     last_decile = decile;
     std::fprintf(out, "progress: %3d%% %llu/%llu items\n", decile * 10,
-                 (unsigned long long) done, (unsigned long long) total);
+                 (unsigned long long)done, (unsigned long long)total);
     std::fflush(out);
   }
 }
@@ -318,14 +316,15 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   for (auto& f : spec.fault())
     if (!(*rt)->sim_device(f.device()))
       return make_error(errc::malformed_pipeline,
-                        "fault names device '" + f.device()
-                          + "', which is not a simulated GPU of this runtime");
+                        "fault names device '" + f.device() +
+                            "', which is not a simulated GPU of this runtime");
   // Each tenant's window: the spec's, capped by the tenant's in-flight limit.
   std::map<std::string, uint64_t> cap;
   uint64_t window = spec.window() ? spec.window() : 64;
   for (auto& g : cfg.tenant())
-    cap[g.tenant()] = g.max_inflight() ? std::min<uint64_t>(window, g.max_inflight())
-                                       : window;
+    cap[g.tenant()] = g.max_inflight()
+                          ? std::min<uint64_t>(window, g.max_inflight())
+                          : window;
   for (int i = 0; i < spec.stage_size(); ++i) {
     auto tenant = make_item(spec, uint64_t(i), sizes).tenant;
     cap.emplace(tenant, window); // unknown tenants: their items get rejected
@@ -339,8 +338,8 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   sys.spawn(client_impl, &spec, rt->get(), shared, sizes, cap);
   bool tty = opts.progress && ::isatty(::fileno(opts.progress));
   int last_decile = 0;
-  while (finished.wait_for(std::chrono::milliseconds(100))
-         != std::future_status::ready) {
+  while (finished.wait_for(std::chrono::milliseconds(100)) !=
+         std::future_status::ready) {
     double secs = std::chrono::duration<double>(clock::now() - start).count();
     show_progress(opts.progress, tty, shared->ended.load(), rep.items, secs,
                   last_decile);
@@ -365,7 +364,7 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
 }
 
 void print_report(std::FILE* out, const pipeline_report& r) {
-  auto u = [](uint64_t x) { return (unsigned long long) x; };
+  auto u = [](uint64_t x) { return (unsigned long long)x; };
   std::fprintf(out, "\n== cohort run: %s ==\n", r.name.c_str());
   std::fprintf(out,
                "items       %llu submitted, %llu completed, %llu failed, "
@@ -382,9 +381,8 @@ void print_report(std::FILE* out, const pipeline_report& r) {
     total += d.completed;
   for (auto& d : r.placement.devices)
     std::fprintf(out, "%-8s %-5s %-10s %-11s %9llu %6.1f%% %11.1f %6u %9u\n",
-                 d.name.c_str(), d.kind.c_str(),
-                 d.simulated ? "simulated" : "", to_string(d.status),
-                 u(d.completed),
+                 d.name.c_str(), d.kind.c_str(), d.simulated ? "simulated" : "",
+                 to_string(d.status), u(d.completed),
                  total ? 100.0 * double(d.completed) / double(total) : 0.0,
                  double(d.busy_ns) / 1e6, d.losses, d.restarts);
   std::fprintf(out, "\nCPU fallbacks      %llu (retries %llu)\n",
@@ -396,14 +394,16 @@ void print_report(std::FILE* out, const pipeline_report& r) {
   for (auto& f : r.faults)
     std::fprintf(out, "fault injected     %s\n", f.c_str());
   if (r.audit.ok)
-    std::fprintf(out, "audit chain        verified: %llu records in %s, head %s\n",
+    std::fprintf(out,
+                 "audit chain        verified: %llu records in %s, head %s\n",
                  u(r.audit.good_records), r.audit_path.c_str(),
                  actors::to_hex(r.audit.head).substr(0, 16).c_str());
   else
     std::fprintf(out, "audit chain        BROKEN at record %llu of %s: %s\n",
                  u(r.audit.first_bad), r.audit_path.c_str(),
                  r.audit.reason.c_str());
-  std::fprintf(out, "results            %llu of %llu match the CPU reference%s\n",
+  std::fprintf(out,
+               "results            %llu of %llu match the CPU reference%s\n",
                u(r.completed - r.mismatches), u(r.completed),
                r.mismatches ? " (MISMATCHES)" : "");
   for (auto& e : r.errors)

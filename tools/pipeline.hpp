@@ -35,7 +35,8 @@ struct pipeline_report {
   uint64_t failed = 0;
   /// Refused at admission (quota, grant, bad input).
   uint64_t rejected = 0;
-  /// Items that never ended, and items that ended more than once (both must be 0).
+  /// Items that never ended, and items that ended more than once (both must be
+  /// 0).
   uint64_t lost = 0;
   uint64_t duplicates = 0;
   /// Completed results that differ from the CPU reference.
@@ -53,8 +54,8 @@ struct pipeline_report {
   /// True when every item completed once with a correct result and the
   /// audit log verified.
   bool ok() const {
-    return lost == 0 && duplicates == 0 && mismatches == 0 && failed == 0
-           && rejected == 0 && audit.ok;
+    return lost == 0 && duplicates == 0 && mismatches == 0 && failed == 0 &&
+           rejected == 0 && audit.ok;
   }
 };
 

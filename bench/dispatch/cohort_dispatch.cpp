@@ -25,8 +25,8 @@ dispatch_figures run_cohort(int tasks, int workers, int window,
   auto cfg = actors::default_config();
   cfg.mutable_devices()->set_cpu_workers(uint32_t(workers));
   cfg.mutable_tenant(0)->set_max_inflight(uint32_t(window));
-  auto audit = std::filesystem::temp_directory_path()
-               / ("cohort-bench-" + std::to_string(::getpid()) + ".log");
+  auto audit = std::filesystem::temp_directory_path() /
+               ("cohort-bench-" + std::to_string(::getpid()) + ".log");
   cfg.set_audit_path(audit);
   auto rt = actors::runtime::start(sys, cfg);
   if (!rt) {
@@ -51,10 +51,11 @@ dispatch_figures run_cohort(int tasks, int workers, int window,
     self->send(entry, submit_atom::value, make(sent + 1), sink);
   while (ended < uint64_t(tasks)) {
     self->receive(
-      [&](result_atom, work_result& res) {
-        wrong += res.output.values.size() != 1 || res.output.values[0] != 1024.0f;
-      },
-      [&](failed_atom, uint64_t, caf::error&) { ++wrong; });
+        [&](result_atom, work_result& res) {
+          wrong +=
+              res.output.values.size() != 1 || res.output.values[0] != 1024.0f;
+        },
+        [&](failed_atom, uint64_t, caf::error&) { ++wrong; });
     ++ended;
     if (sent < uint64_t(tasks)) {
       ++sent;
@@ -69,8 +70,8 @@ dispatch_figures run_cohort(int tasks, int workers, int window,
     self->send(entry, submit_atom::value, make(uint64_t(tasks + i + 1)), sink);
     self->receive([&](result_atom, work_result&) {},
                   [&](failed_atom, uint64_t, caf::error&) { ++wrong; });
-    lat.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0)
-                    .count());
+    lat.push_back(
+        std::chrono::duration<double, std::micro>(clock::now() - t0).count());
   }
   out.p50_us = percentile(lat, 50);
   out.p99_us = percentile(lat, 99);

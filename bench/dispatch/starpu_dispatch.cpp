@@ -58,8 +58,8 @@ dispatch_figures run_starpu(const std::string& policy, int tasks, int workers,
   auto start = clock::now();
   for (int i = 0; i < tasks; ++i) {
     float* slot = &results[size_t(i)];
-    starpu_task_insert(&cl, STARPU_R, handle, STARPU_VALUE, &slot,
-                       sizeof(slot), 0);
+    starpu_task_insert(&cl, STARPU_R, handle, STARPU_VALUE, &slot, sizeof(slot),
+                       0);
   }
   starpu_task_wait_for_all();
   double secs = std::chrono::duration<double>(clock::now() - start).count();
@@ -68,11 +68,11 @@ dispatch_figures run_starpu(const std::string& policy, int tasks, int workers,
   for (int i = 0; i < latency_samples; ++i) {
     float* slot = &results[size_t(tasks + i)];
     auto t0 = clock::now();
-    starpu_task_insert(&cl, STARPU_R, handle, STARPU_VALUE, &slot,
-                       sizeof(slot), 0);
+    starpu_task_insert(&cl, STARPU_R, handle, STARPU_VALUE, &slot, sizeof(slot),
+                       0);
     starpu_task_wait_for_all();
-    lat.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0)
-                    .count());
+    lat.push_back(
+        std::chrono::duration<double, std::micro>(clock::now() - t0).count());
   }
   out.p50_us = percentile(lat, 50);
   out.p99_us = percentile(lat, 99);

@@ -20,7 +20,7 @@ device_info make_info(uint32_t index, int32_t numa_node, std::string model) {
 } // namespace
 
 cpu_device::cpu_device(uint32_t index, int32_t numa_node, std::string model)
-  : device(make_info(index, numa_node, std::move(model))) {
+    : device(make_info(index, numa_node, std::move(model))) {
   // nop
 }
 

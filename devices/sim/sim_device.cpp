@@ -24,22 +24,22 @@ device_info make_info(const sim_params& p) {
 
 bool is_device_level_xid(uint32_t xid) {
   switch (xid) {
-    case 48: // double-bit ECC error
-    case 63: // ECC page retirement / row remapping event
-    case 64: // ECC page retirement / row remapping failure
-    case 74: // NVLink error
-    case 79: // fallen off the bus
-    case 92: // high single-bit ECC error rate
-    case 94: // contained ECC error
-    case 95: // uncontained ECC error
-      return true;
-    default:
-      return false;
+  case 48: // double-bit ECC error
+  case 63: // ECC page retirement / row remapping event
+  case 64: // ECC page retirement / row remapping failure
+  case 74: // NVLink error
+  case 79: // fallen off the bus
+  case 92: // high single-bit ECC error rate
+  case 94: // contained ECC error
+  case 95: // uncontained ECC error
+    return true;
+  default:
+    return false;
   }
 }
 
 sim_device::sim_device(sim_params params)
-  : device(make_info(params)), params_(std::move(params)) {
+    : device(make_info(params)), params_(std::move(params)) {
   // nop
 }
 
@@ -105,16 +105,15 @@ caf::error sim_device::do_allocate(uint64_t bytes) {
     return err;
   if (failing_allocations_ > 0) {
     --failing_allocations_;
-    return make_error(errc::out_of_memory,
-                      info().name + ": allocation of " + std::to_string(bytes)
-                        + " bytes refused (injected)");
+    return make_error(errc::out_of_memory, info().name + ": allocation of " +
+                                               std::to_string(bytes) +
+                                               " bytes refused (injected)");
   }
   if (bytes > params_.memory_bytes - used_)
-    return make_error(errc::out_of_memory,
-                      info().name + ": " + std::to_string(bytes)
-                        + " bytes requested, "
-                        + std::to_string(params_.memory_bytes - used_)
-                        + " free");
+    return make_error(
+        errc::out_of_memory,
+        info().name + ": " + std::to_string(bytes) + " bytes requested, " +
+            std::to_string(params_.memory_bytes - used_) + " free");
   used_ += bytes;
   return caf::none;
 }
@@ -138,9 +137,9 @@ sim_device::do_launch(uint32_t stream, kernels::kernel_id id,
       auto xid = pending_xid_;
       pending_xid_ = 0;
       return make_error(errc::kernel_fault,
-                        info().name + ": Xid " + std::to_string(xid)
-                          + " in " + std::string{kernels::name(id)}
-                          + " (application-level, injected)");
+                        info().name + ": Xid " + std::to_string(xid) + " in " +
+                            std::string{kernels::name(id)} +
+                            " (application-level, injected)");
     }
     slow = slow_factor_;
     hung = hung_streams_.erase(stream) > 0;
@@ -149,12 +148,12 @@ sim_device::do_launch(uint32_t stream, kernels::kernel_id id,
   res.output = kernels::run_cpu(id, args, inputs);
   auto c = kernels::cost(id, args, inputs);
   double seconds = std::max(c.flops / (params_.gflops * 1e9),
-                            c.bytes / (params_.gbytes_per_s * 1e9))
-                   / params_.speed;
-  res.device_time =
-    std::chrono::duration_cast<std::chrono::nanoseconds>(
-      (params_.launch_latency + std::chrono::nanoseconds{int64_t(seconds * 1e9)})
-      * slow);
+                            c.bytes / (params_.gbytes_per_s * 1e9)) /
+                   params_.speed;
+  res.device_time = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      (params_.launch_latency +
+       std::chrono::nanoseconds{int64_t(seconds * 1e9)}) *
+      slow);
   res.hung = hung;
   return res;
 }

@@ -82,7 +82,7 @@ private:
   bool permanent_ = false;
   std::string lost_reason_;
   std::chrono::steady_clock::time_point lose_at_ =
-    std::chrono::steady_clock::time_point::max();
+      std::chrono::steady_clock::time_point::max();
   bool lose_at_permanent_ = false;
   uint32_t failing_allocations_ = 0;
   uint32_t pending_xid_ = 0;

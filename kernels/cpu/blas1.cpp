@@ -20,8 +20,7 @@ void axpy(float alpha, std::span<const float> x, std::span<const float> y,
 
 namespace {
 
-template <class Term>
-double lane_sum(size_t n, Term term) {
+template <class Term> double lane_sum(size_t n, Term term) {
   double acc[4] = {0, 0, 0, 0};
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -40,23 +39,21 @@ double lane_sum(size_t n, Term term) {
 float dot(std::span<const float> x, std::span<const float> y) {
   const float* xs = x.data();
   const float* ys = y.data();
-  return static_cast<float>(lane_sum(x.size(), [=](size_t i) {
-    return static_cast<double>(xs[i]) * ys[i];
-  }));
+  return static_cast<float>(lane_sum(
+      x.size(), [=](size_t i) { return static_cast<double>(xs[i]) * ys[i]; }));
 }
 
 float nrm2(std::span<const float> x) {
   const float* xs = x.data();
   // Squares of floats cannot overflow a double, so no scaling pass is needed.
-  return static_cast<float>(std::sqrt(lane_sum(x.size(), [=](size_t i) {
-    return static_cast<double>(xs[i]) * xs[i];
-  })));
+  return static_cast<float>(std::sqrt(lane_sum(
+      x.size(), [=](size_t i) { return static_cast<double>(xs[i]) * xs[i]; })));
 }
 
 float reduce_sum(std::span<const float> x) {
   const float* xs = x.data();
   return static_cast<float>(
-    lane_sum(x.size(), [=](size_t i) { return static_cast<double>(xs[i]); }));
+      lane_sum(x.size(), [=](size_t i) { return static_cast<double>(xs[i]); }));
 }
 
 void inclusive_scan(std::span<const float> x, std::span<float> out) {

@@ -16,8 +16,8 @@ void write_events(const std::string& path, int n, uint32_t batch = 8) {
   auto log = audit_log::open(path, batch);
   REQUIRE(log);
   for (int i = 0; i < n; ++i)
-    REQUIRE_FALSE((*log)->append({audit_kind::admitted, "t", uint64_t(i), "",
-                                  "axpy", "detail", 0}));
+    REQUIRE_FALSE((*log)->append(
+        {audit_kind::admitted, "t", uint64_t(i), "", "axpy", "detail", 0}));
   REQUIRE_FALSE((*log)->flush(true));
 }
 

@@ -6,9 +6,9 @@
 #include "messages/cohort.pb.h"
 #include "tests/runtime_fixture.hpp"
 
+#include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
-#include <fcntl.h>
 
 using namespace cohort;
 using namespace cohort::actors;
@@ -79,7 +79,7 @@ TEST_CASE_METHOD(fixture, "a runtime with defaults runs work without a file",
   auto views = item.views();
   CHECK(kernels::compare(item.kernel, item.args, views, res->output,
                          kernels::run_reference(item.kernel, item.args, views))
-          .empty());
+            .empty());
 }
 
 TEST_CASE_METHOD(fixture, "the quota actor rejects with clear errors",
@@ -165,8 +165,8 @@ TEST_CASE("grants are checked at start", "[actors][quota]") {
 
 TEST_CASE_METHOD(fixture, "the balancer spreads work and audits every item",
                  "[actors][balancer]") {
-  auto cfg = test::make_config(dir, 2, {{"sim0", 1}, {"sim1", 1}, {"sim2", 2},
-                                        {"sim3", 4}});
+  auto cfg = test::make_config(
+      dir, 2, {{"sim0", 1}, {"sim1", 1}, {"sim2", 2}, {"sim3", 4}});
   auto rt = runtime::start(sys, cfg);
   REQUIRE(rt);
   auto items = gemv_items(400);
@@ -224,8 +224,8 @@ TEST_CASE_METHOD(fixture,
   CHECK(count_kind(recs, pb::COMPLETED) == 60);
   bool saw_loss = false;
   for (auto& r : recs)
-    saw_loss |= r.kind() == pb::DEVICE_EVENT && r.device() == "sim0"
-                && r.detail().find("offline") != std::string::npos;
+    saw_loss |= r.kind() == pb::DEVICE_EVENT && r.device() == "sim0" &&
+                r.detail().find("offline") != std::string::npos;
   CHECK(saw_loss);
   CHECK(audit_log::verify((*rt)->audit_path()).ok);
 }

@@ -33,48 +33,48 @@ struct call {
 call make_call(kernel_id id, size_t n, std::mt19937& rng) {
   call c;
   switch (id) {
-    case kernel_id::axpy:
-    case kernel_id::dot:
-      c.args.alpha = -1.75f;
-      c.inputs = {random_vec(rng, n), random_vec(rng, n)};
-      break;
-    case kernel_id::nrm2:
-    case kernel_id::reduce_sum:
-    case kernel_id::inclusive_scan:
-      c.inputs = {random_vec(rng, n)};
-      break;
-    case kernel_id::gemv:
-      c.args.m = n;
-      c.args.n = n / 2 + 1;
-      c.inputs = {random_vec(rng, c.args.m * c.args.n),
-                  random_vec(rng, c.args.n)};
-      break;
-    case kernel_id::gemm:
-      c.args.m = n;
-      c.args.n = n / 3 + 1;
-      c.args.k = n / 2 + 2;
-      c.inputs = {random_vec(rng, c.args.m * c.args.k),
-                  random_vec(rng, c.args.k * c.args.n)};
-      break;
-    case kernel_id::topk_cosine:
-      c.args.m = n + 1;
-      c.args.n = 16;
-      c.args.top_k = uint32_t(std::min<size_t>(5, n + 1));
-      c.inputs = {random_vec(rng, c.args.m * c.args.n), random_vec(rng, 3 * 16)};
-      break;
+  case kernel_id::axpy:
+  case kernel_id::dot:
+    c.args.alpha = -1.75f;
+    c.inputs = {random_vec(rng, n), random_vec(rng, n)};
+    break;
+  case kernel_id::nrm2:
+  case kernel_id::reduce_sum:
+  case kernel_id::inclusive_scan:
+    c.inputs = {random_vec(rng, n)};
+    break;
+  case kernel_id::gemv:
+    c.args.m = n;
+    c.args.n = n / 2 + 1;
+    c.inputs = {random_vec(rng, c.args.m * c.args.n),
+                random_vec(rng, c.args.n)};
+    break;
+  case kernel_id::gemm:
+    c.args.m = n;
+    c.args.n = n / 3 + 1;
+    c.args.k = n / 2 + 2;
+    c.inputs = {random_vec(rng, c.args.m * c.args.k),
+                random_vec(rng, c.args.k * c.args.n)};
+    break;
+  case kernel_id::topk_cosine:
+    c.args.m = n + 1;
+    c.args.n = 16;
+    c.args.top_k = uint32_t(std::min<size_t>(5, n + 1));
+    c.inputs = {random_vec(rng, c.args.m * c.args.n), random_vec(rng, 3 * 16)};
+    break;
   }
   return c;
 }
 
 size_t large_size(kernel_id id) {
   switch (id) {
-    case kernel_id::gemv:
-    case kernel_id::gemm:
-      return 200;
-    case kernel_id::topk_cosine:
-      return 5000;
-    default:
-      return 1 << 20;
+  case kernel_id::gemv:
+  case kernel_id::gemm:
+    return 200;
+  case kernel_id::topk_cosine:
+    return 5000;
+  default:
+    return 1 << 20;
   }
 }
 

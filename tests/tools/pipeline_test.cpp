@@ -1,4 +1,5 @@
-// `cohort run`'s engine and the command line: end-to-end pipelines and bad input.
+// `cohort run`'s engine and the command line: end-to-end pipelines and bad
+// input.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -111,9 +112,9 @@ TEST_CASE("a pipeline with a device lost mid-run loses nothing", "[tools]") {
 
 TEST_CASE("cohort run: the example pipeline passes", "[tools][cli]") {
   test::temp_dir dir;
-  auto res = cohort_cli(std::string{"run "} + COHORT_SOURCE_DIR
-                        + "/examples/pipelines/demo.textproto --no-progress"
-                        + " --audit " + dir.file("demo.log"));
+  auto res = cohort_cli(std::string{"run "} + COHORT_SOURCE_DIR +
+                        "/examples/pipelines/demo.textproto --no-progress" +
+                        " --audit " + dir.file("demo.log"));
   INFO(res.output);
   CHECK(res.status == 0);
   CHECK_THAT(res.output, Catch::Contains("match the CPU reference"));
@@ -132,21 +133,21 @@ TEST_CASE("cohort run: bad input gives a clear message and a nonzero exit",
   CHECK_THAT(missing.output, Catch::Contains("cannot open"));
 
   auto garbled = cohort_cli(
-    "run " + write(dir, "bad.textproto", "name: \"x\"\nbatches: [oops\n"));
+      "run " + write(dir, "bad.textproto", "name: \"x\"\nbatches: [oops\n"));
   CHECK(garbled.status == 2);
   CHECK_THAT(garbled.output, Catch::Contains("malformed_pipeline"));
   CHECK_THAT(garbled.output, Catch::Contains("line 2"));
 
   auto unknown_kernel = cohort_cli(
-    "run " + write(dir, "k.textproto",
-                   "batches: 1 stage { kernel: FFT args { n: 4 } }"));
+      "run " + write(dir, "k.textproto",
+                     "batches: 1 stage { kernel: FFT args { n: 4 } }"));
   CHECK(unknown_kernel.status == 2);
   CHECK_THAT(unknown_kernel.output, Catch::Contains("FFT"));
 
   auto sizes = cohort_cli(
-    "run " + write(dir, "s.textproto",
-                   "batches: 1 stage { name: \"t\" kernel: TOPK_COSINE "
-                   "args { m: 10 n: 4 top_k: 11 } }"));
+      "run " + write(dir, "s.textproto",
+                     "batches: 1 stage { name: \"t\" kernel: TOPK_COSINE "
+                     "args { m: 10 n: 4 top_k: 11 } }"));
   CHECK(sizes.status == 2);
   CHECK_THAT(sizes.output, Catch::Contains("top_k must be in 1..m = 10"));
 
@@ -156,8 +157,8 @@ TEST_CASE("cohort run: bad input gives a clear message and a nonzero exit",
 
   std::string stranger = std::string{pipeline_text};
   stranger.replace(stranger.find("tenant: \"t\""), 11, "tenant: \"mallory\"");
-  auto tenant = cohort_cli("run " + write(dir, "u.textproto", stranger)
-                           + " --no-progress --audit " + dir.file("u.log"));
+  auto tenant = cohort_cli("run " + write(dir, "u.textproto", stranger) +
+                           " --no-progress --audit " + dir.file("u.log"));
   CHECK(tenant.status == 1);
   CHECK_THAT(tenant.output, Catch::Contains("160 rejected"));
   CHECK_THAT(tenant.output, Catch::Contains("'mallory' has no grant"));
@@ -166,14 +167,14 @@ TEST_CASE("cohort run: bad input gives a clear message and a nonzero exit",
   std::string tight = std::string{pipeline_text};
   tight.replace(tight.find("devices: \"*\" }"), 15,
                 "devices: \"*\" memory_quota_bytes: 1000 }");
-  auto quota = cohort_cli("run " + write(dir, "q.textproto", tight)
-                          + " --no-progress --audit " + dir.file("q.log"));
+  auto quota = cohort_cli("run " + write(dir, "q.textproto", tight) +
+                          " --no-progress --audit " + dir.file("q.log"));
   CHECK(quota.status == 1);
   CHECK_THAT(quota.output, Catch::Contains("over_memory_quota=160"));
 
   auto bad_config = cohort_cli(
-    "run " + write(dir, "p.textproto", pipeline_text) + " --config "
-    + write(dir, "c.textproto", "tenant { tenant: \"t\" kernels: \"fft\" }"));
+      "run " + write(dir, "p.textproto", pipeline_text) + " --config " +
+      write(dir, "c.textproto", "tenant { tenant: \"t\" kernels: \"fft\" }"));
   CHECK(bad_config.status == 2);
   CHECK_THAT(bad_config.output, Catch::Contains("unknown kernel 'fft'"));
 
@@ -184,8 +185,8 @@ TEST_CASE("cohort run: bad input gives a clear message and a nonzero exit",
 TEST_CASE("cohort audit verify names the first bad record", "[tools][cli]") {
   test::temp_dir dir;
   auto log = dir.file("a.log");
-  cohort_cli("run " + write(dir, "p.textproto", pipeline_text)
-             + " --no-progress --audit " + log);
+  cohort_cli("run " + write(dir, "p.textproto", pipeline_text) +
+             " --no-progress --audit " + log);
   std::string bytes;
   {
     std::ifstream in{log, std::ios::binary};
