@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 
 #include "actors/runtime.hpp"
+#include "kernels/random_data.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
 
@@ -54,15 +55,6 @@ make_config(const temp_dir& dir, uint32_t cpu,
   return cfg;
 }
 
-inline std::vector<float> random_floats(uint64_t seed, size_t n) {
-  std::mt19937_64 rng{seed};
-  std::uniform_real_distribution<float> d{-1, 1};
-  std::vector<float> v(n);
-  for (auto& x : v)
-    x = d(rng);
-  return v;
-}
-
 /// A gemv item of tenant `tenant` with id `id`.
 inline work_item gemv_item(uint64_t id, std::string tenant = "t",
                            uint64_t m = 64, uint64_t n = 64) {
@@ -72,8 +64,8 @@ inline work_item gemv_item(uint64_t id, std::string tenant = "t",
   item.kernel = kernel_id::gemv;
   item.args.m = m;
   item.args.n = n;
-  item.inputs.emplace_back(random_floats(id, m * n));
-  item.inputs.emplace_back(random_floats(id + 1000000, n));
+  item.inputs.emplace_back(kernels::random_floats(id, m * n));
+  item.inputs.emplace_back(kernels::random_floats(id + 1000000, n));
   return item;
 }
 

@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 
 #include "actors/runtime.hpp"
+#include "kernels/random_data.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 
@@ -21,14 +22,6 @@ using clock = std::chrono::steady_clock;
 
 // Largest input a pipeline stage may ask for, in floats per buffer.
 constexpr uint64_t max_stage_elements = uint64_t{1} << 26;
-
-std::vector<float> random_floats(std::mt19937_64& rng, uint64_t n) {
-  std::uniform_real_distribution<float> dist{-1.0f, 1.0f};
-  std::vector<float> out(n);
-  for (auto& x : out)
-    x = dist(rng);
-  return out;
-}
 
 // Shapes of a stage's inputs; topk_cosine reads args.k as the query count.
 caf::expected<std::vector<uint64_t>> input_sizes(const pb::Stage& st) {
@@ -79,9 +72,9 @@ work_item make_item(const pb::PipelineSpec& spec, uint64_t index,
                st.args().top_k()};
   if (item.kernel == kernel_id::axpy && st.args().alpha() == 0)
     item.args.alpha = 2.0f;
-  std::mt19937_64 rng{spec.seed() * 1000003 + index};
+  uint64_t seed = (spec.seed() * 1000003 + index) * 4;
   for (auto n : sizes[index % stages])
-    item.inputs.emplace_back(random_floats(rng, n));
+    item.inputs.emplace_back(kernels::random_floats(seed++, n));
   return item;
 }
 
