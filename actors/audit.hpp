@@ -1,6 +1,7 @@
 // The audit actor: every event of the runtime ends up in its hash-chained log.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include <caf/typed_actor.hpp>
@@ -45,10 +46,22 @@ public:
     // nop
   }
 
-  /// Adds one event; returns true when the buffer asks to be flushed now.
-  bool add(audit_event ev) {
+  /// Adds one event for `self`: sends the batch when it is full, otherwise
+  /// makes sure a tick_atom reaches `self` within 5 ms to send it.
+  template <class Self> void add(Self* self, audit_event ev) {
     pending_.push_back(std::move(ev));
-    return pending_.size() >= max_pending;
+    if (pending_.size() >= max_pending) {
+      flush(self);
+    } else if (!tick_scheduled_) {
+      tick_scheduled_ = true;
+      self->delayed_send(self, std::chrono::milliseconds(5), tick_atom::value);
+    }
+  }
+
+  /// Handles the tick `add` scheduled.
+  template <class Self> void on_tick(Self* self) {
+    tick_scheduled_ = false;
+    flush(self);
   }
 
   bool empty() const { return pending_.empty(); }
@@ -66,6 +79,7 @@ public:
 private:
   audit_actor dest_;
   std::vector<audit_event> pending_;
+  bool tick_scheduled_ = false;
 };
 
 } // namespace cohort::actors

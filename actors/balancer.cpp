@@ -39,12 +39,7 @@ void audit(self_ptr self, audit_kind kind, const balancer_state::record& r,
                  std::string{kernels::name(r.item.kernel)},
                  std::move(detail),
                  wall_clock_ns()};
-  if (st.audit.add(std::move(ev))) {
-    st.audit.flush(self);
-  } else if (!st.tick_scheduled) {
-    st.tick_scheduled = true;
-    self->delayed_send(self, std::chrono::milliseconds(5), tick_atom::value);
-  }
+  st.audit.add(self, std::move(ev));
 }
 
 void device_event(self_ptr self, const std::string& device,
@@ -303,10 +298,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         self->state.audit.flush(self);
         return true;
       },
-      [=](tick_atom) {
-        self->state.tick_scheduled = false;
-        self->state.audit.flush(self);
-      },
+      [=](tick_atom) { self->state.audit.on_tick(self); },
   };
 }
 

@@ -85,7 +85,6 @@ struct balancer_state {
   audit_buffer audit;
   balancer_config cfg;
   balancer_stats counters;
-  bool tick_scheduled = false;
   static inline const char* name = "cohort.balancer";
 };
 

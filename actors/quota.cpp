@@ -13,12 +13,7 @@ using self_ptr = quota_actor::stateful_pointer<quota_state>;
 void audit(self_ptr self, audit_event ev) {
   auto& st = self->state;
   ev.time_ns = wall_clock_ns();
-  if (st.audit.add(std::move(ev))) {
-    st.audit.flush(self);
-  } else if (!st.tick_scheduled) {
-    st.tick_scheduled = true;
-    self->delayed_send(self, std::chrono::milliseconds(5), tick_atom::value);
-  }
+  st.audit.add(self, std::move(ev));
 }
 
 void reject(self_ptr self, const work_item& item, client_sink& sink,
@@ -178,10 +173,7 @@ quota_impl(quota_actor::stateful_pointer<quota_state> self,
         self->state.closed = true;
         return true;
       },
-      [=](tick_atom) {
-        self->state.tick_scheduled = false;
-        self->state.audit.flush(self);
-      },
+      [=](tick_atom) { self->state.audit.on_tick(self); },
   };
 }
 

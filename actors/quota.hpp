@@ -60,7 +60,6 @@ struct quota_state {
   quota_stats counters;
   uint64_t next_ticket = 0;
   bool closed = false;
-  bool tick_scheduled = false;
   static inline const char* name = "cohort.quota";
 };
 
