@@ -64,8 +64,6 @@ public:
     flush(self);
   }
 
-  bool empty() const { return pending_.empty(); }
-
   /// Sends everything pending, as one message.
   template <class Self> void flush(Self* self) {
     if (pending_.empty() || !dest_)

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <random>
 
 #include <caf/all.hpp>
 

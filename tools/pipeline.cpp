@@ -4,7 +4,6 @@
 #include <chrono>
 #include <future>
 #include <map>
-#include <random>
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -295,8 +294,11 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
       return s.error();
     sizes.push_back(std::move(*s));
   }
+  // Probe each stage once: check its arguments and note its tenant.
+  std::vector<std::string> stage_tenants;
   for (int i = 0; i < spec.stage_size(); ++i) {
     auto probe = make_item(spec, uint64_t(i), sizes);
+    stage_tenants.push_back(probe.tenant);
     auto views = probe.views();
     if (auto why = kernels::validate(probe.kernel, probe.args, views);
         !why.empty())
@@ -318,10 +320,8 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
     cap[g.tenant()] = g.max_inflight()
                           ? std::min<uint64_t>(window, g.max_inflight())
                           : window;
-  for (int i = 0; i < spec.stage_size(); ++i) {
-    auto tenant = make_item(spec, uint64_t(i), sizes).tenant;
+  for (auto& tenant : stage_tenants)
     cap.emplace(tenant, window); // unknown tenants: their items get rejected
-  }
   auto shared = std::make_shared<run_shared>();
   auto& rep = shared->report;
   rep.name = spec.name();
