@@ -44,8 +44,9 @@ void audit(self_ptr self, audit_kind kind, const balancer_state::record& r,
 
 void device_event(self_ptr self, const std::string& device,
                   std::string detail) {
-  balancer_state::record none;
-  audit(self, audit_kind::device_event, none, device, std::move(detail));
+  self->state.audit.add(self,
+                        audit_event{audit_kind::device_event, "", 0, device, "",
+                                    std::move(detail), wall_clock_ns()});
 }
 
 // Predicted device time of `r` on `s`. A device with no measurement for the

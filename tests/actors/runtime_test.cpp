@@ -223,9 +223,14 @@ TEST_CASE_METHOD(fixture,
   CHECK(count_kind(recs, pb::FALLBACK) == fell_back);
   CHECK(count_kind(recs, pb::COMPLETED) == 60);
   bool saw_loss = false;
-  for (auto& r : recs)
+  for (auto& r : recs) {
+    if (r.kind() == pb::DEVICE_EVENT) {
+      CHECK(r.kernel().empty());
+      CHECK(r.tenant().empty());
+    }
     saw_loss |= r.kind() == pb::DEVICE_EVENT && r.device() == "sim0" &&
                 r.detail().find("offline") != std::string::npos;
+  }
   CHECK(saw_loss);
   CHECK(audit_log::verify((*rt)->audit_path()).ok);
 }
