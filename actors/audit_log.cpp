@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <memory>
 #include <unistd.h>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -16,20 +17,18 @@ namespace cohort::actors {
 
 namespace {
 
-// hash = SHA-256(prev_hash || record serialized with `hash` unset).
-digest chain_hash(const pb::AuditRecord& rec) {
-  pb::AuditRecord copy = rec;
-  copy.clear_hash();
-  std::string bytes;
-  copy.SerializeToString(&bytes);
+// hash = SHA-256(prev_hash || body), where body is the record serialized
+// with `hash` unset.
+digest chain_hash(const std::string& prev_hash, const std::string& body) {
+  // One context per thread, reset by each DigestInit.
+  thread_local std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx{
+      EVP_MD_CTX_new(), &EVP_MD_CTX_free};
   digest out{};
   unsigned len = 0;
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  EVP_DigestUpdate(ctx, rec.prev_hash().data(), rec.prev_hash().size());
-  EVP_DigestUpdate(ctx, bytes.data(), bytes.size());
-  EVP_DigestFinal_ex(ctx, out.data(), &len);
-  EVP_MD_CTX_free(ctx);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  EVP_DigestUpdate(ctx.get(), prev_hash.data(), prev_hash.size());
+  EVP_DigestUpdate(ctx.get(), body.data(), body.size());
+  EVP_DigestFinal_ex(ctx.get(), out.data(), &len);
   return out;
 }
 
@@ -84,7 +83,8 @@ audit_log::open(const std::string& path, uint32_t batch) {
 }
 
 caf::error audit_log::append(const audit_event& ev) {
-  pb::AuditRecord rec;
+  // The scratch record and body keep their capacity from call to call.
+  auto& rec = scratch_;
   rec.set_seq(++seq_);
   rec.set_time_ns(ev.time_ns != 0 ? ev.time_ns : wall_clock_ns());
   rec.set_kind(static_cast<pb::AuditKind>(ev.kind));
@@ -93,15 +93,23 @@ caf::error audit_log::append(const audit_event& ev) {
   rec.set_device(ev.device);
   rec.set_kernel(ev.kernel);
   rec.set_detail(ev.detail);
-  rec.set_prev_hash(as_bytes(head_));
-  head_ = chain_hash(rec);
-  rec.set_hash(as_bytes(head_));
-  {
-    google::protobuf::io::StringOutputStream raw{&buffer_};
-    google::protobuf::io::CodedOutputStream out{&raw};
-    out.WriteVarint32(static_cast<uint32_t>(rec.ByteSizeLong()));
-    rec.SerializeWithCachedSizes(&out);
-  }
+  rec.set_prev_hash(reinterpret_cast<const char*>(head_.data()), head_.size());
+  rec.clear_hash();
+  body_.clear();
+  rec.AppendToString(&body_);
+  head_ = chain_hash(rec.prev_hash(), body_);
+  // `hash` is the highest-numbered field, so the full record is the body
+  // followed by that field: tag (10 << 3 | length-delimited), length, bytes.
+  constexpr uint8_t hash_tag = (10 << 3) | 2;
+  uint8_t prefix[8];
+  auto size = uint32_t(body_.size() + 2 + head_.size());
+  auto* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(
+      size, prefix);
+  buffer_.append(reinterpret_cast<const char*>(prefix), size_t(end - prefix));
+  buffer_.append(body_);
+  buffer_.push_back(char(hash_tag));
+  buffer_.push_back(char(head_.size()));
+  buffer_.append(reinterpret_cast<const char*>(head_.data()), head_.size());
   if (++pending_ >= batch_)
     return flush(false);
   return caf::none;
@@ -175,8 +183,12 @@ audit_verdict audit_log::verify(const std::string& path) {
       fail("does not link to the previous record");
       break;
     }
-    auto h = chain_hash(rec);
-    if (rec.hash() != as_bytes(h)) {
+    auto stored = std::move(*rec.mutable_hash());
+    rec.clear_hash();
+    std::string body;
+    rec.SerializeToString(&body);
+    auto h = chain_hash(rec.prev_hash(), body);
+    if (stored != as_bytes(h)) {
       fail("hash mismatch: the record was altered");
       break;
     }

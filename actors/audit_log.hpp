@@ -10,6 +10,7 @@
 #include <caf/expected.hpp>
 
 #include "messages/audit_event.hpp"
+#include "messages/cohort.pb.h"
 
 namespace cohort::actors {
 
@@ -76,6 +77,8 @@ private:
   uint64_t pending_ = 0;
   digest head_{};
   std::string buffer_;
+  pb::AuditRecord scratch_;
+  std::string body_;
 };
 
 } // namespace cohort::actors

@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
       std::string list = next();
       for (size_t pos = 0; pos <= list.size();) {
         auto comma = list.find(',', pos);
-        policies.push_back(list.substr(pos, comma - pos));
+        if (comma != pos && pos < list.size())
+          policies.push_back(list.substr(pos, comma - pos));
         pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
       }
     } else {
