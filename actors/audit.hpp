@@ -70,6 +70,7 @@ public:
       return;
     self->send(dest_, record_atom::value, std::move(pending_));
     pending_ = {};
+    pending_.reserve(max_pending);
   }
 
   static constexpr size_t max_pending = 128;

@@ -25,7 +25,10 @@ digest chain_hash(const std::string& prev_hash, const std::string& body) {
       EVP_MD_CTX_new(), &EVP_MD_CTX_free};
   digest out{};
   unsigned len = 0;
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  // Fetched once: EVP_sha256() makes OpenSSL 3 look the algorithm up, under
+  // a lock, on every DigestInit.
+  static EVP_MD* sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  EVP_DigestInit_ex(ctx.get(), sha256, nullptr);
   EVP_DigestUpdate(ctx.get(), prev_hash.data(), prev_hash.size());
   EVP_DigestUpdate(ctx.get(), body.data(), body.size());
   EVP_DigestFinal_ex(ctx.get(), out.data(), &len);

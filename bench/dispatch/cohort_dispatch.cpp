@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 
 #include <caf/all.hpp>
 
@@ -42,28 +43,47 @@ dispatch_figures run_cohort(int tasks, int workers, int window,
     item.inputs = {data};
     return item;
   };
-  caf::scoped_actor self{sys};
-  auto sink = caf::actor_cast<actors::client_sink>(self);
   auto entry = (*rt)->entry();
-  uint64_t sent = 0, ended = 0, wrong = 0;
+  // The throughput client is an event-based actor, as a streaming embedder
+  // would write it: it refills the window on each end without blocking a
+  // thread. It fulfils `finished` with the count of wrong or failed ends.
+  std::promise<uint64_t> finished;
+  auto* done = &finished;
   auto start = clock::now();
-  for (; sent < uint64_t(std::min(window, tasks)); ++sent)
-    self->send(entry, submit_atom::value, make(sent + 1), sink);
-  while (ended < uint64_t(tasks)) {
-    self->receive(
-        [&](result_atom, work_result& res) {
-          wrong +=
+  sys.spawn([&, entry](caf::event_based_actor* client) -> caf::behavior {
+    auto sent = std::make_shared<uint64_t>(0);
+    auto ended = std::make_shared<uint64_t>(0);
+    auto wrong = std::make_shared<uint64_t>(0);
+    auto sink = caf::actor_cast<actors::client_sink>(client);
+    auto refill = [=] {
+      if (*sent < uint64_t(tasks)) {
+        ++*sent;
+        client->send(entry, submit_atom::value, make(*sent), sink);
+      }
+      if (++*ended == uint64_t(tasks)) {
+        done->set_value(*wrong);
+        client->quit();
+      }
+    };
+    for (; *sent < uint64_t(std::min(window, tasks)); ++*sent)
+      client->send(entry, submit_atom::value, make(*sent + 1), sink);
+    return {
+        [=](result_atom, work_result& res) {
+          *wrong +=
               res.output.values.size() != 1 || res.output.values[0] != 1024.0f;
+          refill();
         },
-        [&](failed_atom, uint64_t, caf::error&) { ++wrong; });
-    ++ended;
-    if (sent < uint64_t(tasks)) {
-      ++sent;
-      self->send(entry, submit_atom::value, make(sent), sink);
-    }
-  }
+        [=](failed_atom, uint64_t, caf::error&) {
+          ++*wrong;
+          refill();
+        },
+    };
+  });
+  uint64_t wrong = finished.get_future().get();
   double secs = std::chrono::duration<double>(clock::now() - start).count();
   out.tasks_per_s = tasks / secs;
+  caf::scoped_actor self{sys};
+  auto sink = caf::actor_cast<actors::client_sink>(self);
   std::vector<double> lat;
   for (int i = 0; i < latency_samples; ++i) {
     auto t0 = clock::now();
