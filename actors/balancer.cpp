@@ -83,6 +83,44 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   st.outstanding.erase(i);
 }
 
+// Requests a device actor may hold unanswered before the balancer queues;
+// enough to keep every stream busy while an answer travels back.
+uint32_t send_window(const balancer_state::slot& s) {
+  return 2 * std::max(1u, s.info.streams);
+}
+
+// Most items in one run message.
+constexpr size_t max_run_batch = 64;
+
+// Sends device `index` the queued tickets still placed on it, as one message.
+void send_queued(self_ptr self, size_t index) {
+  auto& st = self->state;
+  auto& s = st.devices[index];
+  if (s.queued.empty() || s.sent >= send_window(s))
+    return;
+  auto n = std::min(s.queued.size(), max_run_batch);
+  std::vector<run_request> batch;
+  batch.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto r = st.outstanding.find(s.queued[i]);
+    // Skip tickets that ended or moved on since they were queued.
+    if (r != st.outstanding.end() && r->second.device == int32_t(index))
+      batch.push_back({s.queued[i], r->second.bytes, r->second.item});
+  }
+  s.queued.erase(s.queued.begin(), s.queued.begin() + std::ptrdiff_t(n));
+  if (batch.empty())
+    return;
+  s.sent += uint32_t(batch.size());
+  self->send(s.handle, run_atom::value, std::move(batch));
+}
+
+// Hands a placed ticket to its device: at once while the device has room in
+// its window, otherwise with the next batch.
+void dispatch(self_ptr self, size_t index, uint64_t ticket) {
+  self->state.devices[index].queued.push_back(ticket);
+  send_queued(self, index);
+}
+
 // Places (or re-places) one item; `why` says why it moves, empty the first
 // time.
 void place(self_ptr self, uint64_t ticket, const std::string& why) {
@@ -147,7 +185,7 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
       audit(self, audit_kind::placed, r, s.info.name, "retry: " + why);
     }
   }
-  self->send(s.handle, run_atom::value, ticket, r.bytes, r.item);
+  dispatch(self, size_t(best), ticket);
 }
 
 // Records that the item's current placement failed and moves it on.
@@ -161,6 +199,37 @@ void replace_after_failure(self_ptr self, uint64_t ticket,
   r.failed_on |= uint64_t{1} << r.device;
   r.on_gpu_before = r.on_gpu_before || is_gpu(s.info);
   place(self, ticket, describe(err));
+}
+
+// Ends an item with the result its device reported, unless it already
+// ended or moved on (then the late completion is dropped and counted).
+void complete(self_ptr self, uint32_t index, work_done& done) {
+  auto& st = self->state;
+  auto i = st.outstanding.find(done.id);
+  if (i == st.outstanding.end() || i->second.device != int32_t(index)) {
+    ++st.counters.duplicates_dropped;
+    return;
+  }
+  auto& r = i->second;
+  auto& s = st.devices[index];
+  s.backlog_ns = std::max(0.0, s.backlog_ns - r.predicted_ns);
+  if (r.cost_units > 0 && done.device_ns > 0) {
+    auto& rate = s.ns_per_unit[static_cast<size_t>(r.item.kernel)];
+    double measured = double(done.device_ns) / r.cost_units;
+    rate = rate <= 0 ? measured
+                     : (1 - rate_weight) * rate + rate_weight * measured;
+  }
+  ++s.stats.completed;
+  s.stats.busy_ns += done.device_ns;
+  bool fallback = !is_gpu(s.info) && r.on_gpu_before;
+  audit(self, audit_kind::completed, r, s.info.name,
+        r.attempts > 1 ? "after " + std::to_string(r.attempts) + " placements"
+                       : std::string{});
+  self->send(st.quota, release_atom::value, r.item.tenant, r.bytes);
+  self->send(r.sink, result_atom::value,
+             work_result{r.item.id, std::move(done.output), s.info.name,
+                         r.attempts, fallback});
+  st.outstanding.erase(i);
 }
 
 void retry_parked(self_ptr self) {
@@ -203,49 +272,28 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         self->state.outstanding.emplace(ticket, std::move(r));
         place(self, ticket, {});
       },
-      [=](done_atom, uint32_t index, work_done& done) {
-        auto& st = self->state;
-        auto i = st.outstanding.find(done.id);
-        if (i == st.outstanding.end() || i->second.device != int32_t(index)) {
-          ++st.counters.duplicates_dropped;
-          return;
-        }
-        auto& r = i->second;
-        auto& s = st.devices[index];
-        s.backlog_ns = std::max(0.0, s.backlog_ns - r.predicted_ns);
-        if (r.cost_units > 0 && done.device_ns > 0) {
-          auto& rate = s.ns_per_unit[static_cast<size_t>(r.item.kernel)];
-          double measured = double(done.device_ns) / r.cost_units;
-          rate = rate <= 0 ? measured
-                           : (1 - rate_weight) * rate + rate_weight * measured;
-        }
-        ++s.stats.completed;
-        s.stats.busy_ns += done.device_ns;
-        bool fallback = !is_gpu(s.info) && r.on_gpu_before;
-        audit(self, audit_kind::completed, r, s.info.name,
-              r.attempts > 1
-                  ? "after " + std::to_string(r.attempts) + " placements"
-                  : std::string{});
-        self->send(st.quota, release_atom::value, r.item.tenant, r.bytes);
-        self->send(r.sink, result_atom::value,
-                   work_result{r.item.id, std::move(done.output), s.info.name,
-                               r.attempts, fallback});
-        st.outstanding.erase(i);
+      [=](done_atom, uint32_t index, std::vector<work_done>& batch) {
+        for (auto& done : batch)
+          complete(self, index, done);
+        auto& s = self->state.devices[index];
+        s.sent -= std::min(s.sent, uint32_t(batch.size()));
+        send_queued(self, index);
       },
       [=](failed_atom, uint32_t index, uint64_t ticket, caf::error& err) {
         auto& st = self->state;
+        auto& slot = st.devices[index];
+        slot.sent -= std::min(slot.sent, 1u);
         auto i = st.outstanding.find(ticket);
         if (i == st.outstanding.end() || i->second.device != int32_t(index)) {
           ++st.counters.duplicates_dropped;
-          return;
-        }
-        if (is_retryable(code_of(err))) {
+        } else if (is_retryable(code_of(err))) {
           replace_after_failure(self, ticket, err);
         } else {
-          auto& s = st.devices[index];
-          s.backlog_ns = std::max(0.0, s.backlog_ns - i->second.predicted_ns);
+          slot.backlog_ns =
+              std::max(0.0, slot.backlog_ns - i->second.predicted_ns);
           end_failed(self, ticket, std::move(err));
         }
+        send_queued(self, index);
       },
       [=](start_atom, quota_listener& quota) {
         self->state.quota = std::move(quota);
@@ -261,6 +309,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         s.status = device_status::online;
         s.stats.status = s.status;
         s.backlog_ns = 0;
+        s.sent = 0;
+        s.queued.clear();
         retry_parked(self);
       },
       [=](down_atom, uint32_t index, caf::error& reason, bool permanent) {
@@ -273,6 +323,9 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         s.stats.status = s.status;
         s.handle = device_actor{};
         s.backlog_ns = 0;
+        // Queued tickets are re-placed below with the ones the actor held.
+        s.sent = 0;
+        s.queued.clear();
         device_event(self, s.info.name,
                      std::string{permanent ? "device offline: "
                                            : "device lost, restarting: "} +

@@ -59,6 +59,11 @@ struct balancer_state {
     double backlog_ns = 0;
     /// Learned device time per unit of cost, per kernel (EWMA); 0 = no data.
     std::array<double, 9> ns_per_unit{};
+    /// Run requests sent to the device actor and not yet answered, and
+    /// tickets placed here that wait for the device to answer some: they go
+    /// out together, one message for many items, when it does.
+    uint32_t sent = 0;
+    std::vector<uint64_t> queued;
     device_stats stats;
   };
   /// One admitted item until it ends.

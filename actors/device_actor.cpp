@@ -20,6 +20,60 @@ bool is_device_loss(const caf::error& err) {
   return code == errc::device_lost || code == errc::kernel_timeout;
 }
 
+using self_ptr = device_actor::stateful_pointer<device_state>;
+
+// Runs one request. A launch that finishes at once goes to `ready`; a modeled
+// or hung one waits in `pending`; a failure the item may survive elsewhere is
+// reported at once. Returns the error that ends the device, if any.
+caf::error launch_one(self_ptr self, run_request& req,
+                      std::vector<work_done>& ready) {
+  auto& st = self->state;
+  auto idx = st.cfg.index;
+  if (auto err = st.dev->health())
+    return err;
+  if (auto err = st.dev->allocate(req.bytes)) {
+    if (is_device_loss(err))
+      return err;
+    self->send(st.listener, failed_atom::value, idx, req.ticket, err);
+    return caf::none;
+  }
+  // Earliest-free stream: launches on one stream run in order.
+  auto s = std::min_element(st.stream_free_at.begin(), st.stream_free_at.end());
+  auto views = req.item.views();
+  auto res = st.dev->launch(uint32_t(s - st.stream_free_at.begin()),
+                            req.item.kernel, req.item.args, views);
+  if (!res) {
+    st.dev->deallocate(req.bytes);
+    if (is_device_loss(res.error()))
+      return res.error();
+    self->send(st.listener, failed_atom::value, idx, req.ticket, res.error());
+    return caf::none;
+  }
+  work_done done{req.ticket, std::move(res->output), res->device_time.count()};
+  if (res->hung) {
+    st.pending.emplace(
+        req.ticket, device_state::pending_launch{std::move(done), req.bytes});
+    self->delayed_send(self, st.cfg.kernel_timeout, watchdog_atom::value,
+                       req.ticket);
+    return caf::none;
+  }
+  auto now = clock::now();
+  if (st.dev->info().simulated) {
+    // Modeled time: the launch finishes when its stream gets to it.
+    auto finish = std::max(now, *s) + res->device_time;
+    *s = finish;
+    if (finish - now > timer_threshold) {
+      st.pending.emplace(
+          req.ticket, device_state::pending_launch{std::move(done), req.bytes});
+      self->delayed_send(self, finish - now, complete_atom::value, req.ticket);
+      return caf::none;
+    }
+  }
+  st.dev->deallocate(req.bytes);
+  ready.push_back(std::move(done));
+  return caf::none;
+}
+
 } // namespace
 
 device_actor::behavior_type
@@ -33,59 +87,19 @@ device_impl(device_actor::stateful_pointer<device_state> self,
   st.stream_free_at.assign(std::max(1u, st.dev->info().streams), clock::now());
   self->delayed_send(self, cfg.health_interval, tick_atom::value);
   return {
-      [=](run_atom, uint64_t ticket, uint64_t bytes, work_item& item) {
+      [=](run_atom, std::vector<run_request>& batch) {
         auto& st = self->state;
-        auto idx = st.cfg.index;
-        if (auto err = st.dev->health()) {
-          self->quit(err);
-          return;
-        }
-        if (auto err = st.dev->allocate(bytes)) {
-          if (is_device_loss(err))
-            self->quit(err);
-          else
-            self->send(st.listener, failed_atom::value, idx, ticket, err);
-          return;
-        }
-        // Earliest-free stream: launches on one stream run in order.
-        auto s = std::min_element(st.stream_free_at.begin(),
-                                  st.stream_free_at.end());
-        auto views = item.views();
-        auto res = st.dev->launch(uint32_t(s - st.stream_free_at.begin()),
-                                  item.kernel, item.args, views);
-        if (!res) {
-          st.dev->deallocate(bytes);
-          if (is_device_loss(res.error()))
-            self->quit(res.error());
-          else
-            self->send(st.listener, failed_atom::value, idx, ticket,
-                       res.error());
-          return;
-        }
-        work_done done{ticket, std::move(res->output),
-                       res->device_time.count()};
-        if (res->hung) {
-          st.pending.emplace(
-              ticket, device_state::pending_launch{std::move(done), bytes});
-          self->delayed_send(self, st.cfg.kernel_timeout, watchdog_atom::value,
-                             ticket);
-          return;
-        }
-        auto now = clock::now();
-        if (st.dev->info().simulated) {
-          // Modeled time: the launch finishes when its stream gets to it.
-          auto finish = std::max(now, *s) + res->device_time;
-          *s = finish;
-          if (finish - now > timer_threshold) {
-            st.pending.emplace(
-                ticket, device_state::pending_launch{std::move(done), bytes});
-            self->delayed_send(self, finish - now, complete_atom::value,
-                               ticket);
-            return;
-          }
-        }
-        st.dev->deallocate(bytes);
-        self->send(st.listener, done_atom::value, idx, std::move(done));
+        std::vector<work_done> ready;
+        caf::error lost;
+        for (auto& req : batch)
+          if ((lost = launch_one(self, req, ready)))
+            break;
+        if (!ready.empty())
+          self->send(st.listener, done_atom::value, st.cfg.index,
+                     std::move(ready));
+        // What was not reached dies with the actor; the balancer re-places it.
+        if (lost)
+          self->quit(lost);
       },
       [=](complete_atom, uint64_t ticket) {
         auto& st = self->state;
@@ -94,7 +108,7 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           return;
         st.dev->deallocate(i->second.bytes);
         self->send(st.listener, done_atom::value, st.cfg.index,
-                   std::move(i->second.done));
+                   std::vector<work_done>{std::move(i->second.done)});
         st.pending.erase(i);
       },
       [=](watchdog_atom, uint64_t ticket) {

@@ -18,15 +18,16 @@ namespace cohort::actors {
 
 /// What a device actor reports to (the balancer).
 using device_listener = caf::typed_actor<
-    /// Device `index` finished the launch of ticket `done.id`.
-    caf::reacts_to<done_atom, uint32_t, work_done>,
+    /// Device `index` finished these launches (each `id` is a ticket).
+    caf::reacts_to<done_atom, uint32_t, std::vector<work_done>>,
     /// Device `index` could not run ticket `ticket`; the item may run
     /// elsewhere.
     caf::reacts_to<failed_atom, uint32_t, uint64_t, caf::error>>;
 
 using device_actor = caf::typed_actor<
-    /// Runs `item` under `ticket`, reserving `bytes` of device memory.
-    caf::reacts_to<run_atom, uint64_t, uint64_t, work_item>,
+    /// Runs each request in order. Launches that finish at once are reported
+    /// together in one `done` message.
+    caf::reacts_to<run_atom, std::vector<run_request>>,
     /// Internal: the modeled completion time of a ticket has come.
     caf::reacts_to<complete_atom, uint64_t>,
     /// Internal: a ticket's kernel timeout expired.

@@ -14,6 +14,11 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<work_item>("cohort::work_item");
   cfg.add_message_type<work_result>("cohort::work_result");
   cfg.add_message_type<work_done>("cohort::work_done");
+  cfg.add_message_type<std::vector<work_done>>(
+      "std::vector<cohort::work_done>");
+  cfg.add_message_type<run_request>("cohort::run_request");
+  cfg.add_message_type<std::vector<run_request>>(
+      "std::vector<cohort::run_request>");
   cfg.add_message_type<device_info>("cohort::device_info");
   cfg.add_message_type<audit_event>("cohort::audit_event");
   cfg.add_message_type<std::vector<audit_event>>(

@@ -100,4 +100,18 @@ typename Inspector::result_type inspect(Inspector& f, work_done& x) {
   return f(caf::meta::type_name("work_done"), x.id, x.output, x.device_ns);
 }
 
+/// One launch the balancer asks a device actor for.
+struct run_request {
+  /// The balancer's ticket for the item (unique per runtime).
+  uint64_t ticket = 0;
+  /// Device memory to reserve for it.
+  uint64_t bytes = 0;
+  work_item item;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_request& x) {
+  return f(caf::meta::type_name("run_request"), x.ticket, x.bytes, x.item);
+}
+
 } // namespace cohort
