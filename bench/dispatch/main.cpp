@@ -57,8 +57,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("dispatch: %d tasks (sum of 1024 floats), %d CPU workers, "
-              "window %d; latency over %d one-at-a-time tasks\n\n",
-              tasks, workers, window, samples);
+              "window %d; latency over %d one-at-a-time tasks\n"
+              "allocator (both systems, one process): %s\n\n",
+              tasks, workers, window, samples,
+#ifdef COHORT_JEMALLOC
+              "jemalloc"
+#else
+              "glibc malloc"
+#endif
+  );
   std::vector<dispatch_figures> rows;
   rows.push_back(run_cohort(tasks, workers, window, samples));
   for (auto& p : policies)
