@@ -262,8 +262,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](admit_atom, uint64_t ticket, work_item& item, client_sink& sink,
           uint64_t device_mask, uint64_t bytes) {
         balancer_state::record r;
-        auto views = item.views();
-        auto c = kernels::cost(item.kernel, item.args, views);
+        auto c = item_cost(item);
         r.cost_units = c.flops + c.bytes;
         r.item = std::move(item);
         r.sink = std::move(sink);

@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 
+#include "devices/topology.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::actors {
@@ -22,6 +23,22 @@ bool is_device_loss(const caf::error& err) {
 
 using self_ptr = device_actor::stateful_pointer<device_state>;
 
+// Launches an item: one kernel, or its chain of kernels whose intermediate
+// outputs stay on the device.
+caf::expected<devices::launch_result>
+run_item(devices::device& dev, uint32_t stream, const run_request& req) {
+  auto& item = req.item;
+  auto views = item.views();
+  if (item.then.empty())
+    return dev.launch(stream, req.ticket, item.kernel, item.args, views);
+  std::vector<devices::stage_view> chain;
+  chain.push_back({item.kernel, item.args, std::move(views), -1});
+  for (auto& st : item.then)
+    chain.push_back(
+        {st.kernel, st.args, stage_views(st, {}), int32_t(st.input_slot)});
+  return dev.launch_chain(stream, req.ticket, chain);
+}
+
 // Runs one request. A launch that finishes at once goes to `ready`; a modeled
 // or hung one waits in `pending`; a failure the item may survive elsewhere is
 // reported at once. Returns the error that ends the device, if any.
@@ -37,11 +54,11 @@ caf::error launch_one(self_ptr self, run_request& req,
     self->send(st.listener, failed_atom::value, idx, req.ticket, err);
     return caf::none;
   }
-  // Earliest-free stream: launches on one stream run in order.
+  // Earliest-free stream: launches on one stream run in order. GPU devices
+  // pick their least busy stream themselves.
   auto s = std::min_element(st.stream_free_at.begin(), st.stream_free_at.end());
-  auto views = req.item.views();
-  auto res = st.dev->launch(uint32_t(s - st.stream_free_at.begin()),
-                            req.item.kernel, req.item.args, views);
+  auto stream = st.dev->pick_stream(uint32_t(s - st.stream_free_at.begin()));
+  auto res = run_item(*st.dev, stream, req);
   if (!res) {
     st.dev->deallocate(req.bytes);
     if (is_device_loss(res.error()))
@@ -50,7 +67,8 @@ caf::error launch_one(self_ptr self, run_request& req,
     return caf::none;
   }
   work_done done{req.ticket, std::move(res->output), res->device_time.count()};
-  if (res->hung) {
+  if (res->pending || res->hung) {
+    // Enqueued on a GPU (its completion arrives as a message) or hung.
     st.pending.emplace(
         req.ticket, device_state::pending_launch{std::move(done), req.bytes});
     self->delayed_send(self, st.cfg.kernel_timeout, watchdog_atom::value,
@@ -85,6 +103,15 @@ device_impl(device_actor::stateful_pointer<device_state> self,
   st.listener = std::move(listener);
   st.cfg = cfg;
   st.stream_free_at.assign(std::max(1u, st.dev->info().streams), clock::now());
+  // Asynchronous devices signal completions from their runtime's threads;
+  // the handler only posts a message (and none once this actor is gone).
+  st.dev->on_completion([addr = self->address()](uint64_t ticket) {
+    if (auto hdl = caf::actor_cast<caf::actor>(addr))
+      caf::anon_send(hdl, complete_atom::value, ticket);
+  });
+  // A GPU's actor runs on its own thread, next to the GPU.
+  if (cfg.bind_numa && st.dev->info().numa_node >= 0)
+    devices::bind_thread_to_numa(st.dev->info().numa_node);
   self->delayed_send(self, cfg.health_interval, tick_atom::value);
   return {
       [=](run_atom, std::vector<run_request>& batch) {
@@ -106,10 +133,25 @@ device_impl(device_actor::stateful_pointer<device_state> self,
         auto i = st.pending.find(ticket);
         if (i == st.pending.end())
           return;
-        st.dev->deallocate(i->second.bytes);
-        self->send(st.listener, done_atom::value, st.cfg.index,
-                   std::vector<work_done>{std::move(i->second.done)});
+        auto pending = std::move(i->second);
         st.pending.erase(i);
+        st.dev->deallocate(pending.bytes);
+        if (st.dev->asynchronous()) {
+          auto res = st.dev->collect(ticket);
+          if (!res) {
+            if (is_device_loss(res.error())) {
+              self->quit(res.error());
+              return;
+            }
+            self->send(st.listener, failed_atom::value, st.cfg.index, ticket,
+                       res.error());
+            return;
+          }
+          pending.done.output = std::move(res->output);
+          pending.done.device_ns = res->device_time.count();
+        }
+        self->send(st.listener, done_atom::value, st.cfg.index,
+                   std::vector<work_done>{std::move(pending.done)});
       },
       [=](watchdog_atom, uint64_t ticket) {
         auto& st = self->state;

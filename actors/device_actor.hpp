@@ -44,6 +44,8 @@ struct device_actor_config {
   std::chrono::milliseconds kernel_timeout{5000};
   /// How often the device's health is polled.
   std::chrono::milliseconds health_interval{50};
+  /// Binds the actor's thread to the device's NUMA node (detached actors).
+  bool bind_numa = false;
 };
 
 struct device_state {

@@ -115,15 +115,22 @@ quota_impl(quota_actor::stateful_pointer<quota_state> self,
                                    "kernel id " + std::to_string(raw) +
                                        " is not in the catalog"));
         auto& pol = p->second;
-        if (!(pol.kernel_mask & (1u << raw)))
-          return reject(
-              self, item, sink,
-              make_error(errc::not_granted,
-                         "tenant '" + item.tenant + "' is not granted kernel " +
-                             std::string{kernels::name(item.kernel)}));
-        auto views = item.views();
-        if (auto why = kernels::validate(item.kernel, item.args, views);
-            !why.empty())
+        for (size_t i = 0; i <= item.then.size(); ++i) {
+          auto k = i == 0 ? item.kernel : item.then[i - 1].kernel;
+          if (!kernels::is_known(static_cast<uint8_t>(k)))
+            return reject(
+                self, item, sink,
+                make_error(errc::unknown_kernel, "chained kernel id " +
+                                                     std::to_string(int(k)) +
+                                                     " is not in the catalog"));
+          if (!(pol.kernel_mask & (1u << static_cast<uint8_t>(k))))
+            return reject(self, item, sink,
+                          make_error(errc::not_granted,
+                                     "tenant '" + item.tenant +
+                                         "' is not granted kernel " +
+                                         std::string{kernels::name(k)}));
+        }
+        if (auto why = validate_item(item); !why.empty())
           return reject(self, item, sink,
                         make_error(errc::invalid_arguments, std::move(why)));
         auto& use = st.used[item.tenant];
@@ -134,8 +141,7 @@ quota_impl(quota_actor::stateful_pointer<quota_state> self,
                                        std::to_string(use.inflight) +
                                        " items in flight, its limit is " +
                                        std::to_string(pol.max_inflight)));
-        uint64_t bytes = item.input_bytes() +
-                         kernels::output_bytes(item.kernel, item.args, views);
+        uint64_t bytes = item_bytes(item);
         if (pol.memory_quota > 0 && use.bytes + bytes > pol.memory_quota)
           return reject(
               self, item, sink,

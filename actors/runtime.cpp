@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 
 #include "devices/cpu/cpu_device.hpp"
+#include "devices/gpu/discover.hpp"
 #include "devices/topology.hpp"
 #include "messages/errc.hpp"
 
@@ -55,6 +56,13 @@ make_devices(const pb::RuntimeConfig& cfg) {
                        : topo.core_numa_node[i % topo.core_numa_node.size()];
     out.push_back(devices::cpu::make_cpu_device(i, node, topo.model));
   }
+  if (!cfg.devices().has_gpus() || cfg.devices().gpus()) {
+    devices::gpu::gpu_options opts;
+    if (cfg.devices().gpu_streams() > 0)
+      opts.streams = cfg.devices().gpu_streams();
+    for (auto& d : devices::gpu::discover(opts).devices)
+      out.push_back(std::move(d));
+  }
   std::set<std::string> names;
   for (auto& g : cfg.devices().sim_gpu()) {
     if (g.name().empty())
@@ -90,11 +98,14 @@ runtime::~runtime() {
 }
 
 caf::expected<std::unique_ptr<runtime>>
-runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg) {
+runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
+               std::vector<std::shared_ptr<devices::device>> extra) {
   kernels::use_single_threaded_blas();
   auto devs = make_devices(cfg);
   if (!devs)
     return devs.error();
+  for (auto& d : extra)
+    devs->push_back(std::move(d));
   std::vector<device_info> infos;
   for (auto& d : *devs)
     infos.push_back(d->info());

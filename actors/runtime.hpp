@@ -39,7 +39,8 @@ public:
 
   /// Checks `cfg`, opens the audit log and starts every actor.
   static caf::expected<std::unique_ptr<runtime>>
-  start(caf::actor_system& sys, const pb::RuntimeConfig& cfg);
+  start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
+        std::vector<std::shared_ptr<devices::device>> extra = {});
 
   /// Submits one item as its tenant and waits for its end.
   caf::expected<work_result> run(work_item item);

@@ -16,7 +16,14 @@ void spawn_device(self_ptr self, uint32_t index) {
   dcfg.index = index;
   dcfg.kernel_timeout = self->state.cfg.kernel_timeout;
   device_listener listener = self->state.balancer;
-  e.handle = self->spawn(device_impl, e.dev, listener, dcfg);
+  if (e.dev->asynchronous()) {
+    // A GPU's actor gets its own thread, bound to the GPU's NUMA node; it
+    // never blocks on the GPU (completions arrive as messages).
+    dcfg.bind_numa = true;
+    e.handle = self->spawn<caf::detached>(device_impl, e.dev, listener, dcfg);
+  } else {
+    e.handle = self->spawn(device_impl, e.dev, listener, dcfg);
+  }
   e.addr = e.handle.address();
   self->monitor(e.handle);
   self->send(self->state.balancer, up_atom::value, index, e.handle);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
@@ -13,6 +14,10 @@
 
 namespace cohort::devices {
 
+/// Xid codes that take a whole GPU down (as opposed to application faults
+/// such as 13, 31 and 43 that fail only the kernel that caused them).
+bool is_device_level_xid(uint32_t xid);
+
 /// What one launch produced.
 struct launch_result {
   kernels::kernel_output output;
@@ -21,7 +26,26 @@ struct launch_result {
   /// True if the launch will never complete (a hung stream). The device actor's
   /// watchdog turns this into a kernel_timeout.
   bool hung = false;
+  /// True if the launch was only enqueued (GPU backends): the device calls
+  /// its completion handler with the ticket once it has finished, and the
+  /// device actor then takes the output with `collect`.
+  bool pending = false;
 };
+
+/// One kernel of a chain as a device runs it: the stages run in order on one
+/// stream, and each stage's output stays in device memory for the next.
+struct stage_view {
+  kernels::kernel_id id = kernels::kernel_id::axpy;
+  kernels::kernel_args args;
+  /// Host inputs; at `from_previous` (when >= 0) an empty placeholder that
+  /// the previous stage's output fills on the device.
+  std::vector<std::span<const float>> inputs;
+  int32_t from_previous = -1;
+};
+
+/// Called by an asynchronous device, from any thread, when the launch with
+/// this ticket has finished or failed. It must only post a message.
+using completion_handler = std::function<void(uint64_t ticket)>;
 
 /// One compute device. Not thread-safe except where a backend says so: only
 /// its device actor calls it. Launch arguments must have been validated.
@@ -39,12 +63,42 @@ public:
   /// Returns memory reserved by `allocate`.
   void deallocate(uint64_t bytes) { do_deallocate(bytes); }
 
-  /// Runs one kernel on `stream` (0 <= stream < info().streams).
-  caf::expected<launch_result> launch(uint32_t stream, kernels::kernel_id id,
+  /// Runs one kernel on `stream` (0 <= stream < info().streams), or enqueues
+  /// it there (`pending` in the result). `ticket` names the launch in the
+  /// completion handler and in `collect`.
+  caf::expected<launch_result> launch(uint32_t stream, uint64_t ticket,
+                                      kernels::kernel_id id,
                                       const kernels::kernel_args& args,
                                       kernels::input_views inputs) {
-    return do_launch(stream, id, args, inputs);
+    return do_launch(stream, ticket, id, args, inputs);
   }
+
+  /// Runs (or enqueues) a chain of kernels as one launch: only the first
+  /// stage's inputs and the extra inputs of later stages come from the host,
+  /// only the last stage's output goes back. Stages must have been
+  /// validated together (validate_item).
+  caf::expected<launch_result> launch_chain(uint32_t stream, uint64_t ticket,
+                                            std::span<const stage_view> chain) {
+    return do_launch_chain(stream, ticket, chain);
+  }
+
+  /// Asynchronous devices: the output of a pending launch whose completion
+  /// was signalled; releases what the launch held. Errors mean the launch
+  /// failed on the device (device_lost for sticky errors).
+  caf::expected<launch_result> collect(uint64_t ticket) {
+    return do_collect(ticket);
+  }
+
+  /// True for devices whose launches complete later (`pending`).
+  virtual bool asynchronous() const { return false; }
+
+  /// The stream the next launch should go to; `suggested` is the device
+  /// actor's choice by modeled time. GPU devices pick their least busy one.
+  virtual uint32_t pick_stream(uint32_t suggested) const { return suggested; }
+
+  /// Sets the handler asynchronous devices call when a launch finishes. Set
+  /// once by the device actor that owns the device, before any launch.
+  void on_completion(completion_handler f) { completion_ = std::move(f); }
 
   /// Polled by the device actor: none while the device is usable, device_lost
   /// (with what happened) once it is not.
@@ -58,16 +112,32 @@ protected:
     // nop
   }
 
+  /// Tells the owning actor that the launch `ticket` has finished.
+  void notify_completion(uint64_t ticket) const {
+    if (completion_)
+      completion_(ticket);
+  }
+
+  device_info& mutable_info() { return info_; }
+
 private:
   virtual caf::error do_allocate(uint64_t bytes) = 0;
   virtual void do_deallocate(uint64_t bytes) = 0;
   virtual caf::expected<launch_result>
-  do_launch(uint32_t stream, kernels::kernel_id id,
+  do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
             const kernels::kernel_args& args, kernels::input_views inputs) = 0;
+  virtual caf::expected<launch_result> do_collect(uint64_t ticket);
+  /// The default runs the stages one by one through do_launch, passing each
+  /// output on in host memory (the device memory of CPU workers and
+  /// simulated GPUs).
+  virtual caf::expected<launch_result>
+  do_launch_chain(uint32_t stream, uint64_t ticket,
+                  std::span<const stage_view> chain);
   virtual caf::error do_health() = 0;
   virtual caf::error do_reset() = 0;
 
   device_info info_;
+  completion_handler completion_;
 };
 
 } // namespace cohort::devices

@@ -32,17 +32,17 @@ bool product(uint64_t a, uint64_t b, uint64_t& out) {
 }
 
 std::string check_matrix(std::string_view kernel, const char* what,
-                         uint64_t rows, uint64_t cols, size_t have) {
+                         uint64_t rows, uint64_t cols, uint64_t have) {
   uint64_t want = 0;
   if (rows > max_dim || cols > max_dim || !product(rows, cols, want))
     return format("%.*s: %s dimensions %llux%llu are too large",
                   int(kernel.size()), kernel.data(), what,
                   (unsigned long long)rows, (unsigned long long)cols);
   if (want != have)
-    return format("%.*s: %s must have %llux%llu = %llu elements, got %zu",
+    return format("%.*s: %s must have %llux%llu = %llu elements, got %llu",
                   int(kernel.size()), kernel.data(), what,
                   (unsigned long long)rows, (unsigned long long)cols,
-                  (unsigned long long)want, have);
+                  (unsigned long long)want, (unsigned long long)have);
   return {};
 }
 
@@ -76,8 +76,22 @@ size_t input_count(kernel_id id) {
   }
 }
 
+std::vector<uint64_t> lengths(input_views inputs) {
+  std::vector<uint64_t> out;
+  out.reserve(inputs.size());
+  for (auto& in : inputs)
+    out.push_back(in.size());
+  return out;
+}
+
 std::string validate(kernel_id id, const kernel_args& args,
                      input_views inputs) {
+  auto lens = lengths(inputs);
+  return validate(id, args, input_lengths{lens});
+}
+
+std::string validate(kernel_id id, const kernel_args& args,
+                     input_lengths inputs) {
   if (!is_known(static_cast<uint8_t>(id)))
     return format("unknown kernel (id %d); known kernels: axpy, dot, nrm2, "
                   "reduce_sum, inclusive_scan, gemv, gemm, topk_cosine",
@@ -89,37 +103,38 @@ std::string validate(kernel_id id, const kernel_args& args,
   switch (id) {
   case kernel_id::axpy:
   case kernel_id::dot:
-    if (inputs[0].size() != inputs[1].size())
-      return format("%.*s: x has %zu elements but y has %zu", int(kn.size()),
-                    kn.data(), inputs[0].size(), inputs[1].size());
+    if (inputs[0] != inputs[1])
+      return format("%.*s: x has %llu elements but y has %llu", int(kn.size()),
+                    kn.data(), (unsigned long long)inputs[0],
+                    (unsigned long long)inputs[1]);
     return {};
   case kernel_id::nrm2:
   case kernel_id::reduce_sum:
   case kernel_id::inclusive_scan:
     return {};
   case kernel_id::gemv:
-    if (auto err = check_matrix(kn, "A", args.m, args.n, inputs[0].size());
+    if (auto err = check_matrix(kn, "A", args.m, args.n, inputs[0]);
         !err.empty())
       return err;
-    if (inputs[1].size() != args.n)
-      return format("gemv: x must have n = %llu elements, got %zu",
-                    (unsigned long long)args.n, inputs[1].size());
+    if (inputs[1] != args.n)
+      return format("gemv: x must have n = %llu elements, got %llu",
+                    (unsigned long long)args.n, (unsigned long long)inputs[1]);
     return {};
   case kernel_id::gemm:
-    if (auto err = check_matrix(kn, "A", args.m, args.k, inputs[0].size());
+    if (auto err = check_matrix(kn, "A", args.m, args.k, inputs[0]);
         !err.empty())
       return err;
-    return check_matrix(kn, "B", args.k, args.n, inputs[1].size());
+    return check_matrix(kn, "B", args.k, args.n, inputs[1]);
   case kernel_id::topk_cosine: {
     if (args.n == 0)
       return "topk_cosine: the vector dimension n must be positive";
-    if (auto err = check_matrix(kn, "rows", args.m, args.n, inputs[0].size());
+    if (auto err = check_matrix(kn, "rows", args.m, args.n, inputs[0]);
         !err.empty())
       return err;
-    if (inputs[1].empty() || inputs[1].size() % args.n != 0)
+    if (inputs[1] == 0 || inputs[1] % args.n != 0)
       return format("topk_cosine: queries must hold a positive multiple of "
-                    "n = %llu elements, got %zu",
-                    (unsigned long long)args.n, inputs[1].size());
+                    "n = %llu elements, got %llu",
+                    (unsigned long long)args.n, (unsigned long long)inputs[1]);
     if (args.top_k == 0 || args.top_k > args.m)
       return format("topk_cosine: top_k must be in 1..m = %llu, got %u",
                     (unsigned long long)args.m, args.top_k);
@@ -129,12 +144,12 @@ std::string validate(kernel_id id, const kernel_args& args,
   return "unreachable";
 }
 
-static uint64_t output_elements(kernel_id id, const kernel_args& args,
-                                input_views inputs) {
+uint64_t output_elements(kernel_id id, const kernel_args& args,
+                         input_lengths inputs) {
   switch (id) {
   case kernel_id::axpy:
   case kernel_id::inclusive_scan:
-    return inputs[0].size();
+    return inputs[0];
   case kernel_id::dot:
   case kernel_id::nrm2:
   case kernel_id::reduce_sum:
@@ -144,13 +159,19 @@ static uint64_t output_elements(kernel_id id, const kernel_args& args,
   case kernel_id::gemm:
     return args.m * args.n;
   case kernel_id::topk_cosine:
-    return inputs[1].size() / args.n * args.top_k;
+    return inputs[1] / args.n * args.top_k;
   }
   return 0;
 }
 
 uint64_t output_bytes(kernel_id id, const kernel_args& args,
                       input_views inputs) {
+  auto lens = lengths(inputs);
+  return output_bytes(id, args, input_lengths{lens});
+}
+
+uint64_t output_bytes(kernel_id id, const kernel_args& args,
+                      input_lengths inputs) {
   auto elems = output_elements(id, args, inputs);
   return id == kernel_id::topk_cosine
              ? elems * (sizeof(float) + sizeof(int64_t))
@@ -158,11 +179,16 @@ uint64_t output_bytes(kernel_id id, const kernel_args& args,
 }
 
 kernel_cost cost(kernel_id id, const kernel_args& args, input_views inputs) {
+  auto lens = lengths(inputs);
+  return cost(id, args, input_lengths{lens});
+}
+
+kernel_cost cost(kernel_id id, const kernel_args& args, input_lengths inputs) {
   double in_bytes = 0;
-  for (auto& in : inputs)
-    in_bytes += static_cast<double>(in.size()) * sizeof(float);
+  for (auto len : inputs)
+    in_bytes += static_cast<double>(len) * sizeof(float);
   double bytes = in_bytes + static_cast<double>(output_bytes(id, args, inputs));
-  double n = inputs.empty() ? 0 : static_cast<double>(inputs[0].size());
+  double n = inputs.empty() ? 0 : static_cast<double>(inputs[0]);
   switch (id) {
   case kernel_id::axpy:
   case kernel_id::dot:
@@ -176,7 +202,7 @@ kernel_cost cost(kernel_id id, const kernel_args& args, input_views inputs) {
   case kernel_id::gemm:
     return {2.0 * args.m * args.n * args.k, bytes};
   case kernel_id::topk_cosine: {
-    double q = static_cast<double>(inputs[1].size()) / args.n;
+    double q = static_cast<double>(inputs[1]) / args.n;
     return {2.0 * q * args.m * args.n + 2.0 * args.m * args.n, bytes};
   }
   }
@@ -185,7 +211,8 @@ kernel_cost cost(kernel_id id, const kernel_args& args, input_views inputs) {
 
 kernel_output run_cpu(kernel_id id, const kernel_args& args, input_views in) {
   kernel_output out;
-  out.values.resize(output_elements(id, args, in));
+  auto lens = lengths(in);
+  out.values.resize(output_elements(id, args, input_lengths{lens}));
   std::span<float> o{out.values};
   switch (id) {
   case kernel_id::axpy:

@@ -9,40 +9,19 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/kernel_args.hpp"
+
 namespace cohort::kernels {
-
-/// Every kernel Cohort can run. Values match `cohort.pb.Kernel`.
-enum class kernel_id : uint8_t {
-  axpy = 1,
-  dot = 2,
-  nrm2 = 3,
-  reduce_sum = 4,
-  inclusive_scan = 5,
-  gemv = 6,
-  gemm = 7,
-  topk_cosine = 8,
-};
-
-/// All kernels, in catalog order.
-inline constexpr kernel_id all_kernels[] = {
-    kernel_id::axpy,           kernel_id::dot,
-    kernel_id::nrm2,           kernel_id::reduce_sum,
-    kernel_id::inclusive_scan, kernel_id::gemv,
-    kernel_id::gemm,           kernel_id::topk_cosine,
-};
-
-/// Scalar and shape arguments; which fields a kernel reads is in
-/// docs/kernels.md.
-struct kernel_args {
-  float alpha = 1.0f;
-  uint64_t m = 0;
-  uint64_t n = 0;
-  uint64_t k = 0;
-  uint32_t top_k = 0;
-};
 
 /// Read-only views of a call's input buffers.
 using input_views = std::span<const std::span<const float>>;
+
+/// Element counts of a call's inputs: enough to check and size a call whose
+/// inputs are not on the host (a chained stage's input on a device).
+using input_lengths = std::span<const uint64_t>;
+
+/// The element counts of `inputs`.
+std::vector<uint64_t> lengths(input_views inputs);
 
 /// What a kernel produces: values, and row indices for top-k.
 struct kernel_output {
@@ -69,6 +48,12 @@ std::optional<kernel_id> parse_kernel(std::string_view name);
 /// Checks inputs and arguments; returns an empty string when valid, otherwise
 /// a message naming the kernel and the mismatch.
 std::string validate(kernel_id id, const kernel_args& args, input_views inputs);
+std::string validate(kernel_id id, const kernel_args& args,
+                     input_lengths inputs);
+
+/// Float values of the kernel's output (valid arguments only).
+uint64_t output_elements(kernel_id id, const kernel_args& args,
+                         input_lengths inputs);
 
 /// Number of input buffers the kernel takes.
 size_t input_count(kernel_id id);
@@ -76,9 +61,12 @@ size_t input_count(kernel_id id);
 /// Bytes the kernel's output needs (valid arguments only).
 uint64_t output_bytes(kernel_id id, const kernel_args& args,
                       input_views inputs);
+uint64_t output_bytes(kernel_id id, const kernel_args& args,
+                      input_lengths inputs);
 
 /// Modeled work of a call (valid arguments only).
 kernel_cost cost(kernel_id id, const kernel_args& args, input_views inputs);
+kernel_cost cost(kernel_id id, const kernel_args& args, input_lengths inputs);
 
 /// Runs the optimized CPU implementation. Arguments must have been validated.
 kernel_output run_cpu(kernel_id id, const kernel_args& args,

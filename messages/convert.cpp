@@ -76,6 +76,10 @@ pb::DeviceInfo to_proto(const device_info& x) {
   out.set_speed(x.speed);
   out.set_cores(x.cores);
   out.set_numa_node(x.numa_node);
+  out.set_pci_bus_id(x.pci_bus_id);
+  out.set_uuid(x.uuid);
+  out.set_arch(x.arch);
+  out.set_multiprocessors(x.multiprocessors);
   return out;
 }
 

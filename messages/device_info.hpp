@@ -38,6 +38,12 @@ struct device_info {
   double speed = 1.0;
   uint32_t cores = 0;
   int32_t numa_node = -1;
+  /// GPUs: PCI bus id ("0000:3b:00.0"), UUID, architecture ("sm_90",
+  /// "gfx90a") and multiprocessors (SMs on NVIDIA, CUs on AMD).
+  std::string pci_bus_id;
+  std::string uuid;
+  std::string arch;
+  uint32_t multiprocessors = 0;
 };
 
 template <class Inspector>
@@ -49,7 +55,7 @@ typename Inspector::result_type inspect(Inspector& f, device_info& x) {
   });
   return f(caf::meta::type_name("device_info"), x.name, kind, x.simulated,
            x.model, x.memory_bytes, x.streams, x.speed, x.cores, x.numa_node,
-           load);
+           x.pci_bus_id, x.uuid, x.arch, x.multiprocessors, load);
 }
 
 } // namespace cohort

@@ -31,6 +31,29 @@ namespace cohort {
 
 using kernels::kernel_id;
 
+/// A further kernel of a work item, run on the same device right after the
+/// previous one. The previous output stays in device memory and becomes
+/// input `input_slot` of this kernel: no host round trip between stages.
+struct chained_stage {
+  kernel_id kernel = kernel_id::axpy;
+  kernels::kernel_args args;
+  /// The other inputs, in catalog order without the slot the previous
+  /// output fills (input_count(kernel) - 1 of them).
+  std::vector<host_buffer> inputs;
+  uint32_t input_slot = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chained_stage& x) {
+  auto kernel = static_cast<uint8_t>(x.kernel);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    x.kernel = static_cast<kernel_id>(kernel);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("chained_stage"), kernel, x.args, x.inputs,
+           x.input_slot, load);
+}
+
 /// One unit of work as an application submits it.
 struct work_item {
   /// Unique per submitting client; results and errors carry it back.
@@ -39,6 +62,9 @@ struct work_item {
   kernel_id kernel = kernel_id::axpy;
   kernels::kernel_args args;
   std::vector<host_buffer> inputs;
+  /// Kernels chained after this one on the same device; the result is the
+  /// last one's output.
+  std::vector<chained_stage> then;
 
   /// Views of the inputs, in the form the kernel catalog takes.
   std::vector<std::span<const float>> views() const {
@@ -49,14 +75,44 @@ struct work_item {
     return out;
   }
 
-  /// Bytes of all inputs.
+  /// Bytes of all inputs (of every stage).
   uint64_t input_bytes() const {
     uint64_t total = 0;
     for (auto& in : inputs)
       total += in.bytes();
+    for (auto& st : then)
+      for (auto& in : st.inputs)
+        total += in.bytes();
     return total;
   }
 };
+
+/// Checks every stage's kernel, inputs and arguments (a chained stage's
+/// input from the previous stage by its length); empty when valid.
+std::string validate_item(const work_item& item);
+
+/// Device memory the item holds at most: every input, every intermediate
+/// output and the result.
+uint64_t item_bytes(const work_item& item);
+
+/// Modeled work of all stages.
+kernels::kernel_cost item_cost(const work_item& item);
+
+/// Runs every stage of a valid item on the host with `run` (run_cpu,
+/// run_reference).
+kernels::kernel_output run_item_on_host(
+    const work_item& item,
+    kernels::kernel_output (*run)(kernel_id, const kernels::kernel_args&,
+                                  kernels::input_views));
+
+/// Checks a result of a valid item against the double-precision reference
+/// (of every stage in turn); empty when it agrees, otherwise what differs.
+std::string check_result(const work_item& item,
+                         const kernels::kernel_output& got);
+
+/// The inputs of chained stage `st` with `previous` in its slot.
+std::vector<std::span<const float>>
+stage_views(const chained_stage& st, std::span<const float> previous);
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_item& x) {
@@ -66,7 +122,7 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("work_item"), x.id, x.tenant, kernel, x.args,
-           x.inputs, load);
+           x.inputs, x.then, load);
 }
 
 /// The successful end of a work item, as the client receives it.

@@ -9,6 +9,7 @@
 
 #include "actors/audit_log.hpp"
 #include "actors/runtime.hpp"
+#include "devices/gpu/discover.hpp"
 #include "devices/topology.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
@@ -76,9 +77,22 @@ int cmd_devices(const std::vector<std::string>& args) {
       return bad_input("devices: unexpected argument '" + args[i] + "'");
     }
   }
+  // GPUs are opened here rather than by make_devices, to show what each
+  // backend found (or why it found nothing).
+  bool use_gpus = !cfg.devices().has_gpus() || cfg.devices().gpus();
+  cfg.mutable_devices()->set_gpus(false);
   auto devs = actors::make_devices(cfg);
   if (!devs)
     return bad_input(devs.error());
+  devices::gpu::discovery found;
+  if (use_gpus) {
+    devices::gpu::gpu_options opts;
+    if (cfg.devices().gpu_streams() > 0)
+      opts.streams = cfg.devices().gpu_streams();
+    found = devices::gpu::discover(opts);
+    for (auto& g : found.devices)
+      devs->push_back(g);
+  }
   auto topo = devices::discover_cpu_topology();
   std::printf("CPU topology (hwloc): %u cores, %u hardware threads, %u NUMA "
               "node(s)%s%s\n\n",
@@ -98,19 +112,34 @@ int cmd_devices(const std::vector<std::string>& args) {
                                    : human_bytes(x.memory_bytes).c_str(),
         x.streams, x.speed, cores.c_str(), numa.c_str());
   }
-  std::printf(
-      "\nGPU backends: cuda: %s; hip: %s\n",
-#ifdef COHORT_HAVE_NVCC
-      "nvcc found at build time, backend not built yet (no GPUs listed)",
-#else
-      "no toolchain at build time",
-#endif
-#ifdef COHORT_HAVE_HIPCC
-      "hipcc found at build time, backend not built yet (no GPUs listed)"
-#else
-      "no toolchain at build time"
-#endif
-  );
+  std::printf("\nGPU backends:\n");
+  if (!use_gpus)
+    std::printf(
+        "  real GPUs disabled by the config (devices { gpus: false })\n");
+  for (auto& b : found.backends)
+    std::printf("  %-4s %s, %d GPU(s)%s%s\n", b.vendor.c_str(),
+                b.built ? "built" : "not built", b.count,
+                b.note.empty() ? "" : ": ", b.note.c_str());
+  for (auto& g : found.devices) {
+    auto& x = g->info();
+    std::printf("  %s: %s %s, %u SMs/CUs, PCI %s, NUMA node %s, UUID %s\n",
+                x.name.c_str(), x.model.c_str(), x.arch.c_str(),
+                x.multiprocessors, x.pci_bus_id.c_str(),
+                x.numa_node >= 0 ? std::to_string(x.numa_node).c_str()
+                                 : "unknown",
+                x.uuid.c_str());
+    auto h = g->telemetry();
+    if (h.available)
+      std::printf("    health: %u%% busy, %s of %s used, %d C, ECC %llu "
+                  "corrected / %llu uncorrected\n",
+                  h.gpu_util_percent, human_bytes(h.memory_used_bytes).c_str(),
+                  human_bytes(h.memory_total_bytes).c_str(), h.temperature_c,
+                  (unsigned long long)h.ecc_corrected,
+                  (unsigned long long)h.ecc_uncorrected);
+    else
+      std::printf("    health: unavailable (%s)\n",
+                  h.unavailable_reason.c_str());
+  }
   return exit_ok;
 }
 

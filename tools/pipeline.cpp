@@ -57,23 +57,50 @@ caf::expected<std::vector<uint64_t>> input_sizes(const pb::Stage& st) {
   return sizes;
 }
 
+// The items of one batch: one per group, a group being a stage and the
+// stages chained after it.
+struct batch_plan {
+  /// Input sizes of every stage.
+  std::vector<std::vector<uint64_t>> sizes;
+  /// Stage indices of each group.
+  std::vector<std::vector<int>> groups;
+};
+
+kernels::kernel_args args_of(const pb::Stage& st) {
+  kernels::kernel_args args{st.args().alpha(), st.args().m(), st.args().n(),
+                            st.args().k(), st.args().top_k()};
+  if (static_cast<kernel_id>(st.kernel()) == kernel_id::axpy &&
+      st.args().alpha() == 0)
+    args.alpha = 2.0f;
+  return args;
+}
+
 work_item make_item(const pb::PipelineSpec& spec, uint64_t index,
-                    const std::vector<std::vector<uint64_t>>& sizes) {
-  auto stages = uint64_t(spec.stage_size());
-  auto& st = spec.stage(int(index % stages));
+                    const batch_plan& plan) {
+  auto& group = plan.groups[index % plan.groups.size()];
+  auto& st = spec.stage(group[0]);
   work_item item;
   item.id = index + 1;
   item.tenant = st.tenant().empty() ? spec.tenant() : st.tenant();
   if (item.tenant.empty())
     item.tenant = "default";
   item.kernel = static_cast<kernel_id>(st.kernel());
-  item.args = {st.args().alpha(), st.args().m(), st.args().n(), st.args().k(),
-               st.args().top_k()};
-  if (item.kernel == kernel_id::axpy && st.args().alpha() == 0)
-    item.args.alpha = 2.0f;
+  item.args = args_of(st);
   uint64_t seed = (spec.seed() * 1000003 + index) * 4;
-  for (auto n : sizes[index % stages])
+  for (auto n : plan.sizes[group[0]])
     item.inputs.emplace_back(kernels::random_floats(seed++, n));
+  for (size_t j = 1; j < group.size(); ++j) {
+    auto& next = spec.stage(group[j]);
+    chained_stage cs;
+    cs.kernel = static_cast<kernel_id>(next.kernel());
+    cs.args = args_of(next);
+    cs.input_slot = next.chain_input();
+    auto& sizes = plan.sizes[group[j]];
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (i != cs.input_slot)
+        cs.inputs.emplace_back(kernels::random_floats(seed++, sizes[i]));
+    item.then.push_back(std::move(cs));
+  }
   return item;
 }
 
@@ -103,7 +130,7 @@ struct client_state {
   const pb::PipelineSpec* spec = nullptr;
   actors::runtime* rt = nullptr;
   std::shared_ptr<run_shared> shared;
-  std::vector<std::vector<uint64_t>> sizes;
+  batch_plan plan;
   std::map<std::string, uint64_t> cap;
   std::map<std::string, uint64_t> inflight;
   /// Inputs of items not yet ended, for the reference check.
@@ -149,14 +176,14 @@ void inject(client_state& st, const pb::Fault& f) {
 template <class Self> void submit_more(Self* self) {
   auto& st = self->state;
   auto total = st.ended.size();
-  auto stages = uint64_t(st.spec->stage_size());
+  auto groups = uint64_t(st.plan.groups.size());
   auto sink = caf::actor_cast<actors::client_sink>(self);
   while (st.next < total) {
-    auto batch = st.next / stages;
+    auto batch = st.next / groups;
     while (st.next_fault < st.faults.size() &&
            st.faults[st.next_fault].after_batches() <= batch)
       inject(st, st.faults[st.next_fault++]);
-    auto item = make_item(*st.spec, st.next, st.sizes);
+    auto item = make_item(*st.spec, st.next, st.plan);
     if (st.inflight[item.tenant] >= st.cap[item.tenant])
       return;
     ++st.inflight[item.tenant];
@@ -189,16 +216,15 @@ template <class Self> void on_end(Self* self, uint64_t id) {
 
 caf::behavior client_impl(caf::stateful_actor<client_state>* self,
                           const pb::PipelineSpec* spec, actors::runtime* rt,
-                          std::shared_ptr<run_shared> shared,
-                          std::vector<std::vector<uint64_t>> sizes,
+                          std::shared_ptr<run_shared> shared, batch_plan plan,
                           std::map<std::string, uint64_t> cap) {
   auto& st = self->state;
   st.spec = spec;
   st.rt = rt;
   st.shared = std::move(shared);
-  st.sizes = std::move(sizes);
+  st.plan = std::move(plan);
   st.cap = std::move(cap);
-  st.ended.assign(uint64_t(spec->batches()) * spec->stage_size(), false);
+  st.ended.assign(uint64_t(spec->batches()) * st.plan.groups.size(), false);
   st.faults.assign(spec->fault().begin(), spec->fault().end());
   std::stable_sort(st.faults.begin(), st.faults.end(), [](auto& a, auto& b) {
     return a.after_batches() < b.after_batches();
@@ -212,10 +238,7 @@ caf::behavior client_impl(caf::stateful_actor<client_state>* self,
         if (it != st.open.end()) {
           ++rep.completed;
           auto& item = it->second;
-          auto views = item.views();
-          auto want = kernels::run_reference(item.kernel, item.args, views);
-          auto diff =
-              kernels::compare(item.kernel, item.args, views, res.output, want);
+          auto diff = check_result(item, res.output);
           if (!diff.empty()) {
             ++rep.mismatches;
             if (rep.errors.size() < 5)
@@ -287,23 +310,40 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   if (!opts.audit_path.empty())
     cfg.set_audit_path(opts.audit_path);
   // Check every stage before anything runs.
-  std::vector<std::vector<uint64_t>> sizes;
-  for (auto& st : spec.stage()) {
+  batch_plan plan;
+  for (int i = 0; i < spec.stage_size(); ++i) {
+    auto& st = spec.stage(i);
     auto s = input_sizes(st);
     if (!s)
       return s.error();
-    sizes.push_back(std::move(*s));
-  }
-  // Probe each stage once: check its arguments and note its tenant.
-  std::vector<std::string> stage_tenants;
-  for (int i = 0; i < spec.stage_size(); ++i) {
-    auto probe = make_item(spec, uint64_t(i), sizes);
-    stage_tenants.push_back(probe.tenant);
-    auto views = probe.views();
-    if (auto why = kernels::validate(probe.kernel, probe.args, views);
-        !why.empty())
+    plan.sizes.push_back(std::move(*s));
+    if (!st.chain()) {
+      plan.groups.push_back({i});
+      continue;
+    }
+    if (plan.groups.empty())
       return make_error(errc::malformed_pipeline,
-                        "stage '" + spec.stage(i).name() + "': " + why);
+                        "stage '" + st.name() +
+                            "' is chained, but no stage comes before it");
+    if (st.chain_input() >= plan.sizes.back().size())
+      return make_error(errc::malformed_pipeline,
+                        "stage '" + st.name() + "': chain_input " +
+                            std::to_string(st.chain_input()) +
+                            " is not an input of its kernel");
+    plan.groups.back().push_back(i);
+  }
+  // Probe each item of a batch once: check its stages and note its tenant.
+  std::vector<std::string> stage_tenants;
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    auto probe = make_item(spec, g, plan);
+    stage_tenants.push_back(probe.tenant);
+    if (auto why = validate_item(probe); !why.empty()) {
+      std::string names;
+      for (auto i : plan.groups[g])
+        names += (names.empty() ? "'" : " -> '") + spec.stage(i).name() + "'";
+      return make_error(errc::malformed_pipeline,
+                        "stage " + names + ": " + why);
+    }
   }
   auto rt = actors::runtime::start(sys, cfg);
   if (!rt)
@@ -325,10 +365,10 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   auto shared = std::make_shared<run_shared>();
   auto& rep = shared->report;
   rep.name = spec.name();
-  rep.items = uint64_t(spec.batches()) * spec.stage_size();
+  rep.items = uint64_t(spec.batches()) * plan.groups.size();
   auto finished = shared->finished.get_future();
   auto start = clock::now();
-  sys.spawn(client_impl, &spec, rt->get(), shared, sizes, cap);
+  sys.spawn(client_impl, &spec, rt->get(), shared, std::move(plan), cap);
   bool tty = opts.progress && ::isatty(::fileno(opts.progress));
   int last_decile = 0;
   while (finished.wait_for(std::chrono::milliseconds(100)) !=

@@ -33,7 +33,7 @@ void cpu_device::do_deallocate(uint64_t) {
 }
 
 caf::expected<launch_result>
-cpu_device::do_launch(uint32_t, kernels::kernel_id id,
+cpu_device::do_launch(uint32_t, uint64_t, kernels::kernel_id id,
                       const kernels::kernel_args& args,
                       kernels::input_views inputs) {
   auto start = std::chrono::steady_clock::now();

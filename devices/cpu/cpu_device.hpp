@@ -18,7 +18,8 @@ public:
 private:
   caf::error do_allocate(uint64_t bytes) override;
   void do_deallocate(uint64_t bytes) override;
-  caf::expected<launch_result> do_launch(uint32_t stream, kernels::kernel_id id,
+  caf::expected<launch_result> do_launch(uint32_t stream, uint64_t ticket,
+                                         kernels::kernel_id id,
                                          const kernels::kernel_args& args,
                                          kernels::input_views inputs) override;
   caf::error do_health() override;

@@ -22,22 +22,6 @@ device_info make_info(const sim_params& p) {
 
 } // namespace
 
-bool is_device_level_xid(uint32_t xid) {
-  switch (xid) {
-  case 48: // double-bit ECC error
-  case 63: // ECC page retirement / row remapping event
-  case 64: // ECC page retirement / row remapping failure
-  case 74: // NVLink error
-  case 79: // fallen off the bus
-  case 92: // high single-bit ECC error rate
-  case 94: // contained ECC error
-  case 95: // uncontained ECC error
-    return true;
-  default:
-    return false;
-  }
-}
-
 sim_device::sim_device(sim_params params)
     : device(make_info(params)), params_(std::move(params)) {
   // nop
@@ -124,7 +108,7 @@ void sim_device::do_deallocate(uint64_t bytes) {
 }
 
 caf::expected<launch_result>
-sim_device::do_launch(uint32_t stream, kernels::kernel_id id,
+sim_device::do_launch(uint32_t stream, uint64_t, kernels::kernel_id id,
                       const kernels::kernel_args& args,
                       kernels::input_views inputs) {
   double slow = 1.0;

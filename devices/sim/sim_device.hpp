@@ -27,10 +27,6 @@ struct sim_params {
   std::chrono::nanoseconds launch_latency{std::chrono::microseconds{10}};
 };
 
-/// Xid codes that take a whole GPU down (as opposed to application faults
-/// such as 13, 31 and 43 that fail only the kernel that caused them).
-bool is_device_level_xid(uint32_t xid);
-
 /// A simulated GPU. The fault-injection calls are thread-safe and may come
 /// from any thread (tests, the chaos harness) while its device actor runs it;
 /// everything else is called by the device actor only.
@@ -66,7 +62,8 @@ public:
 private:
   caf::error do_allocate(uint64_t bytes) override;
   void do_deallocate(uint64_t bytes) override;
-  caf::expected<launch_result> do_launch(uint32_t stream, kernels::kernel_id id,
+  caf::expected<launch_result> do_launch(uint32_t stream, uint64_t ticket,
+                                         kernels::kernel_id id,
                                          const kernels::kernel_args& args,
                                          kernels::input_views inputs) override;
   caf::error do_health() override;

@@ -25,7 +25,7 @@ sim::sim_params small_sim() {
 caf::expected<launch_result> launch_sum(device& d, uint32_t stream = 0) {
   static std::vector<float> x(1024, 1.0f);
   std::vector<std::span<const float>> in{x};
-  return d.launch(stream, kernels::kernel_id::reduce_sum, {}, in);
+  return d.launch(stream, 0, kernels::kernel_id::reduce_sum, {}, in);
 }
 
 } // namespace
@@ -90,8 +90,8 @@ TEST_CASE("Xid codes: application-level fail one kernel, device-level lose "
   CHECK_FALSE(d.health());
   d.raise_xid(79);
   CHECK(code_of(d.health()) == errc::device_lost);
-  CHECK(sim::is_device_level_xid(48));
-  CHECK_FALSE(sim::is_device_level_xid(31));
+  CHECK(devices::is_device_level_xid(48));
+  CHECK_FALSE(devices::is_device_level_xid(31));
 }
 
 TEST_CASE("hung streams and slow-downs", "[devices][sim]") {

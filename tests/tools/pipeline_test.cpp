@@ -28,6 +28,7 @@ stage { name: "k" kernel: TOPK_COSINE args { m: 300 n: 16 k: 2 top_k: 7 } }
 runtime {
   devices {
     cpu_workers: 2
+    gpus: false
     sim_gpu { name: "sim0" memory_mib: 1024 streams: 2 speed: 1 }
     sim_gpu { name: "sim1" memory_mib: 1024 streams: 2 speed: 1 }
     sim_gpu { name: "sim2" memory_mib: 1024 streams: 2 speed: 2 }
@@ -108,6 +109,70 @@ TEST_CASE("a pipeline with a device lost mid-run loses nothing", "[tools]") {
   CHECK(r->mismatches == 0);
   CHECK(r->faults.size() == 2);
   CHECK(r->ok());
+}
+
+TEST_CASE("chained stages run as one item and keep their data on the device",
+          "[tools]") {
+  test::temp_dir dir;
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  auto spec = load_pipeline(write(dir, "c.textproto", R"(
+name: "chained"
+tenant: "t"
+batches: 30
+window: 8
+stage { name: "scale" kernel: AXPY args { alpha: 0.5 n: 4096 } }
+stage { name: "prefix" kernel: INCLUSIVE_SCAN args { n: 4096 } chain: true }
+stage { name: "total" kernel: REDUCE_SUM args { n: 4096 } chain: true }
+stage { name: "product" kernel: GEMM args { m: 32 n: 24 k: 16 } }
+stage { name: "project" kernel: GEMV args { m: 32 n: 24 } chain: true }
+stage { name: "similar" kernel: DOT args { n: 32 } chain: true chain_input: 1 }
+fault { device: "sim1" after_batches: 10 kind: LOSE_PERMANENTLY }
+runtime {
+  devices {
+    cpu_workers: 1
+    gpus: false
+    sim_gpu { name: "sim0" memory_mib: 1024 streams: 2 speed: 1 }
+    sim_gpu { name: "sim1" memory_mib: 1024 streams: 2 speed: 4 }
+  }
+  tenant { tenant: "t" kernels: "*" devices: "*" }
+}
+)"));
+  REQUIRE(spec);
+  spec->mutable_runtime()->set_audit_path(dir.file("audit.log"));
+  auto r = tools::run_pipeline(sys, *spec, {});
+  REQUIRE(r);
+  // Two items per batch: scale -> prefix -> total, product -> project ->
+  // similar.
+  CHECK(r->items == 60);
+  CHECK(r->completed == 60);
+  CHECK(r->mismatches == 0);
+  CHECK(r->lost == 0);
+  CHECK(r->duplicates == 0);
+  CHECK(r->ok());
+}
+
+TEST_CASE("cohort run: bad chains are refused with the stage named",
+          "[tools][cli]") {
+  test::temp_dir dir;
+  auto first = cohort_cli("run " + write(dir, "f.textproto", R"(
+batches: 1
+stage { name: "x" kernel: NRM2 args { n: 8 } chain: true })"));
+  CHECK(first.status == 2);
+  CHECK_THAT(first.output, Catch::Contains("'x' is chained, but no stage"));
+  auto size = cohort_cli("run " + write(dir, "s.textproto", R"(
+batches: 1
+stage { name: "a" kernel: AXPY args { n: 8 } }
+stage { name: "b" kernel: GEMV args { m: 3 n: 5 } chain: true chain_input: 1 })"));
+  CHECK(size.status == 2);
+  CHECK_THAT(size.output, Catch::Contains("'a' -> 'b'"));
+  CHECK_THAT(size.output, Catch::Contains("x must have n = 5 elements, got 8"));
+  auto topk = cohort_cli("run " + write(dir, "t.textproto", R"(
+batches: 1
+stage { name: "k" kernel: TOPK_COSINE args { m: 4 n: 2 k: 1 top_k: 2 } }
+stage { name: "r" kernel: REDUCE_SUM args { n: 2 } chain: true })"));
+  CHECK(topk.status == 2);
+  CHECK_THAT(topk.output, Catch::Contains("must be the last stage"));
 }
 
 TEST_CASE("cohort run: the example pipeline passes", "[tools][cli]") {

@@ -1,0 +1,52 @@
+#include "devices/device.hpp"
+
+#include "messages/errc.hpp"
+
+namespace cohort::devices {
+
+bool is_device_level_xid(uint32_t xid) {
+  switch (xid) {
+  case 48: // double-bit ECC error
+  case 63: // ECC page retirement / row remapping event
+  case 64: // ECC page retirement / row remapping failure
+  case 74: // NVLink error
+  case 79: // fallen off the bus
+  case 92: // high single-bit ECC error rate
+  case 94: // contained ECC error
+  case 95: // uncontained ECC error
+    return true;
+  default:
+    return false;
+  }
+}
+
+caf::expected<launch_result>
+device::do_launch_chain(uint32_t stream, uint64_t ticket,
+                        std::span<const stage_view> chain) {
+  launch_result total;
+  for (auto& st : chain) {
+    auto inputs = st.inputs;
+    if (st.from_previous >= 0)
+      inputs.at(size_t(st.from_previous)) = total.output.values;
+    auto res = do_launch(stream, ticket, st.id, st.args, inputs);
+    if (!res)
+      return res;
+    if (res->pending)
+      return make_error(errc::invalid_arguments,
+                        info_.name + ": an asynchronous device must run "
+                                     "chains itself");
+    total.device_time += res->device_time;
+    total.hung = total.hung || res->hung;
+    total.output = std::move(res->output);
+  }
+  return total;
+}
+
+caf::expected<launch_result> device::do_collect(uint64_t ticket) {
+  return make_error(errc::invalid_arguments,
+                    info_.name + ": nothing to collect for launch " +
+                        std::to_string(ticket) +
+                        " (the device runs launches synchronously)");
+}
+
+} // namespace cohort::devices

@@ -1,0 +1,532 @@
+#include "devices/gpu/gpu_device.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "devices/topology.hpp"
+#include "messages/errc.hpp"
+
+namespace cohort::devices::gpu {
+
+namespace {
+
+constexpr size_t device_align = 256;
+constexpr size_t staging_align = 64;
+
+size_t align_up(size_t x, size_t a) {
+  return (x + a - 1) / a * a;
+}
+
+// Paths as the compiler saw them ("../devices/gpu/x.cpp") shortened to the
+// source tree's ("devices/gpu/x.cpp").
+const char* source_path(const char* file) {
+  for (auto* p = file; *p != '\0'; ++p)
+    if (std::strncmp(p, "devices/", 8) == 0)
+      return p;
+  return file;
+}
+
+// Where each buffer of one chain lives in its device block and its staging
+// block. Stage outputs stay in the device block; the next stage reads them
+// there. Staging holds the host inputs, then the last stage's output.
+struct stage_layout {
+  kernels::gpu::launch_args la;
+  size_t in_off[2] = {0, 0};
+  size_t in_bytes[2] = {0, 0};
+  size_t stage_in[2] = {0, 0};
+  bool from_previous[2] = {false, false};
+  size_t out_off = 0;
+  size_t idx_off = 0;
+  size_t scratch_off = 0;
+};
+
+struct chain_layout {
+  std::vector<stage_layout> stages;
+  size_t device_total = 0;
+  size_t stage_out = 0;
+  size_t stage_idx = 0;
+  size_t stage_total = 0;
+  uint64_t out_values = 0;
+  uint64_t out_indices = 0;
+};
+
+template <class T> T* at(void* base, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(base) + offset);
+}
+
+// What a completion callback needs: the hub outlives the device.
+struct callback_ctx {
+  std::shared_ptr<void> hub;
+  void (*deliver)(void* hub, uint64_t ticket);
+  uint64_t ticket;
+};
+
+} // namespace
+
+#define COHORT_GPU_FAIL(rc, what) fail(rc, what, __LINE__)
+
+caf::error to_error(const api& rt, result rc, const std::string& device,
+                    std::string_view what, const char* file, int line) {
+  std::string detail = device + ": " + std::string{what} +
+                       " failed: " + rt.describe(rc.raw) + " [" +
+                       to_string(rc.code) + "] at " + source_path(file) + ":" +
+                       std::to_string(line);
+  switch (rc.code) {
+  case status::ok:
+    return caf::none;
+  case status::out_of_memory:
+    return make_error(errc::out_of_memory, std::move(detail));
+  case status::no_device:
+  case status::driver_missing:
+    return make_error(errc::device_lost, std::move(detail));
+  case status::launch_failure:
+  case status::illegal_address:
+  case status::ecc_uncorrectable:
+  case status::hardware_stop:
+    return make_error(errc::device_lost,
+                      detail + " (sticky: the context is lost)");
+  case status::invalid_value:
+  case status::other:
+    break;
+  }
+  return make_error(errc::kernel_fault, std::move(detail));
+}
+
+caf::expected<std::shared_ptr<gpu_device>>
+gpu_device::open(std::shared_ptr<api> rt, int ordinal, device_kind kind,
+                 std::string name, gpu_options opts) {
+  properties props;
+  std::string what = "reading the properties of " + std::string{rt->vendor()} +
+                     " device " + std::to_string(ordinal);
+  if (auto rc = rt->get_properties(ordinal, props); rc.failed())
+    return to_error(*rt, rc, name, what, __FILE__, __LINE__);
+  device_info info;
+  info.name = std::move(name);
+  info.kind = kind;
+  info.simulated = false;
+  info.model = props.name;
+  info.memory_bytes = props.memory_bytes;
+  info.streams = std::max(1u, opts.streams);
+  info.cores = uint32_t(props.multiprocessors);
+  info.multiprocessors = uint32_t(props.multiprocessors);
+  info.pci_bus_id = props.pci_bus_id;
+  info.uuid = props.uuid;
+  info.arch = !props.arch.empty() ? props.arch
+                                  : "sm_" + std::to_string(props.cc_major) +
+                                        std::to_string(props.cc_minor);
+  info.numa_node = numa_node_of_pci(props.pci_bus_id);
+  auto dev =
+      std::make_shared<gpu_device>(std::move(rt), ordinal, std::move(info),
+                                   std::move(props), std::move(opts));
+  if (auto err = dev->create_streams(__LINE__))
+    return err;
+  return dev;
+}
+
+gpu_device::gpu_device(std::shared_ptr<api> rt, int ordinal, device_info info,
+                       properties props, gpu_options opts)
+    : device(std::move(info)), rt_(std::move(rt)), ordinal_(ordinal),
+      props_(std::move(props)), opts_(std::move(opts)),
+      staging_(*rt_, this->info().numa_node, opts_.staging_cache_bytes),
+      hub_(std::make_shared<callback_hub>()) {
+  hub_->owner = this;
+  if (opts_.monitor && !props_.pci_bus_id.empty())
+    opts_.monitor->watch(props_.pci_bus_id, [this](health::gpu_event ev) {
+      std::lock_guard<std::mutex> guard{events_mtx_};
+      events_.push_back(std::move(ev));
+    });
+}
+
+gpu_device::~gpu_device() {
+  {
+    std::lock_guard<std::mutex> guard{hub_->mtx};
+    hub_->owner = nullptr;
+  }
+  if (opts_.monitor && !props_.pci_bus_id.empty())
+    opts_.monitor->unwatch(props_.pci_bus_id);
+  rt_->set_device(ordinal_);
+  if (lost_) {
+    // Nothing in a lost context can be waited for: drop it whole. Pinned
+    // registrations went with it.
+    rt_->device_reset();
+    for (auto& [ticket, rec] : records_)
+      free_on_numa(rec.staging.data, rec.staging.capacity);
+    records_.clear();
+    staging_.clear(false);
+    return;
+  }
+  for (auto& [ticket, rec] : records_)
+    release(rec, true);
+  records_.clear();
+  destroy_streams();
+}
+
+uint32_t gpu_device::pick_stream(uint32_t) const {
+  return uint32_t(std::min_element(inflight_.begin(), inflight_.end()) -
+                  inflight_.begin());
+}
+
+health::gpu_sample gpu_device::telemetry() const {
+  if (!opts_.monitor) {
+    health::gpu_sample s;
+    s.unavailable_reason = "no health monitor for " + info().name;
+    return s;
+  }
+  return opts_.monitor->sample(props_.pci_bus_id);
+}
+
+caf::error gpu_device::fail(result rc, std::string_view what, int line) {
+  auto err = to_error(*rt_, rc, info().name, what, __FILE__, line);
+  if (is_sticky(rc.code) && !lost_)
+    lost_ = err;
+  return err;
+}
+
+caf::error gpu_device::create_streams(int line) {
+  if (auto rc = rt_->set_device(ordinal_); rc.failed())
+    return fail(rc, "selecting the device", line);
+  streams_.assign(info().streams, nullptr);
+  inflight_.assign(info().streams, 0);
+  for (auto& s : streams_)
+    if (auto rc = rt_->stream_create(s); rc.failed())
+      return fail(rc, "creating a stream", line);
+  return caf::none;
+}
+
+void gpu_device::destroy_streams() {
+  for (auto s : streams_) {
+    if (s != nullptr) {
+      rt_->stream_synchronize(s);
+      rt_->stream_destroy(s);
+    }
+  }
+  streams_.clear();
+  for (auto e : free_events_)
+    rt_->event_destroy(e);
+  free_events_.clear();
+}
+
+caf::error gpu_device::event(event_t& e, int line) {
+  if (!free_events_.empty()) {
+    e = free_events_.back();
+    free_events_.pop_back();
+    return caf::none;
+  }
+  if (auto rc = rt_->event_create(e); rc.failed())
+    return fail(rc, "creating an event", line);
+  return caf::none;
+}
+
+void gpu_device::release(launch_record& rec, bool synchronize) {
+  if (synchronize)
+    rt_->stream_synchronize(streams_[rec.stream]);
+  if (rec.block != nullptr) {
+    rt_->free_device(rec.block);
+    --live_blocks_;
+    rec.block = nullptr;
+  }
+  staging_.release(rec.staging);
+  rec.staging = {};
+  for (auto* e : {&rec.start, &rec.stop})
+    if (*e != nullptr) {
+      free_events_.push_back(*e);
+      *e = nullptr;
+    }
+}
+
+caf::error gpu_device::do_allocate(uint64_t bytes) {
+  if (lost_)
+    return lost_;
+  // The memory a launch takes is allocated by the launch itself; this is
+  // the admission check that keeps the driver from refusing it.
+  if (reserved_ + bytes > info().memory_bytes)
+    return make_error(
+        errc::out_of_memory,
+        info().name + ": " + std::to_string(bytes) + " bytes requested, " +
+            std::to_string(info().memory_bytes - reserved_) + " of " +
+            std::to_string(info().memory_bytes) + " free");
+  reserved_ += bytes;
+  return caf::none;
+}
+
+void gpu_device::do_deallocate(uint64_t bytes) {
+  reserved_ -= std::min(bytes, reserved_);
+}
+
+void gpu_device::on_done(void* user) {
+  auto* ctx = static_cast<callback_ctx*>(user);
+  ctx->deliver(ctx->hub.get(), ctx->ticket);
+  delete ctx;
+}
+
+caf::expected<launch_result>
+gpu_device::do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
+                      const kernels::kernel_args& args,
+                      kernels::input_views inputs) {
+  stage_view single{id, args, {inputs.begin(), inputs.end()}, -1};
+  return do_launch_chain(stream, ticket, {&single, 1});
+}
+
+caf::expected<launch_result>
+gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
+                            std::span<const stage_view> chain) {
+  if (auto err = drain_health_events())
+    return err;
+  if (lost_)
+    return lost_;
+  if (chain.empty())
+    return make_error(errc::invalid_arguments, info().name + ": empty chain");
+  if (records_.count(ticket) != 0)
+    return make_error(errc::invalid_arguments, info().name + ": launch " +
+                                                   std::to_string(ticket) +
+                                                   " is already in flight");
+  stream = std::min(stream, uint32_t(streams_.size() - 1));
+  auto s = streams_[stream];
+  if (auto rc = rt_->set_device(ordinal_); rc.failed())
+    return COHORT_GPU_FAIL(rc, "selecting the device");
+  // Plan the device block and the staging block of the whole chain.
+  chain_layout l;
+  size_t dev = 0;
+  size_t stage = 0;
+  uint64_t previous = 0;
+  for (auto& st : chain) {
+    stage_layout sl;
+    auto& la = sl.la;
+    la.id = st.id;
+    la.args = st.args;
+    auto n_in = std::min<size_t>(st.inputs.size(), 2);
+    for (size_t i = 0; i < n_in; ++i) {
+      sl.from_previous[i] = st.from_previous == int32_t(i);
+      la.in_len[i] = sl.from_previous[i] ? previous : st.inputs[i].size();
+      if (sl.from_previous[i])
+        continue;
+      sl.in_bytes[i] = la.in_len[i] * sizeof(float);
+      sl.in_off[i] = dev;
+      dev = align_up(dev + sl.in_bytes[i], device_align);
+      sl.stage_in[i] = stage;
+      stage = align_up(stage + sl.in_bytes[i], staging_align);
+    }
+    size_t scratch = 0;
+    if (auto rc = rt_->scratch_bytes(la, scratch); rc.failed())
+      return COHORT_GPU_FAIL(rc, "sizing the scratch of " +
+                                     std::string{kernels::name(st.id)});
+    l.out_values = kernels::gpu::output_values(la);
+    l.out_indices = st.id == kernels::kernel_id::topk_cosine ? l.out_values : 0;
+    sl.out_off = dev;
+    dev = align_up(dev + l.out_values * sizeof(float), device_align);
+    sl.idx_off = dev;
+    dev = align_up(dev + l.out_indices * sizeof(int64_t), device_align);
+    sl.scratch_off = dev;
+    dev = align_up(dev + scratch, device_align);
+    la.scratch_bytes = scratch;
+    previous = l.out_values;
+    l.stages.push_back(sl);
+  }
+  l.device_total = std::max(dev, device_align);
+  l.stage_out = stage;
+  stage = align_up(stage + l.out_values * sizeof(float), staging_align);
+  l.stage_idx = stage;
+  l.stage_total =
+      std::max(stage + l.out_indices * sizeof(int64_t), staging_align);
+  launch_record rec;
+  rec.stream = stream;
+  rec.out_values = l.out_values;
+  rec.out_indices = l.out_indices;
+  rec.stage_out = l.stage_out;
+  rec.stage_idx = l.stage_idx;
+  if (auto rc = rt_->malloc_device(rec.block, l.device_total); rc.failed())
+    return COHORT_GPU_FAIL(rc, "allocating " + std::to_string(l.device_total) +
+                                   " bytes of device memory");
+  ++live_blocks_;
+  result rc;
+  rec.staging = staging_.acquire(l.stage_total, rc);
+  if (rec.staging.data == nullptr) {
+    release(rec, false);
+    if (!rc.failed())
+      rc.code = status::out_of_memory;
+    return COHORT_GPU_FAIL(rc, "pinning " + std::to_string(l.stage_total) +
+                                   " bytes of staging memory");
+  }
+  // From here on work may be queued on the stream: a failure waits for it
+  // before releasing the buffers.
+  auto abort = [&](result rc, std::string what, int line) {
+    auto err = fail(rc, what, line);
+    if (!lost_)
+      release(rec, true);
+    return err;
+  };
+  for (auto* e : {&rec.start, &rec.stop})
+    if (auto err = event(*e, __LINE__)) {
+      release(rec, false);
+      return err;
+    }
+  if (rc = rt_->event_record(rec.start, s); rc.failed())
+    return abort(rc, "recording the start event", __LINE__);
+  float* previous_out = nullptr;
+  for (size_t j = 0; j < l.stages.size(); ++j) {
+    auto& sl = l.stages[j];
+    auto& la = sl.la;
+    for (size_t i = 0; i < std::min<size_t>(chain[j].inputs.size(), 2); ++i) {
+      if (sl.from_previous[i]) {
+        la.in[i] = previous_out;
+        continue;
+      }
+      auto* staged = at<char>(rec.staging.data, sl.stage_in[i]);
+      if (sl.in_bytes[i] > 0)
+        std::memcpy(staged, chain[j].inputs[i].data(), sl.in_bytes[i]);
+      auto* dst = at<float>(rec.block, sl.in_off[i]);
+      la.in[i] = dst;
+      if (sl.in_bytes[i] > 0)
+        if (rc = rt_->copy_to_device(dst, staged, sl.in_bytes[i], s);
+            rc.failed())
+          return abort(rc,
+                       "copying input " + std::to_string(i) + " to the device",
+                       __LINE__);
+    }
+    la.out = at<float>(rec.block, sl.out_off);
+    la.out_indices = la.id == kernels::kernel_id::topk_cosine
+                         ? at<int64_t>(rec.block, sl.idx_off)
+                         : nullptr;
+    la.scratch =
+        la.scratch_bytes > 0 ? at<char>(rec.block, sl.scratch_off) : nullptr;
+    if (rc = rt_->launch(la, s); rc.failed())
+      return abort(rc, "launching " + std::string{kernels::name(la.id)},
+                   __LINE__);
+    previous_out = la.out;
+  }
+  auto& last = l.stages.back().la;
+  if (l.out_values > 0)
+    if (rc = rt_->copy_to_host(at<char>(rec.staging.data, l.stage_out),
+                               last.out, l.out_values * sizeof(float), s);
+        rc.failed())
+      return abort(rc, "copying the output to the host", __LINE__);
+  if (l.out_indices > 0)
+    if (rc = rt_->copy_to_host(at<char>(rec.staging.data, l.stage_idx),
+                               last.out_indices,
+                               l.out_indices * sizeof(int64_t), s);
+        rc.failed())
+      return abort(rc, "copying the indices to the host", __LINE__);
+  if (rc = rt_->event_record(rec.stop, s); rc.failed())
+    return abort(rc, "recording the stop event", __LINE__);
+  auto* ctx = new callback_ctx{hub_,
+                               [](void* hub, uint64_t t) {
+                                 auto* h = static_cast<callback_hub*>(hub);
+                                 std::lock_guard<std::mutex> guard{h->mtx};
+                                 if (h->owner != nullptr)
+                                   h->owner->notify_completion(t);
+                               },
+                               ticket};
+  if (rc = rt_->on_stream_done(s, &gpu_device::on_done, ctx); rc.failed()) {
+    delete ctx;
+    return abort(rc, "enqueuing the completion callback", __LINE__);
+  }
+  ++inflight_[stream];
+  records_.emplace(ticket, std::move(rec));
+  launch_result res;
+  res.pending = true;
+  return res;
+}
+
+caf::expected<launch_result> gpu_device::do_collect(uint64_t ticket) {
+  auto i = records_.find(ticket);
+  if (i == records_.end())
+    return make_error(errc::invalid_arguments, info().name + ": no launch " +
+                                                   std::to_string(ticket) +
+                                                   " in flight");
+  auto rec = std::move(i->second);
+  records_.erase(i);
+  --inflight_[rec.stream];
+  if (lost_) {
+    free_on_numa(rec.staging.data, rec.staging.capacity);
+    return lost_;
+  }
+  rt_->set_device(ordinal_);
+  int64_t ns = 0;
+  if (auto rc = rt_->event_elapsed_ns(rec.start, rec.stop, ns); rc.failed()) {
+    auto err = COHORT_GPU_FAIL(rc, "timing launch " + std::to_string(ticket));
+    if (!lost_)
+      release(rec, true);
+    else
+      free_on_numa(rec.staging.data, rec.staging.capacity);
+    return err;
+  }
+  launch_result res;
+  res.device_time = std::chrono::nanoseconds{ns};
+  auto* values = at<float>(rec.staging.data, rec.stage_out);
+  res.output.values.assign(values, values + rec.out_values);
+  auto* idx = at<int64_t>(rec.staging.data, rec.stage_idx);
+  res.output.indices.assign(idx, idx + rec.out_indices);
+  release(rec, false);
+  return res;
+}
+
+caf::error gpu_device::drain_health_events() {
+  std::vector<health::gpu_event> events;
+  {
+    std::lock_guard<std::mutex> guard{events_mtx_};
+    events.swap(events_);
+  }
+  for (auto& ev : events) {
+    using kind = health::gpu_event::kind;
+    bool fatal = ev.what == kind::lost || ev.what == kind::ecc_uncorrectable ||
+                 (ev.what == kind::xid && is_device_level_xid(ev.xid));
+    if (fatal && !lost_)
+      lost_ = make_error(
+          errc::device_lost,
+          info().name + ": " + opts_.monitor->library() + " reported " +
+              (ev.what == kind::xid ? "Xid " + std::to_string(ev.xid)
+                                    : std::string{"a device-level error"}) +
+              (ev.detail.empty() ? "" : ": " + ev.detail));
+  }
+  return lost_;
+}
+
+caf::error gpu_device::do_health() {
+  if (auto err = drain_health_events())
+    return err;
+  // Sticky errors surface on any later call; this catches them while no
+  // launch is being made.
+  rt_->set_device(ordinal_);
+  if (auto rc = rt_->last_error(); rc.failed() && is_sticky(rc.code))
+    return COHORT_GPU_FAIL(rc, "checking the device");
+  return caf::none;
+}
+
+caf::error gpu_device::do_reset() {
+  {
+    std::lock_guard<std::mutex> guard{events_mtx_};
+    events_.clear();
+  }
+  rt_->set_device(ordinal_);
+  // A reset destroys the context and everything in it: device memory,
+  // streams, events and pinned registrations.
+  auto rc = rt_->device_reset();
+  for (auto& [ticket, rec] : records_)
+    free_on_numa(rec.staging.data, rec.staging.capacity);
+  records_.clear();
+  staging_.clear(false);
+  free_events_.clear();
+  streams_.clear();
+  live_blocks_ = 0;
+  reserved_ = 0;
+  auto was_lost = std::move(lost_);
+  lost_ = caf::none;
+  if (rc.failed())
+    return fail(rc, "resetting the device", __LINE__);
+  if (auto err = create_streams(__LINE__))
+    return err;
+  // Probe: a context that still fails a small allocation and copy is not
+  // back (sticky errors need a new process).
+  void* probe = nullptr;
+  if (rc = rt_->malloc_device(probe, 4096); rc.failed())
+    return fail(rc, "probing the reset device", __LINE__);
+  rc = rt_->zero_device(probe, 4096, streams_[0]);
+  if (!rc.failed())
+    rc = rt_->stream_synchronize(streams_[0]);
+  rt_->free_device(probe);
+  if (rc.failed())
+    return fail(rc, "probing the reset device", __LINE__);
+  return caf::none;
+}
+
+} // namespace cohort::devices::gpu

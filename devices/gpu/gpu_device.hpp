@@ -1,0 +1,140 @@
+// A real GPU behind a vendor runtime (CUDA or HIP, through gpu::api): N
+// streams, device memory per launch, copies through pinned NUMA-local staging
+// buffers, kernels enqueued asynchronously and their completion signalled by a
+// host function on the stream, never by blocking the device actor. Errors
+// are mapped onto Cohort's error enum with the file and line of the call;
+// sticky errors mark the device lost.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "devices/device.hpp"
+#include "devices/gpu/api.hpp"
+#include "devices/gpu/staging.hpp"
+#include "devices/health/health.hpp"
+
+namespace cohort::devices::gpu {
+
+/// How a GPU device is set up.
+struct gpu_options {
+  /// Streams per GPU (launches on one stream run in order).
+  uint32_t streams = 4;
+  /// Released pinned staging memory kept for reuse.
+  uint64_t staging_cache_bytes = uint64_t{256} << 20;
+  /// Health source (NVML or ROCm SMI); may be null.
+  std::shared_ptr<health::gpu_monitor> monitor;
+};
+
+/// Maps a failed runtime call onto Cohort's errors: out_of_memory for a
+/// refused allocation, device_lost for sticky errors and a missing device,
+/// kernel_fault otherwise. The detail names the device, what was being done,
+/// the vendor's error and `file:line`.
+caf::error to_error(const api& rt, result rc, const std::string& device,
+                    std::string_view what, const char* file, int line);
+
+class gpu_device final : public device {
+public:
+  /// Opens GPU `ordinal` of `rt`: reads its properties, creates its streams,
+  /// finds its NUMA node and starts watching its health.
+  static caf::expected<std::shared_ptr<gpu_device>>
+  open(std::shared_ptr<api> rt, int ordinal, device_kind kind, std::string name,
+       gpu_options opts);
+
+  ~gpu_device() override;
+
+  /// The vendor's facts about the GPU.
+  const properties& props() const { return props_; }
+
+  /// Launches enqueued on `stream` and not yet collected.
+  uint32_t inflight(uint32_t stream) const { return inflight_.at(stream); }
+
+  /// Launches enqueued on all streams and not yet collected.
+  size_t inflight() const { return records_.size(); }
+
+  bool asynchronous() const override { return true; }
+
+  /// The least busy stream.
+  uint32_t pick_stream(uint32_t suggested) const override;
+
+  /// Utilization, memory, temperature and ECC counters from the monitor.
+  health::gpu_sample telemetry() const;
+
+  /// The pinned staging buffers.
+  const staging_pool& staging() const { return staging_; }
+
+  /// Device-memory blocks allocated and not yet freed (leak checks).
+  uint64_t live_blocks() const { return live_blocks_; }
+
+  gpu_device(std::shared_ptr<api> rt, int ordinal, device_info info,
+             properties props, gpu_options opts);
+
+private:
+  struct launch_record {
+    uint32_t stream = 0;
+    void* block = nullptr;
+    staging_block staging;
+    event_t start = nullptr;
+    event_t stop = nullptr;
+    uint64_t out_values = 0;
+    uint64_t out_indices = 0;
+    size_t stage_out = 0;
+    size_t stage_idx = 0;
+  };
+
+  /// Outlives the device while completion callbacks may still arrive.
+  struct callback_hub {
+    std::mutex mtx;
+    const gpu_device* owner = nullptr;
+  };
+
+  caf::error do_allocate(uint64_t bytes) override;
+  void do_deallocate(uint64_t bytes) override;
+  caf::expected<launch_result> do_launch(uint32_t stream, uint64_t ticket,
+                                         kernels::kernel_id id,
+                                         const kernels::kernel_args& args,
+                                         kernels::input_views inputs) override;
+  caf::expected<launch_result>
+  do_launch_chain(uint32_t stream, uint64_t ticket,
+                  std::span<const stage_view> chain) override;
+  caf::expected<launch_result> do_collect(uint64_t ticket) override;
+  caf::error do_health() override;
+  caf::error do_reset() override;
+
+  caf::error create_streams(int line);
+  void destroy_streams();
+  /// Returns what a launch held; with `synchronize`, first waits for its
+  /// stream (a launch that failed half-way may still be copying).
+  void release(launch_record& rec, bool synchronize);
+  caf::error fail(result rc, std::string_view what, int line);
+  caf::error event(event_t& e, int line);
+  /// Takes the health events the monitor delivered since the last call.
+  caf::error drain_health_events();
+
+  static void on_done(void* user);
+
+  std::shared_ptr<api> rt_;
+  int ordinal_;
+  properties props_;
+  gpu_options opts_;
+  std::vector<stream_t> streams_;
+  std::vector<uint32_t> inflight_;
+  std::vector<event_t> free_events_;
+  std::unordered_map<uint64_t, launch_record> records_;
+  staging_pool staging_;
+  uint64_t reserved_ = 0;
+  uint64_t live_blocks_ = 0;
+  /// Set once the context is lost; every call then fails with it.
+  caf::error lost_;
+  std::shared_ptr<callback_hub> hub_;
+  std::mutex events_mtx_;
+  std::vector<health::gpu_event> events_;
+};
+
+} // namespace cohort::devices::gpu

@@ -1,0 +1,59 @@
+// Pinned host staging buffers of one GPU: page-locked, NUMA-local to the GPU,
+// reused across launches (pinning costs milliseconds; a launch costs
+// microseconds). Only the owning device (its actor) calls it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "devices/gpu/api.hpp"
+
+namespace cohort::devices::gpu {
+
+/// A page-locked host block.
+struct staging_block {
+  void* data = nullptr;
+  size_t capacity = 0;
+};
+
+class staging_pool {
+public:
+  /// Blocks come from NUMA node `numa_node` (-1: anywhere) and are pinned
+  /// through `rt`. At most `cache_bytes` of released blocks are kept.
+  staging_pool(api& rt, int32_t numa_node, uint64_t cache_bytes);
+  ~staging_pool();
+
+  staging_pool(const staging_pool&) = delete;
+  staging_pool& operator=(const staging_pool&) = delete;
+
+  /// A block of at least `bytes` (rounded up to a power of two, 64 KiB at
+  /// least); `data` is null when the host could not allocate or pin it.
+  staging_block acquire(size_t bytes, result& rc);
+
+  /// Returns a block for reuse (or frees it above the cache limit).
+  void release(staging_block block);
+
+  /// Frees every cached block (after a device reset: the old registrations
+  /// went with the context).
+  void clear(bool registered);
+
+  /// Bytes of cached (free) blocks.
+  uint64_t cached_bytes() const { return cached_; }
+
+  /// Blocks allocated and pinned so far (for tests and statistics).
+  uint64_t pinned_allocations() const { return allocations_; }
+
+private:
+  void free_block(staging_block block, bool registered);
+
+  api& rt_;
+  int32_t numa_node_;
+  uint64_t cache_limit_;
+  uint64_t cached_ = 0;
+  uint64_t allocations_ = 0;
+  /// Free blocks by size class (index = log2 of the capacity).
+  std::vector<std::vector<staging_block>> free_;
+};
+
+} // namespace cohort::devices::gpu

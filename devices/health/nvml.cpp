@@ -1,0 +1,432 @@
+// GPU health through NVML, loaded with dlopen: there is no NVML header on
+// the build machines, so the few types, constants and functions used are
+// declared here with NVML's C ABI (nvml.h).
+#include <dlfcn.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "devices/health/health.hpp"
+#include "devices/health/unavailable.hpp"
+
+namespace cohort::devices::health {
+
+namespace {
+
+// -- The NVML ABI, as far as it is used -------------------------------------
+
+using nvmlReturn_t = int;
+using nvmlDevice_t = struct nvmlDevice_st*;
+using nvmlEventSet_t = struct nvmlEventSet_st*;
+
+struct nvmlUtilization_t {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+struct nvmlMemory_t {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+struct nvmlEventData_t {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+
+constexpr nvmlReturn_t NVML_SUCCESS = 0;
+constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
+constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
+constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
+
+// Enumerations are passed as int (nvmlTemperatureSensors_t,
+// nvmlMemoryErrorType_t, nvmlEccCounterType_t).
+constexpr int NVML_TEMPERATURE_GPU = 0;
+constexpr int NVML_MEMORY_ERROR_TYPE_CORRECTED = 0;
+constexpr int NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1;
+constexpr int NVML_VOLATILE_ECC = 0;
+
+constexpr unsigned long long nvmlEventTypeSingleBitEccError = 0x1;
+constexpr unsigned long long nvmlEventTypeDoubleBitEccError = 0x2;
+constexpr unsigned long long nvmlEventTypeXidCriticalError = 0x8;
+constexpr unsigned long long wanted_events = nvmlEventTypeSingleBitEccError |
+                                             nvmlEventTypeDoubleBitEccError |
+                                             nvmlEventTypeXidCriticalError;
+
+/// Xid 79: "GPU has fallen off the bus".
+constexpr unsigned long long xid_fallen_off_bus = 79;
+
+/// How long the event thread waits per call, which bounds how long
+/// destruction waits for it.
+constexpr unsigned int event_wait_ms = 250;
+
+/// The NVML entry points; all required except where noted.
+struct nvml_api {
+  nvmlReturn_t (*init)();
+  nvmlReturn_t (*shutdown)();
+  const char* (*error_string)(nvmlReturn_t);
+  nvmlReturn_t (*handle_by_pci)(const char*, nvmlDevice_t*);
+  nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*);
+  nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*);
+  nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned int*);
+  nvmlReturn_t (*ecc_total)(nvmlDevice_t, int, int, unsigned long long*);
+  nvmlReturn_t (*event_set_create)(nvmlEventSet_t*);
+  nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long,
+                                  nvmlEventSet_t);
+  nvmlReturn_t (*event_set_wait)(nvmlEventSet_t, nvmlEventData_t*,
+                                 unsigned int);
+  nvmlReturn_t (*event_set_free)(nvmlEventSet_t);
+  /// Optional: without it every wanted event type is registered.
+  nvmlReturn_t (*supported_events)(nvmlDevice_t, unsigned long long*);
+};
+
+template <class F>
+bool resolve(void* lib, const char* name, F& fn, std::string& missing) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  if (fn == nullptr) {
+    if (!missing.empty())
+      missing += ", ";
+    missing += name;
+  }
+  return fn != nullptr;
+}
+
+/// "0000:3B:00.0" and "00000000:3b:00.0" name the same GPU; watches are
+/// keyed by one spelling.
+std::string canonical_bus_id(const std::string& pci_bus_id) {
+  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+  char tail = 0;
+  if (std::sscanf(pci_bus_id.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &dev, &fn,
+                  &tail) != 4)
+    return pci_bus_id;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%08x:%02x:%02x.%x", domain, bus, dev, fn);
+  return buf;
+}
+
+/// Everything the event thread touches. Shared between the monitor and its
+/// thread, so that a monitor released from inside an event callback does not
+/// pull the library out from under the thread.
+struct nvml_session {
+  void* lib = nullptr;
+  nvml_api api{};
+
+  std::mutex mtx; // guards the members below up to `delivery`
+  struct watch_entry {
+    nvmlDevice_t device;
+    std::function<void(gpu_event)> on_event;
+    bool lost_reported = false;
+  };
+  std::map<std::string, watch_entry> watches;
+  std::set<nvmlDevice_t> registered;
+  nvmlEventSet_t events = nullptr;
+  std::condition_variable wake;
+  bool stop = false;
+
+  /// Held while a callback runs, so that `unwatch` can wait for it.
+  std::mutex delivery;
+  std::atomic<std::thread::id> thread_id{};
+
+  ~nvml_session() {
+    if (events != nullptr)
+      api.event_set_free(events);
+    api.shutdown();
+    dlclose(lib);
+  }
+
+  std::string error(const char* call, const std::string& pci,
+                    nvmlReturn_t rc) const {
+    const char* text = api.error_string(rc);
+    return std::string{"NVML "} + call + "(" + pci +
+           "): " + (text ? text : "unknown error") + " (nvmlReturn_t " +
+           std::to_string(rc) + ")";
+  }
+
+  void deliver(const std::string& key, gpu_event ev) {
+    std::lock_guard<std::mutex> delivering{delivery};
+    // Declared after the lock, so the copy dies before `unwatch` can return.
+    std::function<void(gpu_event)> fn;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      auto i = watches.find(key);
+      if (i == watches.end())
+        return; // unwatched meanwhile
+      fn = i->second.on_event;
+    }
+    fn(std::move(ev));
+  }
+
+  /// After a failed wait: reports `lost` once for every watched GPU that no
+  /// longer answers, since NVML does not say which device failed the wait.
+  void probe_lost() {
+    std::vector<std::pair<std::string, nvmlDevice_t>> targets;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      for (auto& [key, w] : watches)
+        if (!w.lost_reported)
+          targets.emplace_back(key, w.device);
+    }
+    for (auto& [key, device] : targets) {
+      unsigned int temp = 0;
+      auto rc = api.temperature(device, NVML_TEMPERATURE_GPU, &temp);
+      if (rc != NVML_ERROR_GPU_IS_LOST)
+        continue;
+      {
+        std::lock_guard<std::mutex> guard{mtx};
+        auto i = watches.find(key);
+        if (i == watches.end() || i->second.lost_reported)
+          continue;
+        i->second.lost_reported = true;
+      }
+      gpu_event ev;
+      ev.what = gpu_event::kind::lost;
+      ev.detail = error("nvmlDeviceGetTemperature", key, rc);
+      deliver(key, std::move(ev));
+    }
+  }
+
+  void run() {
+    thread_id = std::this_thread::get_id();
+    for (;;) {
+      nvmlEventSet_t set;
+      {
+        std::lock_guard<std::mutex> guard{mtx};
+        if (stop)
+          return;
+        set = events;
+      }
+      nvmlEventData_t data{};
+      auto rc = api.event_set_wait(set, &data, event_wait_ms);
+      if (rc == NVML_ERROR_TIMEOUT)
+        continue;
+      if (rc != NVML_SUCCESS) {
+        probe_lost();
+        // Back off so that a persistent error does not spin.
+        std::unique_lock<std::mutex> guard{mtx};
+        wake.wait_for(guard, std::chrono::milliseconds{event_wait_ms},
+                      [this] { return stop; });
+        continue;
+      }
+      bool fell_off = (data.eventType & nvmlEventTypeXidCriticalError) &&
+                      data.eventData == xid_fallen_off_bus;
+      std::string key;
+      {
+        std::lock_guard<std::mutex> guard{mtx};
+        for (auto& [k, w] : watches)
+          if (w.device == data.device) {
+            key = k;
+            // Reported here; a later failed wait need not report it again.
+            w.lost_reported = w.lost_reported || fell_off;
+          }
+      }
+      if (key.empty())
+        continue; // registered once, no longer watched
+      gpu_event ev;
+      if (data.eventType & nvmlEventTypeXidCriticalError) {
+        ev.xid = static_cast<uint32_t>(data.eventData);
+        ev.what = fell_off ? gpu_event::kind::lost : gpu_event::kind::xid;
+        ev.detail = "Xid " + std::to_string(data.eventData);
+        if (fell_off)
+          ev.detail += ": the GPU has fallen off the bus";
+      } else if (data.eventType & nvmlEventTypeDoubleBitEccError) {
+        ev.what = gpu_event::kind::ecc_uncorrectable;
+        ev.detail = "double-bit ECC error";
+      } else if (data.eventType & nvmlEventTypeSingleBitEccError) {
+        ev.what = gpu_event::kind::ecc_corrected;
+        ev.detail = "single-bit ECC error";
+      } else {
+        continue;
+      }
+      deliver(key, std::move(ev));
+    }
+  }
+};
+
+/// NVML loaded and initialized. Thread-safe: NVML itself is, and the watch
+/// table is guarded by the session's mutex. Events are delivered from one
+/// thread per monitor, started by the first `watch`.
+class nvml_monitor final : public gpu_monitor {
+public:
+  explicit nvml_monitor(std::shared_ptr<nvml_session> s) : s_(std::move(s)) {}
+
+  ~nvml_monitor() override {
+    std::thread t;
+    {
+      std::lock_guard<std::mutex> guard{s_->mtx};
+      s_->stop = true;
+      t = std::move(thread_);
+    }
+    s_->wake.notify_all();
+    if (!t.joinable())
+      return;
+    // Released from inside a callback: the thread finishes on its own and
+    // keeps the session (and the library) alive until it does.
+    if (t.get_id() == std::this_thread::get_id())
+      t.detach();
+    else
+      t.join();
+  }
+
+  const char* library() const override { return "NVML"; }
+
+  bool available() const override { return true; }
+
+  std::string unavailable_reason() const override { return {}; }
+
+  gpu_sample sample(const std::string& pci_bus_id) override {
+    gpu_sample out;
+    auto& api = s_->api;
+    auto fail = [&](const char* call, nvmlReturn_t rc) {
+      out.available = false;
+      out.unavailable_reason = s_->error(call, pci_bus_id, rc);
+      return out;
+    };
+    nvmlDevice_t dev = nullptr;
+    if (auto rc = api.handle_by_pci(pci_bus_id.c_str(), &dev);
+        rc != NVML_SUCCESS)
+      return fail("nvmlDeviceGetHandleByPciBusId_v2", rc);
+    nvmlUtilization_t util{};
+    if (auto rc = api.utilization(dev, &util); rc != NVML_SUCCESS)
+      return fail("nvmlDeviceGetUtilizationRates", rc);
+    out.gpu_util_percent = util.gpu;
+    out.memory_util_percent = util.memory;
+    nvmlMemory_t mem{};
+    if (auto rc = api.memory(dev, &mem); rc != NVML_SUCCESS)
+      return fail("nvmlDeviceGetMemoryInfo", rc);
+    out.memory_used_bytes = mem.used;
+    out.memory_total_bytes = mem.total;
+    // Temperature and ECC are missing on some boards (no sensor, ECC off):
+    // that leaves them unknown rather than the whole sample unavailable.
+    unsigned int temp = 0;
+    if (auto rc = api.temperature(dev, NVML_TEMPERATURE_GPU, &temp);
+        rc == NVML_SUCCESS)
+      out.temperature_c = static_cast<int32_t>(temp);
+    else if (rc != NVML_ERROR_NOT_SUPPORTED)
+      return fail("nvmlDeviceGetTemperature", rc);
+    unsigned long long corrected = 0, uncorrected = 0;
+    auto rc = api.ecc_total(dev, NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                            NVML_VOLATILE_ECC, &corrected);
+    if (rc == NVML_SUCCESS)
+      rc = api.ecc_total(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                         NVML_VOLATILE_ECC, &uncorrected);
+    if (rc == NVML_SUCCESS) {
+      out.ecc_corrected = corrected;
+      out.ecc_uncorrected = uncorrected;
+    } else if (rc != NVML_ERROR_NOT_SUPPORTED) {
+      return fail("nvmlDeviceGetTotalEccErrors", rc);
+    }
+    out.available = true;
+    return out;
+  }
+
+  bool watch(const std::string& pci_bus_id,
+             std::function<void(gpu_event)> on_event) override {
+    if (!on_event)
+      return false;
+    auto& api = s_->api;
+    nvmlDevice_t dev = nullptr;
+    if (api.handle_by_pci(pci_bus_id.c_str(), &dev) != NVML_SUCCESS)
+      return false;
+    std::lock_guard<std::mutex> guard{s_->mtx};
+    if (s_->stop)
+      return false;
+    if (s_->events == nullptr &&
+        api.event_set_create(&s_->events) != NVML_SUCCESS) {
+      s_->events = nullptr;
+      return false;
+    }
+    // NVML cannot take a device out of an event set: a device stays
+    // registered after `unwatch` and its events are dropped.
+    if (!s_->registered.contains(dev)) {
+      unsigned long long mask = wanted_events;
+      unsigned long long supported = 0;
+      if (api.supported_events != nullptr &&
+          api.supported_events(dev, &supported) == NVML_SUCCESS)
+        mask &= supported;
+      if (mask == 0 ||
+          api.register_events(dev, mask, s_->events) != NVML_SUCCESS)
+        return false;
+      s_->registered.insert(dev);
+    }
+    s_->watches[canonical_bus_id(pci_bus_id)] = {dev, std::move(on_event)};
+    if (!thread_.joinable())
+      thread_ = std::thread{[s = s_] { s->run(); }};
+    return true;
+  }
+
+  void unwatch(const std::string& pci_bus_id) override {
+    {
+      std::lock_guard<std::mutex> guard{s_->mtx};
+      s_->watches.erase(canonical_bus_id(pci_bus_id));
+    }
+    // Wait for a callback in progress, unless this is that callback.
+    if (s_->thread_id.load() != std::this_thread::get_id()) {
+      std::lock_guard<std::mutex> wait_for_delivery{s_->delivery};
+    }
+  }
+
+private:
+  std::shared_ptr<nvml_session> s_;
+  std::thread thread_; // guarded by s_->mtx
+};
+
+} // namespace
+
+std::shared_ptr<gpu_monitor> open_nvml(const std::string& library) {
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    return std::make_shared<unavailable_monitor>(
+        "NVML",
+        "NVML: cannot load " + library + ": " + (why ? why : "dlopen failed"));
+  }
+  nvml_api api{};
+  std::string missing;
+  resolve(lib, "nvmlInit_v2", api.init, missing);
+  resolve(lib, "nvmlShutdown", api.shutdown, missing);
+  resolve(lib, "nvmlErrorString", api.error_string, missing);
+  resolve(lib, "nvmlDeviceGetHandleByPciBusId_v2", api.handle_by_pci, missing);
+  resolve(lib, "nvmlDeviceGetUtilizationRates", api.utilization, missing);
+  resolve(lib, "nvmlDeviceGetMemoryInfo", api.memory, missing);
+  resolve(lib, "nvmlDeviceGetTemperature", api.temperature, missing);
+  resolve(lib, "nvmlDeviceGetTotalEccErrors", api.ecc_total, missing);
+  resolve(lib, "nvmlEventSetCreate", api.event_set_create, missing);
+  resolve(lib, "nvmlDeviceRegisterEvents", api.register_events, missing);
+  resolve(lib, "nvmlEventSetWait_v2", api.event_set_wait, missing);
+  resolve(lib, "nvmlEventSetFree", api.event_set_free, missing);
+  if (!missing.empty()) {
+    dlclose(lib);
+    return std::make_shared<unavailable_monitor>(
+        "NVML", "NVML: " + library + " lacks " + missing);
+  }
+  std::string optional;
+  resolve(lib, "nvmlDeviceGetSupportedEventTypes", api.supported_events,
+          optional);
+  if (auto rc = api.init(); rc != NVML_SUCCESS) {
+    const char* text = api.error_string(rc);
+    std::string reason = std::string{"NVML: nvmlInit_v2 failed: "} +
+                         (text ? text : "unknown error") + " (nvmlReturn_t " +
+                         std::to_string(rc) + ")";
+    dlclose(lib);
+    return std::make_shared<unavailable_monitor>("NVML", std::move(reason));
+  }
+  auto s = std::make_shared<nvml_session>();
+  s->lib = lib;
+  s->api = api;
+  return std::make_shared<nvml_monitor>(std::move(s));
+}
+
+} // namespace cohort::devices::health

@@ -1,0 +1,212 @@
+#include "devices/hip/hip_api.hpp"
+
+#include <cstdio>
+
+#include "kernels/hip/launch.hpp"
+
+namespace cohort::devices::hip {
+
+gpu::status classify(hipError_t err) {
+  using gpu::status;
+  switch (err) {
+  case hipSuccess:
+    return status::ok;
+  case hipErrorOutOfMemory:
+    return status::out_of_memory;
+  case hipErrorInvalidValue:
+  case hipErrorInvalidConfiguration:
+  case hipErrorInvalidDevicePointer:
+  case hipErrorInvalidHandle:
+  case hipErrorInvalidDeviceFunction:
+  case hipErrorNoBinaryForGpu:
+    return status::invalid_value;
+  case hipErrorNoDevice:
+  case hipErrorInvalidDevice:
+    return status::no_device;
+  case hipErrorInsufficientDriver:
+    return status::driver_missing;
+  case hipErrorLaunchFailure:
+  case hipErrorLaunchTimeOut:
+  case hipErrorAssert:
+    return status::launch_failure;
+  case hipErrorIllegalAddress:
+    return status::illegal_address;
+  case hipErrorECCNotCorrectable:
+    return status::ecc_uncorrectable;
+  case hipErrorContextIsDestroyed:
+    return status::hardware_stop;
+  default:
+    return status::other;
+  }
+}
+
+namespace {
+
+gpu::result rc(hipError_t err) {
+  return {classify(err), static_cast<int>(err)};
+}
+
+hipStream_t stream_of(gpu::stream_t s) {
+  return static_cast<hipStream_t>(s);
+}
+
+hipEvent_t event_of(gpu::event_t e) {
+  return static_cast<hipEvent_t>(e);
+}
+
+// HIP 5.2 has no hipLaunchHostFunc; a stream callback carries the function.
+struct callback {
+  gpu::host_fn fn;
+  void* user;
+};
+
+void run_callback(hipStream_t, hipError_t, void* user) {
+  auto* cb = static_cast<callback*>(user);
+  cb->fn(cb->user);
+  delete cb;
+}
+
+class runtime_api final : public gpu::api {
+public:
+  const char* vendor() const override { return "HIP"; }
+
+  std::string describe(int raw) const override {
+    auto err = static_cast<hipError_t>(raw);
+    return std::string{hipGetErrorName(err)} + ": " + hipGetErrorString(err);
+  }
+
+  gpu::result device_count(int& n) override {
+    n = 0;
+    return rc(hipGetDeviceCount(&n));
+  }
+
+  gpu::result get_properties(int dev, gpu::properties& out) override {
+    hipDeviceProp_t p{};
+    if (auto err = hipGetDeviceProperties(&p, dev); err != hipSuccess)
+      return rc(err);
+    out.name = p.name;
+    out.cc_major = p.major;
+    out.cc_minor = p.minor;
+    out.memory_bytes = p.totalGlobalMem;
+    out.multiprocessors = p.multiProcessorCount;
+    std::string arch = p.gcnArchName;
+    out.arch = arch.substr(0, arch.find(':'));
+    hipUUID id{};
+    if (hipDeviceGetUuid(&id, dev) == hipSuccess) {
+      const auto* b = reinterpret_cast<const unsigned char*>(id.bytes);
+      char buf[40];
+      for (int i = 0; i < 16; ++i)
+        std::snprintf(buf + 2 * i, 3, "%02x", b[i]);
+      out.uuid = buf;
+    }
+    char bus[64] = {};
+    if (auto err = hipDeviceGetPCIBusId(bus, sizeof(bus), dev);
+        err != hipSuccess)
+      return rc(err);
+    out.pci_bus_id = bus;
+    return {};
+  }
+
+  gpu::result set_device(int dev) override { return rc(hipSetDevice(dev)); }
+
+  gpu::result stream_create(gpu::stream_t& s) override {
+    hipStream_t stream = nullptr;
+    auto err = hipStreamCreateWithFlags(&stream, hipStreamNonBlocking);
+    s = stream;
+    return rc(err);
+  }
+
+  gpu::result stream_destroy(gpu::stream_t s) override {
+    return rc(hipStreamDestroy(stream_of(s)));
+  }
+
+  gpu::result stream_synchronize(gpu::stream_t s) override {
+    return rc(hipStreamSynchronize(stream_of(s)));
+  }
+
+  gpu::result malloc_device(void*& p, size_t bytes) override {
+    return rc(hipMalloc(&p, bytes));
+  }
+
+  gpu::result free_device(void* p) override { return rc(hipFree(p)); }
+
+  gpu::result host_register(void* p, size_t bytes) override {
+    return rc(hipHostRegister(p, bytes, hipHostRegisterDefault));
+  }
+
+  gpu::result host_unregister(void* p) override {
+    return rc(hipHostUnregister(p));
+  }
+
+  gpu::result copy_to_device(void* dst, const void* src, size_t bytes,
+                             gpu::stream_t s) override {
+    return rc(
+        hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, stream_of(s)));
+  }
+
+  gpu::result copy_to_host(void* dst, const void* src, size_t bytes,
+                           gpu::stream_t s) override {
+    return rc(
+        hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, stream_of(s)));
+  }
+
+  gpu::result zero_device(void* p, size_t bytes, gpu::stream_t s) override {
+    return rc(hipMemsetAsync(p, 0, bytes, stream_of(s)));
+  }
+
+  gpu::result event_create(gpu::event_t& e) override {
+    hipEvent_t ev = nullptr;
+    auto err = hipEventCreate(&ev);
+    e = ev;
+    return rc(err);
+  }
+
+  gpu::result event_destroy(gpu::event_t e) override {
+    return rc(hipEventDestroy(event_of(e)));
+  }
+
+  gpu::result event_record(gpu::event_t e, gpu::stream_t s) override {
+    return rc(hipEventRecord(event_of(e), stream_of(s)));
+  }
+
+  gpu::result event_elapsed_ns(gpu::event_t start, gpu::event_t stop,
+                               int64_t& ns) override {
+    float ms = 0;
+    auto err = hipEventElapsedTime(&ms, event_of(start), event_of(stop));
+    ns = static_cast<int64_t>(double(ms) * 1e6);
+    return rc(err);
+  }
+
+  gpu::result scratch_bytes(const kernels::gpu::launch_args& a,
+                            size_t& bytes) override {
+    return rc(kernels::hip::scratch_bytes(a, bytes));
+  }
+
+  gpu::result launch(const kernels::gpu::launch_args& a,
+                     gpu::stream_t s) override {
+    kernels::hip::stream_context ctx;
+    ctx.stream = stream_of(s);
+    return rc(kernels::hip::launch(a, ctx));
+  }
+
+  gpu::result on_stream_done(gpu::stream_t s, gpu::host_fn fn,
+                             void* user) override {
+    auto* cb = new callback{fn, user};
+    auto err = hipStreamAddCallback(stream_of(s), run_callback, cb, 0);
+    if (err != hipSuccess)
+      delete cb;
+    return rc(err);
+  }
+
+  gpu::result last_error() override { return rc(hipGetLastError()); }
+
+  gpu::result device_reset() override { return rc(hipDeviceReset()); }
+};
+
+} // namespace
+
+std::shared_ptr<gpu::api> make_runtime_api() {
+  return std::make_shared<runtime_api>();
+}
+
+} // namespace cohort::devices::hip

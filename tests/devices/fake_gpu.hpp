@@ -1,0 +1,160 @@
+// A fake of a vendor GPU runtime, for tests only: "device memory" is host
+// memory, each stream is a thread running its operations in order, kernels
+// run the CPU implementations, and faults can be injected. It drives the
+// host-side GPU logic (devices/gpu) without hardware; it is never used
+// outside tests and never reported as a GPU.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devices/gpu/api.hpp"
+#include "devices/health/health.hpp"
+
+namespace cohort::testing {
+
+/// One device of the fake runtime.
+struct fake_device_spec {
+  std::string name = "Fake GPU (test double)";
+  uint64_t memory_bytes = uint64_t{256} << 20;
+  std::string pci_bus_id = "0000:99:00.0";
+  int multiprocessors = 8;
+};
+
+class fake_gpu_api final : public devices::gpu::api {
+public:
+  using device_spec = fake_device_spec;
+
+  /// One device with the default spec.
+  fake_gpu_api();
+  explicit fake_gpu_api(std::vector<device_spec> devices);
+  ~fake_gpu_api() override;
+
+  // -- faults -----------------------------------------------------------------
+
+  /// The next `n` device allocations fail with out_of_memory.
+  void fail_next_mallocs(int n);
+  /// The next kernel to run fails with `sticky`; every later call of the
+  /// device returns it (until a reset that clears it).
+  void fault_next_launch(devices::gpu::status sticky);
+  /// The next kernel to run blocks its stream until `release_hung`.
+  void hang_next_launch();
+  void release_hung();
+  /// device_count reports a missing driver.
+  void set_driver_missing(bool missing);
+  /// Like CUDA: a reset does not clear a sticky error (a new process does).
+  void set_sticky_survives_reset(bool survives);
+
+  // -- observers --------------------------------------------------------------
+
+  size_t live_allocations() const;
+  size_t registered_host_ranges() const;
+  uint64_t kernels_run() const { return kernels_run_; }
+  /// Bytes copied device -> host (a chain copies only its last output).
+  uint64_t bytes_to_host() const { return bytes_to_host_; }
+  /// Frees of pointers that were not live (double or foreign frees).
+  uint64_t bad_frees() const { return bad_frees_; }
+  uint64_t resets() const { return resets_; }
+
+  // -- api ----------------------------------------------------------------
+
+  const char* vendor() const override { return "FAKE"; }
+  std::string describe(int raw) const override;
+  devices::gpu::result device_count(int& n) override;
+  devices::gpu::result get_properties(int dev,
+                                      devices::gpu::properties& out) override;
+  devices::gpu::result set_device(int dev) override;
+  devices::gpu::result stream_create(devices::gpu::stream_t& s) override;
+  devices::gpu::result stream_destroy(devices::gpu::stream_t s) override;
+  devices::gpu::result stream_synchronize(devices::gpu::stream_t s) override;
+  devices::gpu::result malloc_device(void*& p, size_t bytes) override;
+  devices::gpu::result free_device(void* p) override;
+  devices::gpu::result host_register(void* p, size_t bytes) override;
+  devices::gpu::result host_unregister(void* p) override;
+  devices::gpu::result copy_to_device(void* dst, const void* src, size_t bytes,
+                                      devices::gpu::stream_t s) override;
+  devices::gpu::result copy_to_host(void* dst, const void* src, size_t bytes,
+                                    devices::gpu::stream_t s) override;
+  devices::gpu::result zero_device(void* p, size_t bytes,
+                                   devices::gpu::stream_t s) override;
+  devices::gpu::result event_create(devices::gpu::event_t& e) override;
+  devices::gpu::result event_destroy(devices::gpu::event_t e) override;
+  devices::gpu::result event_record(devices::gpu::event_t e,
+                                    devices::gpu::stream_t s) override;
+  devices::gpu::result event_elapsed_ns(devices::gpu::event_t start,
+                                        devices::gpu::event_t stop,
+                                        int64_t& ns) override;
+  devices::gpu::result scratch_bytes(const kernels::gpu::launch_args& a,
+                                     size_t& bytes) override;
+  devices::gpu::result launch(const kernels::gpu::launch_args& a,
+                              devices::gpu::stream_t s) override;
+  devices::gpu::result on_stream_done(devices::gpu::stream_t s,
+                                      devices::gpu::host_fn fn,
+                                      void* user) override;
+  devices::gpu::result last_error() override;
+  devices::gpu::result device_reset() override;
+
+private:
+  struct stream;
+  struct event {
+    std::atomic<int64_t> at_ns{-1};
+  };
+  struct device_state {
+    device_spec spec;
+    uint64_t used = 0;
+    devices::gpu::status sticky = devices::gpu::status::ok;
+    std::map<void*, size_t> blocks;
+  };
+
+  devices::gpu::result enqueue(devices::gpu::stream_t s,
+                               std::function<void()> op);
+  devices::gpu::result sticky_of(int dev) const;
+  int current() const;
+
+  std::vector<device_state> devs_;
+  mutable std::mutex mtx_;
+  std::condition_variable hung_cv_;
+  bool hung_released_ = false;
+  int failing_mallocs_ = 0;
+  devices::gpu::status next_fault_ = devices::gpu::status::ok;
+  bool hang_next_ = false;
+  bool driver_missing_ = false;
+  bool sticky_survives_reset_ = false;
+  std::map<void*, size_t> registered_;
+  std::vector<std::unique_ptr<stream>> streams_;
+  std::atomic<uint64_t> kernels_run_{0};
+  std::atomic<uint64_t> resets_{0};
+  std::atomic<uint64_t> bytes_to_host_{0};
+  std::atomic<uint64_t> bad_frees_{0};
+};
+
+/// A health monitor the test steers: samples it is given, events it raises.
+class fake_monitor final : public devices::health::gpu_monitor {
+public:
+  const char* library() const override { return "fake NVML"; }
+  bool available() const override { return true; }
+  std::string unavailable_reason() const override { return {}; }
+  devices::health::gpu_sample sample(const std::string& pci_bus_id) override;
+  bool watch(const std::string& pci_bus_id,
+             std::function<void(devices::health::gpu_event)> on_event) override;
+  void unwatch(const std::string& pci_bus_id) override;
+
+  /// Delivers an event to the watcher of `pci_bus_id`.
+  void raise(const std::string& pci_bus_id, devices::health::gpu_event ev);
+
+private:
+  std::mutex mtx_;
+  std::map<std::string, std::function<void(devices::health::gpu_event)>>
+      watchers_;
+};
+
+} // namespace cohort::testing

@@ -1,0 +1,359 @@
+// A stand-in for libnvidia-ml.so, built as a shared module and loaded with
+// open_nvml(path). It exports the NVML entry points devices/health/nvml.cpp
+// uses, with NVML's C ABI, plus `fake_nvml_*` functions a test reaches by
+// dlopen-ing the same file to add GPUs and raise events.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace {
+
+using nvmlReturn_t = int;
+
+struct fake_gpu {
+  unsigned gpu_util = 0;
+  unsigned mem_util = 0;
+  unsigned long long used = 0;
+  unsigned long long total = 0;
+  unsigned temperature = 0;
+  unsigned long long ecc_corrected = 0;
+  unsigned long long ecc_uncorrected = 0;
+  /// What the queries of this GPU return besides its handle lookup: by
+  /// function name, "" for all.
+  std::map<std::string, nvmlReturn_t> results;
+};
+
+} // namespace
+
+// Opaque to NVML's users; the fake's handles point at these.
+struct nvmlDevice_st {
+  fake_gpu gpu;
+};
+
+struct nvmlEventData_t {
+  nvmlDevice_st* device;
+  unsigned long long eventType;
+  unsigned long long eventData;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+
+struct nvmlEventSet_st {
+  std::map<nvmlDevice_st*, unsigned long long> masks;
+  std::deque<nvmlEventData_t> pending;
+};
+
+struct nvmlUtilization_t {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+struct nvmlMemory_t {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+namespace {
+
+constexpr nvmlReturn_t NVML_SUCCESS = 0;
+constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
+constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
+constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
+constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
+
+std::mutex mtx;
+std::condition_variable arrived;
+int init_count = 0;
+nvmlReturn_t init_result = NVML_SUCCESS;
+nvmlReturn_t wait_result = NVML_SUCCESS;
+// std::list: handles stay valid while GPUs are added.
+std::list<std::pair<std::string, nvmlDevice_st>> gpus;
+std::list<nvmlEventSet_st> sets;
+
+std::string canonical(const char* pci) {
+  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+  if (pci == nullptr ||
+      std::sscanf(pci, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4)
+    return {};
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%08x:%02x:%02x.%x", domain, bus, dev, fn);
+  return buf;
+}
+
+nvmlDevice_st* find(const char* pci) {
+  auto key = canonical(pci);
+  if (key.empty())
+    return nullptr;
+  for (auto& [k, d] : gpus)
+    if (k == key)
+      return &d;
+  return nullptr;
+}
+
+nvmlReturn_t query(nvmlDevice_st* d, const char* call) {
+  if (init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (d == nullptr)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  auto& results = d->gpu.results;
+  if (auto i = results.find(call); i != results.end())
+    return i->second;
+  if (auto i = results.find(""); i != results.end())
+    return i->second;
+  return NVML_SUCCESS;
+}
+
+} // namespace
+
+extern "C" {
+
+// -- Test controls -----------------------------------------------------------
+
+/// Forgets all GPUs and pending events; the next nvmlInit_v2 succeeds.
+void fake_nvml_reset() {
+  std::lock_guard<std::mutex> guard{mtx};
+  for (auto& s : sets) {
+    s.masks.clear();
+    s.pending.clear();
+  }
+  // Handles the monitor may still hold stay valid: GPUs are only marked gone.
+  for (auto& [k, d] : gpus) {
+    k.clear();
+    d.gpu = fake_gpu{};
+  }
+  init_result = NVML_SUCCESS;
+  wait_result = NVML_SUCCESS;
+}
+
+/// Adds the GPU at `pci` or changes its readings.
+void fake_nvml_set(const char* pci, unsigned gpu_util, unsigned mem_util,
+                   unsigned long long used, unsigned long long total,
+                   unsigned temperature, unsigned long long ecc_corrected,
+                   unsigned long long ecc_uncorrected) {
+  std::lock_guard<std::mutex> guard{mtx};
+  auto* d = find(pci);
+  if (d == nullptr)
+    d = &gpus.emplace_back(canonical(pci), nvmlDevice_st{}).second;
+  d->gpu.gpu_util = gpu_util;
+  d->gpu.mem_util = mem_util;
+  d->gpu.used = used;
+  d->gpu.total = total;
+  d->gpu.temperature = temperature;
+  d->gpu.ecc_corrected = ecc_corrected;
+  d->gpu.ecc_uncorrected = ecc_uncorrected;
+}
+
+/// Makes NVML function `call` (nullptr: every query) of the GPU at `pci`
+/// return `rc`; 0 makes it answer again.
+void fake_nvml_set_result(const char* pci, const char* call, int rc) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto* d = find(pci))
+    d->gpu.results[call ? call : ""] = rc;
+}
+
+/// Makes the next nvmlInit_v2 calls return `rc`.
+void fake_nvml_set_init_result(int rc) {
+  std::lock_guard<std::mutex> guard{mtx};
+  init_result = rc;
+}
+
+/// Makes nvmlEventSetWait_v2 fail with `rc` (0: wait for events again), as
+/// NVML does when a GPU is lost.
+void fake_nvml_set_wait_result(int rc) {
+  std::lock_guard<std::mutex> guard{mtx};
+  wait_result = rc;
+}
+
+/// Queues an event of `event_type` for the GPU at `pci` on every event set
+/// it is registered with for that type. Returns how many sets got it.
+int fake_nvml_raise(const char* pci, unsigned long long event_type,
+                    unsigned long long data) {
+  int queued = 0;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    auto* d = find(pci);
+    if (d == nullptr)
+      return 0;
+    for (auto& s : sets) {
+      auto i = s.masks.find(d);
+      if (i != s.masks.end() && (i->second & event_type) != 0) {
+        s.pending.push_back({d, event_type, data, 0xFFFFFFFF, 0xFFFFFFFF});
+        ++queued;
+      }
+    }
+  }
+  arrived.notify_all();
+  return queued;
+}
+
+/// An Xid critical error with code `xid`.
+int fake_nvml_raise_xid(const char* pci, unsigned long long xid) {
+  return fake_nvml_raise(pci, 0x8, xid);
+}
+
+/// How many nvmlInit_v2 calls are not yet matched by nvmlShutdown.
+int fake_nvml_init_count() {
+  std::lock_guard<std::mutex> guard{mtx};
+  return init_count;
+}
+
+// -- NVML --------------------------------------------------------------------
+
+nvmlReturn_t nvmlInit_v2() {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (init_result != NVML_SUCCESS)
+    return init_result;
+  ++init_count;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlShutdown() {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  --init_count;
+  return NVML_SUCCESS;
+}
+
+const char* nvmlErrorString(nvmlReturn_t rc) {
+  // NVML's own wording.
+  switch (rc) {
+  case 0:
+    return "Success";
+  case 1:
+    return "Uninitialized";
+  case 2:
+    return "Invalid Argument";
+  case 3:
+    return "Not Supported";
+  case 6:
+    return "Not Found";
+  case 9:
+    return "Driver Not Loaded";
+  case 10:
+    return "Timeout";
+  case 15:
+    return "GPU is lost";
+  default:
+    return "Unknown Error";
+  }
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pci,
+                                              nvmlDevice_st** device) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (device == nullptr || canonical(pci).empty())
+    return NVML_ERROR_INVALID_ARGUMENT;
+  auto* d = find(pci);
+  if (d == nullptr)
+    return NVML_ERROR_NOT_FOUND;
+  *device = d;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_st* d,
+                                           nvmlUtilization_t* out) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetUtilizationRates"); rc != NVML_SUCCESS)
+    return rc;
+  *out = {d->gpu.gpu_util, d->gpu.mem_util};
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_st* d, nvmlMemory_t* out) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetMemoryInfo"); rc != NVML_SUCCESS)
+    return rc;
+  *out = {d->gpu.total, d->gpu.total - d->gpu.used, d->gpu.used};
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_st* d, int sensor,
+                                      unsigned int* out) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetTemperature"); rc != NVML_SUCCESS)
+    return rc;
+  if (sensor != 0)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *out = d->gpu.temperature;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_st* d, int error_type,
+                                         int counter_type,
+                                         unsigned long long* out) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetTotalEccErrors"); rc != NVML_SUCCESS)
+    return rc;
+  if (counter_type != 0 || (error_type != 0 && error_type != 1))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *out = error_type == 0 ? d->gpu.ecc_corrected : d->gpu.ecc_uncorrected;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_st* d,
+                                              unsigned long long* out) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetSupportedEventTypes");
+      rc != NVML_SUCCESS)
+    return rc;
+  *out = 0x1 | 0x2 | 0x8;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_st** set) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  *set = &sets.emplace_back();
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_st* d,
+                                      unsigned long long types,
+                                      nvmlEventSet_st* set) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceRegisterEvents"); rc != NVML_SUCCESS)
+    return rc;
+  set->masks[d] |= types;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_st* set, nvmlEventData_t* data,
+                                 unsigned int timeout_ms) {
+  std::unique_lock<std::mutex> guard{mtx};
+  if (init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (wait_result != NVML_SUCCESS) {
+    // NVML fails such waits at once; a short pause keeps a caller that
+    // retries without backing off from starving the test.
+    guard.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    guard.lock();
+    return wait_result;
+  }
+  if (!arrived.wait_for(guard, std::chrono::milliseconds{timeout_ms},
+                        [set] { return !set->pending.empty(); }))
+    return NVML_ERROR_TIMEOUT;
+  *data = set->pending.front();
+  set->pending.pop_front();
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_st* set) {
+  std::lock_guard<std::mutex> guard{mtx};
+  sets.remove_if([set](const nvmlEventSet_st& s) { return &s == set; });
+  return NVML_SUCCESS;
+}
+
+} // extern "C"

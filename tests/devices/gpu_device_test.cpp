@@ -1,0 +1,349 @@
+// The host side of the GPU backends without a GPU: error mapping, stream
+// bookkeeping, staging reuse and the completion path, driven through a fake
+// runtime; and the real CUDA and HIP runtimes on a machine without GPUs.
+#include <catch2/catch.hpp>
+
+#include <caf/all.hpp>
+
+#include "actors/device_actor.hpp"
+#include "actors/runtime.hpp"
+#include "devices/gpu/discover.hpp"
+#include "kernels/random_data.hpp"
+#include "messages/errc.hpp"
+#include "messages/system_config.hpp"
+#include "tests/devices/fake_gpu.hpp"
+#include "tests/devices/launch_sync.hpp"
+#include "tests/runtime_fixture.hpp"
+
+using namespace cohort;
+using namespace cohort::devices;
+using gpu::status;
+using kernels::kernel_id;
+
+namespace {
+
+struct rig {
+  std::shared_ptr<testing::fake_gpu_api> fake =
+      std::make_shared<testing::fake_gpu_api>();
+  std::shared_ptr<testing::fake_monitor> monitor =
+      std::make_shared<testing::fake_monitor>();
+  std::shared_ptr<gpu::gpu_device> dev;
+
+  explicit rig(uint32_t streams = 4) {
+    gpu::gpu_options opts;
+    opts.streams = streams;
+    opts.monitor = monitor;
+    auto d =
+        gpu::gpu_device::open(fake, 0, device_kind::cuda_gpu, "fake0", opts);
+    REQUIRE(d);
+    dev = std::move(*d);
+  }
+};
+
+std::vector<float> xs(uint64_t seed, size_t n = 4096) {
+  return kernels::random_floats(seed, n);
+}
+
+} // namespace
+
+TEST_CASE("GPU errors map onto Cohort errors with file and line",
+          "[devices][gpu]") {
+  testing::fake_gpu_api fake;
+  auto err = gpu::to_error(fake, {status::out_of_memory, 1001}, "cuda0",
+                           "allocating", "../devices/gpu/gpu_device.cpp", 42);
+  CHECK(code_of(err) == errc::out_of_memory);
+  auto text = describe(err);
+  CHECK_THAT(text, Catch::Contains("cuda0: allocating failed"));
+  CHECK_THAT(text, Catch::Contains("fakeError_out_of_memory"));
+  CHECK_THAT(text, Catch::Contains("at devices/gpu/gpu_device.cpp:42"));
+  for (auto st : {status::launch_failure, status::illegal_address,
+                  status::ecc_uncorrectable, status::hardware_stop}) {
+    CHECK(gpu::is_sticky(st));
+    auto e = gpu::to_error(fake, {st, 1000 + int(st)}, "cuda0", "x", "f", 1);
+    CHECK(code_of(e) == errc::device_lost);
+    CHECK_THAT(describe(e), Catch::Contains("sticky"));
+  }
+  for (auto st : {status::no_device, status::driver_missing})
+    CHECK(code_of(gpu::to_error(fake, {st, 1}, "d", "x", "f", 1)) ==
+          errc::device_lost);
+  for (auto st : {status::invalid_value, status::other}) {
+    CHECK_FALSE(gpu::is_sticky(st));
+    CHECK(code_of(gpu::to_error(fake, {st, 1}, "d", "x", "f", 1)) ==
+          errc::kernel_fault);
+  }
+  CHECK_FALSE(gpu::to_error(fake, {}, "d", "x", "f", 1));
+}
+
+TEST_CASE("a GPU device reports what the runtime says about it",
+          "[devices][gpu]") {
+  rig r;
+  auto& info = r.dev->info();
+  CHECK(info.name == "fake0");
+  CHECK(info.kind == device_kind::cuda_gpu);
+  CHECK_FALSE(info.simulated);
+  CHECK(info.streams == 4);
+  CHECK(info.memory_bytes == uint64_t{256} << 20);
+  CHECK(info.pci_bus_id == "0000:99:00.0");
+  CHECK(info.arch == "sm_90");
+  CHECK(info.multiprocessors == 8);
+  // hwloc does not know the made-up bus id.
+  CHECK(info.numa_node == -1);
+  auto s = r.dev->telemetry();
+  CHECK(s.available);
+  CHECK(s.gpu_util_percent == 42);
+}
+
+TEST_CASE("a refused device allocation is out_of_memory and leaks nothing",
+          "[devices][gpu]") {
+  rig r;
+  test::completions done{*r.dev};
+  auto x = xs(1);
+  std::vector<std::span<const float>> in{x};
+  r.fake->fail_next_mallocs(1);
+  auto res = done.run(1, kernel_id::reduce_sum, {}, in);
+  REQUIRE_FALSE(res);
+  CHECK(code_of(res.error()) == errc::out_of_memory);
+  CHECK_THAT(describe(res.error()), Catch::Contains("gpu_device.cpp:"));
+  CHECK_FALSE(r.dev->health());
+  CHECK(r.fake->live_allocations() == 0);
+  CHECK(r.dev->inflight() == 0);
+  // The next launch is fine and frees what it took.
+  auto ok = done.run(2, kernel_id::reduce_sum, {}, in);
+  REQUIRE(ok);
+  CHECK(r.fake->live_allocations() == 0);
+  CHECK(r.dev->live_blocks() == 0);
+}
+
+TEST_CASE("launches spread over the least busy streams", "[devices][gpu]") {
+  rig r{4};
+  test::completions done{*r.dev};
+  auto x = xs(2);
+  std::vector<std::span<const float>> in{x};
+  r.fake->hang_next_launch();
+  // The first launch hangs its stream: launches never wait for the GPU.
+  for (uint64_t t = 1; t <= 8; ++t) {
+    auto res =
+        r.dev->launch(r.dev->pick_stream(0), t, kernel_id::reduce_sum, {}, in);
+    REQUIRE(res);
+    CHECK(res->pending);
+  }
+  for (uint32_t s = 0; s < 4; ++s)
+    CHECK(r.dev->inflight(s) == 2);
+  // Everything not queued behind the hung launch on stream 0 completes.
+  for (uint64_t t = 2; t <= 8; ++t) {
+    if (t == 5)
+      continue; // behind the hung launch on stream 0
+    REQUIRE(done.wait(t));
+    REQUIRE(r.dev->collect(t));
+  }
+  CHECK(done.count(1) == 0);
+  CHECK(r.dev->inflight(0) == 2);
+  r.fake->release_hung();
+  for (uint64_t t : {1, 5}) {
+    REQUIRE(done.wait(t));
+    REQUIRE(r.dev->collect(t));
+  }
+  CHECK(r.dev->inflight() == 0);
+  CHECK(r.fake->live_allocations() == 0);
+  // Collecting twice, or something never launched, is a clear error.
+  auto again = r.dev->collect(1);
+  REQUIRE_FALSE(again);
+  CHECK(code_of(again.error()) == errc::invalid_arguments);
+}
+
+TEST_CASE("pinned staging buffers are reused across launches",
+          "[devices][gpu]") {
+  rig r{2};
+  test::completions done{*r.dev};
+  auto x = xs(3, 10000);
+  std::vector<std::span<const float>> in{x};
+  for (uint64_t t = 1; t <= 100; ++t)
+    REQUIRE(done.run(t, kernel_id::inclusive_scan, {}, in));
+  CHECK(r.dev->staging().pinned_allocations() == 1);
+  CHECK(r.fake->registered_host_ranges() == 1);
+  CHECK(r.fake->kernels_run() == 100);
+}
+
+TEST_CASE("a sticky error loses the device until a reset clears it",
+          "[devices][gpu]") {
+  rig r;
+  test::completions done{*r.dev};
+  auto x = xs(4);
+  std::vector<std::span<const float>> in{x};
+  r.fake->fault_next_launch(status::illegal_address);
+  auto res = done.run(1, kernel_id::reduce_sum, {}, in);
+  REQUIRE_FALSE(res);
+  CHECK(code_of(res.error()) == errc::device_lost);
+  CHECK_THAT(describe(res.error()), Catch::Contains("illegal_address"));
+  CHECK_THAT(describe(res.error()), Catch::Contains("sticky"));
+  CHECK(code_of(r.dev->health()) == errc::device_lost);
+  auto next = r.dev->launch(0, 2, kernel_id::reduce_sum, {}, in);
+  REQUIRE_FALSE(next);
+  CHECK(code_of(next.error()) == errc::device_lost);
+  SECTION("a vendor whose reset clears the context") {
+    CHECK_FALSE(r.dev->reset());
+    CHECK_FALSE(r.dev->health());
+    auto ok = done.run(3, kernel_id::reduce_sum, {}, in);
+    REQUIRE(ok);
+    CHECK(ok->output.values.size() == 1);
+  }
+  SECTION("a vendor whose sticky errors need a new process (CUDA)") {
+    r.fake->set_sticky_survives_reset(true);
+    auto err = r.dev->reset();
+    CHECK(code_of(err) == errc::device_lost);
+    CHECK(code_of(r.dev->health()) == errc::device_lost);
+  }
+}
+
+TEST_CASE("the health monitor's device-level Xid loses the device",
+          "[devices][gpu]") {
+  rig r;
+  health::gpu_event app;
+  app.what = health::gpu_event::kind::xid;
+  app.xid = 13;
+  r.monitor->raise("0000:99:00.0", app);
+  CHECK_FALSE(r.dev->health());
+  health::gpu_event lost;
+  lost.what = health::gpu_event::kind::xid;
+  lost.xid = 79;
+  lost.detail = "fallen off the bus";
+  r.monitor->raise("0000:99:00.0", lost);
+  auto err = r.dev->health();
+  CHECK(code_of(err) == errc::device_lost);
+  CHECK_THAT(describe(err), Catch::Contains("Xid 79"));
+  CHECK_THAT(describe(err), Catch::Contains("fake NVML"));
+}
+
+TEST_CASE("the device actor turns a sticky GPU error into device loss",
+          "[devices][gpu]") {
+  rig r;
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto listener = caf::actor_cast<actors::device_listener>(self);
+  actors::device_actor_config dcfg;
+  auto act =
+      self->spawn<caf::detached>(actors::device_impl, r.dev, listener, dcfg);
+  self->monitor(act);
+  r.fake->fault_next_launch(status::launch_failure);
+  std::vector<run_request> batch(1);
+  batch[0].ticket = 1;
+  batch[0].item.kernel = kernel_id::reduce_sum;
+  batch[0].item.inputs.emplace_back(xs(5));
+  self->send(act, run_atom::value, std::move(batch));
+  caf::error reason;
+  self->receive([&](caf::down_msg& dm) { reason = dm.reason; },
+                caf::after(std::chrono::seconds(10)) >>
+                    [] { FAIL("no down message"); });
+  CHECK(code_of(reason) == errc::device_lost);
+  CHECK_THAT(describe(reason), Catch::Contains("launch_failure"));
+}
+
+TEST_CASE("the runtime places work on a GPU and gets every result once",
+          "[devices][gpu]") {
+  test::temp_dir dir;
+  auto fake = std::make_shared<testing::fake_gpu_api>();
+  auto dev = gpu::gpu_device::open(fake, 0, device_kind::cuda_gpu, "fake0", {});
+  REQUIRE(dev);
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  auto rt = actors::runtime::start(sys, test::make_config(dir, 1, {}), {*dev});
+  REQUIRE(rt);
+  std::vector<work_item> items;
+  for (uint64_t i = 1; i <= 200; ++i) {
+    auto item = test::gemv_item(i, "t", 128, 256);
+    // Every third item chains a norm of the product on the same device.
+    if (i % 3 == 0)
+      item.then.push_back({kernel_id::nrm2, {}, {}, 0});
+    items.push_back(std::move(item));
+  }
+  auto e = test::submit_all(sys, **rt, items, [] {});
+  CHECK_FALSE(e.timed_out);
+  CHECK(e.errors.empty());
+  CHECK(e.results.size() == items.size());
+  for (auto& [id, n] : e.count)
+    CHECK(n == 1);
+  test::check_results(items, e);
+  size_t on_gpu = 0;
+  for (auto& [id, res] : e.results)
+    on_gpu += res.device == "fake0";
+  CHECK(on_gpu > 0);
+  CHECK(fake->kernels_run() >= on_gpu);
+  CHECK(fake->live_allocations() == 0);
+  CHECK(fake->bad_frees() == 0);
+  (*rt)->stop();
+}
+
+TEST_CASE("the real GPU runtimes on this machine", "[devices][gpu]") {
+  auto found = gpu::discover({});
+  REQUIRE(found.backends.size() == 2);
+  for (auto& b : found.backends) {
+    INFO(b.vendor << ": " << b.note);
+    CHECK((b.vendor == "CUDA" || b.vendor == "HIP"));
+    if (!b.built)
+      CHECK_THAT(b.note, Catch::Contains("not built"));
+    else if (b.count == 0)
+      CHECK_THAT(b.note, Catch::Contains("no " + b.vendor + " device"));
+  }
+  size_t opened = 0;
+  for (auto& b : found.backends)
+    opened += size_t(b.count);
+  CHECK(found.devices.size() == opened);
+  for (auto& d : found.devices) {
+    CHECK_FALSE(d->info().simulated);
+    CHECK_FALSE(d->info().pci_bus_id.empty());
+  }
+}
+
+TEST_CASE("a chain keeps intermediate outputs on the GPU and frees them once",
+          "[devices][gpu]") {
+  rig r;
+  test::completions done{*r.dev};
+  constexpr size_t n = 100000;
+  auto x = xs(20, n);
+  auto y = xs(21, n);
+  std::vector<stage_view> chain;
+  kernels::kernel_args axpy;
+  axpy.alpha = 3;
+  chain.push_back({kernel_id::axpy, axpy, {x, y}, -1});
+  chain.push_back({kernel_id::inclusive_scan, {}, {{}}, 0});
+  chain.push_back({kernel_id::reduce_sum, {}, {{}}, 0});
+  auto res = r.dev->launch_chain(0, 1, chain);
+  REQUIRE(res);
+  REQUIRE(res->pending);
+  REQUIRE(done.wait(1));
+  res = r.dev->collect(1);
+  REQUIRE(res);
+  REQUIRE(res->output.values.size() == 1);
+  // Only the final float came back: the two intermediate arrays of n floats
+  // never crossed to the host.
+  CHECK(r.fake->bytes_to_host() == sizeof(float));
+  CHECK(r.fake->kernels_run() == 3);
+  // Everything the chain held was freed, exactly once.
+  CHECK(r.fake->live_allocations() == 0);
+  CHECK(r.fake->bad_frees() == 0);
+  CHECK(r.dev->live_blocks() == 0);
+  work_item item;
+  item.kernel = kernel_id::axpy;
+  item.args = axpy;
+  item.inputs = {host_buffer{x}, host_buffer{y}};
+  item.then.push_back({kernel_id::inclusive_scan, {}, {}, 0});
+  item.then.push_back({kernel_id::reduce_sum, {}, {}, 0});
+  CHECK(check_result(item, res->output) == "");
+}
+
+TEST_CASE("a chain that fails half-way frees what it held", "[devices][gpu]") {
+  rig r;
+  test::completions done{*r.dev};
+  auto x = xs(22, 1000);
+  std::vector<stage_view> chain;
+  chain.push_back({kernel_id::reduce_sum, {}, {x}, -1});
+  chain.push_back({kernel_id::inclusive_scan, {}, {{}}, 0});
+  r.fake->fail_next_mallocs(1);
+  auto res = r.dev->launch_chain(0, 1, chain);
+  REQUIRE_FALSE(res);
+  CHECK(code_of(res.error()) == errc::out_of_memory);
+  CHECK(r.fake->live_allocations() == 0);
+  CHECK(r.fake->bad_frees() == 0);
+  CHECK(r.dev->inflight() == 0);
+}

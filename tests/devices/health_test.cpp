@@ -1,0 +1,326 @@
+// GPU health monitors: NVML against a fake libnvidia-ml (tests/devices/
+// fake_nvml.cpp, built as a shared module), ROCm SMI as it is on this host.
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "devices/health/health.hpp"
+
+using namespace cohort::devices::health;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// The fake's test controls, reached by dlopen-ing the file open_nvml loads.
+struct fake_nvml {
+  void* lib = nullptr;
+  void (*reset)() = nullptr;
+  void (*set)(const char*, unsigned, unsigned, unsigned long long,
+              unsigned long long, unsigned, unsigned long long,
+              unsigned long long) = nullptr;
+  void (*set_result)(const char*, const char*, int) = nullptr;
+  void (*set_init_result)(int) = nullptr;
+  void (*set_wait_result)(int) = nullptr;
+  int (*raise)(const char*, unsigned long long, unsigned long long) = nullptr;
+  int (*raise_xid)(const char*, unsigned long long) = nullptr;
+  int (*init_count)() = nullptr;
+
+  fake_nvml() {
+    lib = dlopen(COHORT_FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(lib != nullptr);
+    bind("fake_nvml_reset", reset);
+    bind("fake_nvml_set", set);
+    bind("fake_nvml_set_result", set_result);
+    bind("fake_nvml_set_init_result", set_init_result);
+    bind("fake_nvml_set_wait_result", set_wait_result);
+    bind("fake_nvml_raise", raise);
+    bind("fake_nvml_raise_xid", raise_xid);
+    bind("fake_nvml_init_count", init_count);
+    reset();
+  }
+
+  ~fake_nvml() {
+    reset();
+    dlclose(lib);
+  }
+
+  template <class F> void bind(const char* name, F& fn) {
+    fn = reinterpret_cast<F>(dlsym(lib, name));
+    REQUIRE(fn != nullptr);
+  }
+};
+
+/// Collects the events a watch delivers, from the monitor's thread.
+struct event_log {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<gpu_event> events;
+
+  std::function<void(gpu_event)> sink() {
+    return [this](gpu_event ev) {
+      std::lock_guard<std::mutex> guard{mtx};
+      events.push_back(std::move(ev));
+      cv.notify_all();
+    };
+  }
+
+  bool wait_for(size_t n, std::chrono::milliseconds timeout = 5s) {
+    std::unique_lock<std::mutex> guard{mtx};
+    return cv.wait_for(guard, timeout, [&] { return events.size() >= n; });
+  }
+
+  size_t size() {
+    std::lock_guard<std::mutex> guard{mtx};
+    return events.size();
+  }
+};
+
+constexpr const char* gpu0 = "0000:3b:00.0";
+constexpr const char* gpu1 = "0000:af:00.0";
+
+} // namespace
+
+TEST_CASE("NVML without its library is unavailable and says why", "[devices]") {
+  auto m = open_nvml("/nonexistent/libnvidia-ml-missing.so.1");
+  REQUIRE(m);
+  CHECK(std::string{m->library()} == "NVML");
+  CHECK_FALSE(m->available());
+  CHECK_THAT(m->unavailable_reason(),
+             Catch::Contains("/nonexistent/libnvidia-ml-missing.so.1"));
+  auto s = m->sample(gpu0);
+  CHECK_FALSE(s.available);
+  CHECK(s.unavailable_reason == m->unavailable_reason());
+  CHECK_FALSE(m->watch(gpu0, [](gpu_event) {}));
+  m->unwatch(gpu0); // harmless
+}
+
+TEST_CASE("NVML from a library that lacks its symbols is unavailable",
+          "[devices]") {
+  // A real shared library, but not NVML.
+  auto m = open_nvml("libc.so.6");
+  CHECK_FALSE(m->available());
+  CHECK_THAT(m->unavailable_reason(), Catch::Contains("nvmlInit_v2"));
+}
+
+TEST_CASE("NVML whose init fails is unavailable with NVML's error",
+          "[devices]") {
+  fake_nvml fake;
+  fake.set_init_result(9); // NVML_ERROR_DRIVER_NOT_LOADED
+  auto m = open_nvml(COHORT_FAKE_NVML);
+  CHECK_FALSE(m->available());
+  CHECK_THAT(m->unavailable_reason(), Catch::Contains("Driver Not Loaded"));
+  CHECK(fake.init_count() == 0);
+}
+
+TEST_CASE("NVML samples a GPU's counters", "[devices]") {
+  fake_nvml fake;
+  fake.set(gpu0, 37, 12, 3ull << 30, 80ull << 30, 61, 5, 1);
+  fake.set(gpu1, 90, 70, 70ull << 30, 80ull << 30, 74, 0, 0);
+  {
+    auto m = open_nvml(COHORT_FAKE_NVML);
+    REQUIRE(m->available());
+    CHECK(m->unavailable_reason().empty());
+    CHECK(fake.init_count() == 1);
+
+    // CUDA spells bus ids with an 8-digit domain in upper case.
+    for (auto id : {gpu0, "00000000:3B:00.0"}) {
+      auto s = m->sample(id);
+      REQUIRE(s.available);
+      CHECK(s.gpu_util_percent == 37);
+      CHECK(s.memory_util_percent == 12);
+      CHECK(s.memory_used_bytes == 3ull << 30);
+      CHECK(s.memory_total_bytes == 80ull << 30);
+      CHECK(s.temperature_c == 61);
+      CHECK(s.ecc_corrected == 5);
+      CHECK(s.ecc_uncorrected == 1);
+    }
+    auto s1 = m->sample(gpu1);
+    REQUIRE(s1.available);
+    CHECK(s1.gpu_util_percent == 90);
+    CHECK(s1.temperature_c == 74);
+
+    SECTION("an unknown bus id is unavailable with NVML's error") {
+      auto s = m->sample("0000:99:00.0");
+      CHECK_FALSE(s.available);
+      CHECK_THAT(s.unavailable_reason, Catch::Contains("Not Found"));
+      CHECK_THAT(s.unavailable_reason, Catch::Contains("0000:99:00.0"));
+    }
+    SECTION("a failing call makes the sample unavailable, not a crash") {
+      fake.set_result(gpu0, nullptr, 15); // NVML_ERROR_GPU_IS_LOST
+      auto s = m->sample(gpu0);
+      CHECK_FALSE(s.available);
+      CHECK_THAT(s.unavailable_reason, Catch::Contains("GPU is lost"));
+      CHECK(m->sample(gpu1).available);
+      fake.set_result(gpu0, nullptr, 0);
+      fake.set_result(gpu0, "nvmlDeviceGetMemoryInfo", 4); // NO_PERMISSION
+      s = m->sample(gpu0);
+      CHECK_FALSE(s.available);
+      CHECK_THAT(s.unavailable_reason,
+                 Catch::Contains("nvmlDeviceGetMemoryInfo"));
+    }
+    SECTION("a GPU without temperature or ECC support still samples") {
+      fake.set_result(gpu0, "nvmlDeviceGetTemperature", 3); // NOT_SUPPORTED
+      fake.set_result(gpu0, "nvmlDeviceGetTotalEccErrors", 3);
+      auto s = m->sample(gpu0);
+      REQUIRE(s.available);
+      CHECK(s.temperature_c == -1);
+      CHECK(s.ecc_corrected == 0);
+      CHECK(s.ecc_uncorrected == 0);
+      CHECK(s.gpu_util_percent == 37);
+    }
+  }
+  // Destruction shuts NVML down.
+  CHECK(fake.init_count() == 0);
+}
+
+TEST_CASE("NVML delivers Xid and ECC events of watched GPUs", "[devices]") {
+  fake_nvml fake;
+  fake.set(gpu0, 0, 0, 0, 1 << 30, 40, 0, 0);
+  fake.set(gpu1, 0, 0, 0, 1 << 30, 40, 0, 0);
+  // Declared before the monitor: they outlive its event thread.
+  event_log log0, log1;
+  auto m = open_nvml(COHORT_FAKE_NVML);
+  REQUIRE(m->available());
+  REQUIRE(m->watch(gpu0, log0.sink()));
+  REQUIRE(m->watch("00000000:AF:00.0", log1.sink()));
+  CHECK_FALSE(m->watch("0000:99:00.0", log0.sink()));
+
+  REQUIRE(fake.raise_xid(gpu0, 48) == 1);
+  REQUIRE(log0.wait_for(1));
+  {
+    std::lock_guard<std::mutex> guard{log0.mtx};
+    CHECK(log0.events[0].what == gpu_event::kind::xid);
+    CHECK(log0.events[0].xid == 48);
+    CHECK_THAT(log0.events[0].detail, Catch::Contains("48"));
+  }
+
+  REQUIRE(fake.raise_xid(gpu1, 79) == 1);
+  REQUIRE(log1.wait_for(1));
+  {
+    std::lock_guard<std::mutex> guard{log1.mtx};
+    CHECK(log1.events[0].what == gpu_event::kind::lost);
+    CHECK(log1.events[0].xid == 79);
+  }
+
+  REQUIRE(fake.raise(gpu0, 0x2, 0) == 1); // double-bit ECC
+  REQUIRE(fake.raise(gpu0, 0x1, 0) == 1); // single-bit ECC
+  REQUIRE(log0.wait_for(3));
+  {
+    std::lock_guard<std::mutex> guard{log0.mtx};
+    CHECK(log0.events[1].what == gpu_event::kind::ecc_uncorrectable);
+    CHECK(log0.events[2].what == gpu_event::kind::ecc_corrected);
+  }
+  CHECK(log1.size() == 1); // events stay with their GPU
+
+  // After unwatch nothing more arrives; the other GPU is still watched.
+  m->unwatch(gpu0);
+  fake.raise_xid(gpu0, 13);
+  fake.raise_xid(gpu1, 31);
+  // The fake's queue is in order: once gpu1's Xid 31 is in, gpu0's Xid 13
+  // has been handled.
+  REQUIRE(log1.wait_for(2));
+  CHECK(log0.size() == 3);
+
+  // Watching again resumes delivery.
+  REQUIRE(m->watch(gpu0, log0.sink()));
+  fake.raise_xid(gpu0, 43);
+  REQUIRE(log0.wait_for(4));
+}
+
+TEST_CASE("NVML reports a GPU that stops answering as lost, once",
+          "[devices]") {
+  fake_nvml fake;
+  fake.set(gpu0, 0, 0, 0, 1 << 30, 40, 0, 0);
+  fake.set(gpu1, 0, 0, 0, 1 << 30, 40, 0, 0);
+  event_log log0, log1;
+  auto m = open_nvml(COHORT_FAKE_NVML);
+  REQUIRE(m->watch(gpu0, log0.sink()));
+  REQUIRE(m->watch(gpu1, log1.sink()));
+  // The event wait fails without naming a GPU; only gpu0 is gone.
+  fake.set_result(gpu0, nullptr, 15); // NVML_ERROR_GPU_IS_LOST
+  fake.set_wait_result(15);
+  REQUIRE(log0.wait_for(1));
+  // Further failed waits (one per 250 ms) do not repeat it.
+  std::this_thread::sleep_for(600ms);
+  fake.set_wait_result(0);
+  std::lock_guard<std::mutex> guard{log0.mtx};
+  REQUIRE(log0.events.size() == 1);
+  CHECK(log0.events[0].what == gpu_event::kind::lost);
+  CHECK_THAT(log0.events[0].detail, Catch::Contains("GPU is lost"));
+  CHECK(log1.size() == 0);
+}
+
+TEST_CASE("an NVML monitor with a running event thread stops promptly",
+          "[devices]") {
+  fake_nvml fake;
+  fake.set(gpu0, 0, 0, 0, 1 << 30, 40, 0, 0);
+  auto m = open_nvml(COHORT_FAKE_NVML);
+  REQUIRE(m->watch(gpu0, [](gpu_event) {}));
+  std::this_thread::sleep_for(50ms); // the thread is inside its wait
+  auto start = std::chrono::steady_clock::now();
+  m.reset();
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took < 1s);
+  CHECK(fake.init_count() == 0);
+}
+
+TEST_CASE("an NVML callback may unwatch and release its monitor", "[devices]") {
+  fake_nvml fake;
+  fake.set(gpu0, 0, 0, 0, 1 << 30, 40, 0, 0);
+  auto m = open_nvml(COHORT_FAKE_NVML);
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool done = false;
+  std::shared_ptr<gpu_monitor> keep = m;
+  REQUIRE(m->watch(gpu0, [&](gpu_event) {
+    // The last reference goes away on the monitor's own thread.
+    std::shared_ptr<gpu_monitor> last;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      last = std::move(keep);
+    }
+    last->unwatch(gpu0);
+    last.reset();
+    // Notify under the lock: the test's locals outlive this callback.
+    std::lock_guard<std::mutex> guard{mtx};
+    done = true;
+    cv.notify_all();
+  }));
+  m.reset();
+  fake.raise_xid(gpu0, 48);
+  {
+    std::unique_lock<std::mutex> guard{mtx};
+    REQUIRE(cv.wait_for(guard, 5s, [&] { return done; }));
+  }
+  // The event thread winds the session down on its own: NVML shut down.
+  for (int i = 0; i < 100 && fake.init_count() != 0; ++i)
+    std::this_thread::sleep_for(20ms);
+  CHECK(fake.init_count() == 0);
+}
+
+TEST_CASE("ROCm SMI on this host", "[devices]") {
+  auto m = open_rocm_smi();
+  REQUIRE(m);
+  CHECK(std::string{m->library()} == "ROCm SMI");
+  if (!m->available()) {
+    // No AMD driver (or no HIP backend): it says why and samples nothing.
+    CHECK_FALSE(m->unavailable_reason().empty());
+    CHECK_THAT(m->unavailable_reason(), Catch::Contains("ROCm SMI"));
+    auto s = m->sample(gpu0);
+    CHECK_FALSE(s.available);
+    CHECK_FALSE(s.unavailable_reason.empty());
+    CHECK_FALSE(m->watch(gpu0, [](gpu_event) {}));
+  } else {
+    CHECK(m->unavailable_reason().empty());
+    auto s = m->sample("ffff:ff:1f.7");
+    CHECK_FALSE(s.available);
+    CHECK_FALSE(s.unavailable_reason.empty());
+    CHECK_FALSE(m->watch("ffff:ff:1f.7", [](gpu_event) {}));
+  }
+}
