@@ -14,11 +14,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <span>
-#include <utility>
 #include <vector>
 
 #include "kernels/catalog.hpp"
@@ -66,12 +66,9 @@ float two_pass(uint64_t n, unsigned blocks, Term term, Finish finish) {
 
 TEST_CASE("for_each_index covers every element once (axpy)",
           "[kernels][gpu-emulation]") {
-  // Each launch costs milliseconds here (256 OS threads), so the sizes are
-  // few: edges of a block, and grids below elementwise_blocks(n) that wrap.
-  const std::pair<uint64_t, unsigned> cases[] = {
-      {1, 1}, {255, 1}, {256, 1}, {257, 1}, {257, 2}, {3000, 3}, {3000, 12}};
-  for (auto [n, grid] : cases) {
-    {
+  // Edges of a block, and grids below elementwise_blocks(n) that wrap.
+  for (uint64_t n : {1, 255, 256, 257, 5000}) {
+    for (unsigned grid : {1u, 3u, g::elementwise_blocks(n)}) {
       INFO("n=" << n << " grid=" << grid);
       kernel_args args;
       args.alpha = 0.5f;
@@ -87,17 +84,16 @@ TEST_CASE("for_each_index covers every element once (axpy)",
 }
 
 TEST_CASE("two-pass reductions (dot, nrm2)", "[kernels][gpu-emulation]") {
-  // More blocks than items (1, 5), grids that wrap (3000, 5) and
-  // reduction_blocks(n).
-  const std::pair<uint64_t, unsigned> cases[] = {
-      {0, 1}, {1, 5}, {257, 2}, {3000, 5}, {3000, g::reduction_blocks(3000)}};
-  for (auto [n, blocks] : cases) {
+  // Blocks with no items, grids that wrap many times, and
+  // reduction_blocks(n). Every block costs ~10 barriers of 256 threads here
+  // (~0.2 ms each), hence 20000 items (79 blocks), not more.
+  for (uint64_t n : {0, 1, 255, 256, 257, 20000}) {
     const auto x = random_vec(n, 3);
     const auto y = random_vec(n, 4);
     double exact_dot = 0;
     for (uint64_t i = 0; i < n; ++i)
       exact_dot += static_cast<double>(x[i]) * y[i];
-    {
+    for (unsigned blocks : {1u, 5u, g::reduction_blocks(n)}) {
       INFO("n=" << n << " blocks=" << blocks);
       const kernel_args args;
       kernel_output dot;
@@ -120,27 +116,16 @@ TEST_CASE("two-pass reductions (dot, nrm2)", "[kernels][gpu-emulation]") {
 }
 
 TEST_CASE("row_sums gives one sum per row (gemv)", "[kernels][gpu-emulation]") {
-  struct shape {
-    uint64_t m, n;
-    unsigned grid;
-  };
   // Every row costs ~10 barriers of 256 threads here, so rows are few; the
   // grids below m make blocks wrap over the rows.
-  const shape shapes[] = {{1, 0, 1},
-                          {3, 0, 3},
-                          {1, 1, 1},
-                          {3, 1, 2},
-                          {1, 300, 1},
-                          {9, 300, 2},
-                          {9, 300, g::row_blocks(9)}};
-  for (const auto& [m, n, grid] : shapes) {
-    {
+  for (uint64_t m : {1, 3, 33}) {
+    for (uint64_t n : {0, 1, 300}) {
       kernel_args args;
       args.m = m;
       args.n = n;
       const auto a = random_vec(m * n, 5);
       const auto x = random_vec(n, 6);
-      {
+      for (unsigned grid : {1u, 2u, g::row_blocks(m)}) {
         INFO("m=" << m << " n=" << n << " grid=" << grid);
         kernel_output got;
         got.values.assign(m, -99.0f);
@@ -159,10 +144,17 @@ TEST_CASE("gemm_tiles covers every tile, both B layouts",
   struct shape {
     uint64_t m, n, k;
   };
-  // Partial tiles on both axes, k not a multiple of the staged slice, exact
-  // tiles, k = 0, and grids too small for the matrix so blocks wrap.
-  const shape shapes[] = {{1, 1, 1},    {3, 2, 0},     {17, 65, 33},
-                          {64, 64, 16}, {65, 130, 33}, {130, 65, 17}};
+  // Every pair of m, n among a row, a partial tile, an exact tile (64) and
+  // partial tiles past one and two tiles; k cycles through none, shorter
+  // than, equal to and not a multiple of the staged slice (16), so each k
+  // meets every m and every n.
+  const uint64_t extents[] = {1, 17, 64, 65, 130};
+  const uint64_t depths[] = {0, 1, 16, 33};
+  std::vector<shape> shapes;
+  for (size_t i = 0; i < std::size(extents); ++i)
+    for (size_t j = 0; j < std::size(extents); ++j)
+      shapes.push_back(
+          {extents[i], extents[j], depths[(i + j) % std::size(depths)]});
   for (const auto& s : shapes) {
     kernel_args args;
     args.m = s.m;
@@ -174,12 +166,16 @@ TEST_CASE("gemm_tiles covers every tile, both B layouts",
     for (uint64_t p = 0; p < s.k; ++p)
       for (uint64_t c = 0; c < s.n; ++c)
         bt[c * s.k + p] = b[p * s.n + c];
+    // The full grid, then grids too small for the matrix, so blocks wrap
+    // along both axes, along x only, along y only.
     const dim3 full(g::gemm_blocks(s.n), g::gemm_blocks(s.m));
     std::vector<dim3> grids = {full};
-    if (full.x * full.y > 1) // wrap along both axes
-      grids.push_back(dim3(1, 1));
-    if (full.x > 1 && full.y > 2) // along y only, along x only
-      grids.insert(grids.end(), {dim3(full.x, 2), dim3(1, full.y)});
+    for (const dim3 grid : {dim3(1, 1), dim3(1, full.y), dim3(full.x, 1)})
+      if (grid.x * grid.y < full.x * full.y &&
+          std::none_of(grids.begin(), grids.end(), [&](const dim3& seen) {
+            return seen.x == grid.x && seen.y == grid.y;
+          }))
+        grids.push_back(grid);
     for (const dim3& grid : grids) {
       INFO("m=" << s.m << " n=" << s.n << " k=" << s.k << " grid=" << grid.x
                 << "x" << grid.y);
@@ -317,11 +313,12 @@ TEST_CASE("topk_cosine keys, batches and ties", "[kernels][gpu-emulation]") {
     uint32_t top_k;
     uint64_t batch; // 0: the plan's
   };
-  // Small: every row and query norm costs ~10 barriers of 256 threads here.
-  // 65 rows span two GEMM tiles; batch 2 of 5 queries leaves a short batch.
-  const shape shapes[] = {{1, 1, 1, 1, 0},   {5, 3, 2, 5, 0},
-                          {12, 8, 3, 7, 0},  {12, 8, 5, 7, 2},
-                          {65, 7, 4, 65, 3}, {17, 33, 6, 4, 0}};
+  // 130 and 200 rows span several GEMM tiles, 66 queries two; batches of
+  // 2 of 5 queries and 3 of 4 leave a short last batch; top_k = m ranks
+  // every row.
+  const shape shapes[] = {{1, 1, 1, 1, 0},     {5, 3, 2, 5, 0},
+                          {70, 20, 3, 7, 0},   {70, 20, 5, 7, 2},
+                          {130, 7, 4, 130, 3}, {200, 33, 66, 4, 0}};
   for (const auto& s : shapes) {
     INFO("m=" << s.m << " n=" << s.n << " q=" << s.q << " top_k=" << s.top_k
               << " batch=" << s.batch);
