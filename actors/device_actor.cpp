@@ -157,6 +157,11 @@ device_impl(device_actor::stateful_pointer<device_state> self,
         auto& st = self->state;
         if (st.pending.count(ticket) == 0)
           return;
+        // A fault the device can name beats "it hangs".
+        if (auto err = st.dev->health()) {
+          self->quit(err);
+          return;
+        }
         self->quit(
             make_error(errc::kernel_timeout,
                        st.dev->info().name + ": a launch ran past the " +

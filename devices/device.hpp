@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
@@ -98,7 +99,10 @@ public:
 
   /// Sets the handler asynchronous devices call when a launch finishes. Set
   /// once by the device actor that owns the device, before any launch.
-  void on_completion(completion_handler f) { completion_ = std::move(f); }
+  void on_completion(completion_handler f) {
+    std::lock_guard<std::mutex> guard{completion_mtx_};
+    completion_ = std::move(f);
+  }
 
   /// Polled by the device actor: none while the device is usable, device_lost
   /// (with what happened) once it is not.
@@ -114,6 +118,9 @@ protected:
 
   /// Tells the owning actor that the launch `ticket` has finished.
   void notify_completion(uint64_t ticket) const {
+    // A runtime thread may call this while a restarted actor installs its
+    // handler.
+    std::lock_guard<std::mutex> guard{completion_mtx_};
     if (completion_)
       completion_(ticket);
   }
@@ -137,6 +144,7 @@ private:
   virtual caf::error do_reset() = 0;
 
   device_info info_;
+  mutable std::mutex completion_mtx_;
   completion_handler completion_;
 };
 

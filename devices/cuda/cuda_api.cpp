@@ -162,6 +162,11 @@ public:
     return rc(cudaStreamSynchronize(stream_of(s)));
   }
 
+  gpu::result stream_query(gpu::stream_t s) override {
+    auto err = cudaStreamQuery(stream_of(s));
+    return rc(err == cudaErrorNotReady ? cudaSuccess : err);
+  }
+
   gpu::result malloc_device(void*& p, size_t bytes) override {
     return rc(cudaMalloc(&p, bytes));
   }
@@ -222,6 +227,9 @@ public:
 
   gpu::result launch(const kernels::gpu::launch_args& a,
                      gpu::stream_t s) override {
+    // A failed call before (an OOM, say) leaves a per-thread error that the
+    // kernels' own checks would report as theirs.
+    static_cast<void>(cudaGetLastError());
     kernels::cuda::stream_context ctx;
     ctx.stream = stream_of(s);
     {

@@ -96,6 +96,9 @@ public:
   virtual result stream_destroy(stream_t s) = 0;
   /// Blocks until the stream is idle (used only on shutdown and in tests).
   virtual result stream_synchronize(stream_t s) = 0;
+  /// Polls the stream without blocking: ok while it works or idles, the
+  /// device's error once it has failed (a fault a kernel hit).
+  virtual result stream_query(stream_t s) = 0;
 
   virtual result malloc_device(void*& p, size_t bytes) = 0;
   virtual result free_device(void* p) = 0;

@@ -188,8 +188,10 @@ caf::error gpu_device::create_streams(int line) {
   streams_.assign(info().streams, nullptr);
   inflight_.assign(info().streams, 0);
   for (auto& s : streams_)
-    if (auto rc = rt_->stream_create(s); rc.failed())
+    if (auto rc = rt_->stream_create(s); rc.failed()) {
+      streams_.clear();
       return fail(rc, "creating a stream", line);
+    }
   return caf::none;
 }
 
@@ -280,6 +282,9 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     return make_error(errc::invalid_arguments, info().name + ": launch " +
                                                    std::to_string(ticket) +
                                                    " is already in flight");
+  if (streams_.empty())
+    return make_error(errc::device_lost,
+                      info().name + ": no streams (a reset did not complete)");
   stream = std::min(stream, uint32_t(streams_.size() - 1));
   auto s = streams_[stream];
   if (auto rc = rt_->set_device(ordinal_); rc.failed())
@@ -489,6 +494,11 @@ caf::error gpu_device::do_health() {
   rt_->set_device(ordinal_);
   if (auto rc = rt_->last_error(); rc.failed() && is_sticky(rc.code))
     return COHORT_GPU_FAIL(rc, "checking the device");
+  // A kernel's fault shows on its stream (and may keep its completion
+  // callback from ever running).
+  for (auto s : streams_)
+    if (auto rc = rt_->stream_query(s); rc.failed() && is_sticky(rc.code))
+      return COHORT_GPU_FAIL(rc, "polling a stream");
   return caf::none;
 }
 
@@ -511,10 +521,15 @@ caf::error gpu_device::do_reset() {
   reserved_ = 0;
   auto was_lost = std::move(lost_);
   lost_ = caf::none;
-  if (rc.failed())
-    return fail(rc, "resetting the device", __LINE__);
-  if (auto err = create_streams(__LINE__))
+  if (rc.failed()) {
+    auto err = fail(rc, "resetting the device", __LINE__);
+    lost_ = err;
     return err;
+  }
+  if (auto err = create_streams(__LINE__)) {
+    lost_ = err;
+    return err;
+  }
   // Probe: a context that still fails a small allocation and copy is not
   // back (sticky errors need a new process).
   void* probe = nullptr;

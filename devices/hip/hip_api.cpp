@@ -124,6 +124,11 @@ public:
     return rc(hipStreamSynchronize(stream_of(s)));
   }
 
+  gpu::result stream_query(gpu::stream_t s) override {
+    auto err = hipStreamQuery(stream_of(s));
+    return rc(err == hipErrorNotReady ? hipSuccess : err);
+  }
+
   gpu::result malloc_device(void*& p, size_t bytes) override {
     return rc(hipMalloc(&p, bytes));
   }
@@ -184,6 +189,9 @@ public:
 
   gpu::result launch(const kernels::gpu::launch_args& a,
                      gpu::stream_t s) override {
+    // A failed call before (an OOM, say) leaves a per-thread error that the
+    // kernels' own checks would report as theirs.
+    static_cast<void>(hipGetLastError());
     kernels::hip::stream_context ctx;
     ctx.stream = stream_of(s);
     return rc(kernels::hip::launch(a, ctx));

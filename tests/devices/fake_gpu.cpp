@@ -193,6 +193,11 @@ result fake_gpu_api::stream_synchronize(devices::gpu::stream_t s) {
   return sticky_of(st->dev);
 }
 
+result fake_gpu_api::stream_query(devices::gpu::stream_t s) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return sticky_of(static_cast<stream*>(s)->dev);
+}
+
 result fake_gpu_api::malloc_device(void*& p, size_t bytes) {
   std::lock_guard<std::mutex> guard{mtx_};
   auto& d = devs_.at(current());

@@ -76,6 +76,7 @@ public:
   devices::gpu::result stream_create(devices::gpu::stream_t& s) override;
   devices::gpu::result stream_destroy(devices::gpu::stream_t s) override;
   devices::gpu::result stream_synchronize(devices::gpu::stream_t s) override;
+  devices::gpu::result stream_query(devices::gpu::stream_t s) override;
   devices::gpu::result malloc_device(void*& p, size_t bytes) override;
   devices::gpu::result free_device(void* p) override;
   devices::gpu::result host_register(void* p, size_t bytes) override;
