@@ -2,7 +2,7 @@
 # The project's two commands:
 #   ./dev.sh run    install dependencies, build, run the example pipeline (CPU + 4 simulated GPUs)
 #   ./dev.sh test   install dependencies, build, run the test suite
-# Other verbs: setup, build, bench [dispatch|kernels].
+# Other verbs: setup, build, bench [dispatch|kernels|pool].
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 build_dir=${COHORT_BUILD_DIR:-build}
@@ -48,11 +48,13 @@ case "$verb" in
     meson test -C "$build_dir" --print-errorlogs -v --num-processes 1 "$@"
     ;;
   bench)
-    # ./dev.sh bench [dispatch|kernels] [options]
+    # ./dev.sh bench [dispatch|kernels|pool] [options]
     setup; build
     which=dispatch
     if [ $# -gt 0 ] && [[ "$1" != -* ]]; then which=$1; shift; fi
-    "$build_dir/bench/$which/bench_$which" "$@"
+    bin="$build_dir/bench/bench_$which"
+    [ -x "$bin" ] || bin="$build_dir/bench/$which/bench_$which"
+    "$bin" "$@"
     ;;
   *) echo "usage: ./dev.sh [run|test|setup|build|bench]" >&2; exit 2 ;;
 esac

@@ -1,11 +1,15 @@
-// The balancer: places every admitted item on the device with the earliest
-// expected completion, re-places it when a device fails under it, and ends it
-// exactly once.
+// The balancer: the runtime's front door and its placement. It admits every
+// item under the terms the quota actor leased to it (grants, in-flight caps,
+// rate limits, device-memory quotas), holds back or refuses what does not
+// fit, places each admitted item on the device with the earliest expected
+// completion that has room for it, re-places it when a device fails under it,
+// and ends it exactly once.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <unordered_map>
 #include <vector>
 
@@ -15,33 +19,40 @@
 #include "actors/audit.hpp"
 #include "actors/client_sink.hpp"
 #include "actors/device_actor.hpp"
+#include "actors/quota_book.hpp"
 #include "messages/stats.hpp"
 
 namespace cohort::actors {
 
-/// What the balancer reports back to the quota actor.
-using quota_listener = caf::typed_actor<
-    /// An item of `tenant` holding `bytes` of quota ended.
-    caf::reacts_to<release_atom, std::string, uint64_t>>;
+/// Where clients submit: `(submit_atom, work_item, client_sink)`. Every
+/// submitted item ends at its sink exactly once.
+using entry_actor =
+    caf::typed_actor<caf::reacts_to<submit_atom, work_item, client_sink>>;
 
 using balancer_actor = device_listener::extend<
-    /// Places admitted `item` under `ticket`; `device_mask` holds the devices
-    /// its tenant may use (bit i = device i) and `bytes` its device memory
-    /// need.
-    caf::reacts_to<admit_atom, uint64_t, work_item, client_sink, uint64_t,
-                   uint64_t>,
-    /// Sets the quota actor that hears about every ended item.
-    caf::reacts_to<start_atom, quota_listener>,
+    /// Admits `item` for its tenant under the lease, holds it back (policy
+    /// QUEUE / CPU_FALLBACK) or refuses it; either way it ends at `sink`.
+    caf::reacts_to<submit_atom, work_item, client_sink>,
+    /// New lease terms from the quota actor (changed limits of the same
+    /// tenants, in the same order; other leases are refused and audited).
+    caf::reacts_to<lease_atom, quota_lease>,
     /// Device `index` (re)joined with a new actor.
     caf::reacts_to<up_atom, uint32_t, device_actor>,
     /// Device `index` left with `reason`; `permanent` when it will not return.
     caf::reacts_to<down_atom, uint32_t, caf::error, bool>,
-    /// Returns the balancer's counters.
+    /// Stops admitting: later submissions, and items held back or waiting
+    /// for memory, end with shutting_down. Replies when done.
+    caf::replies_to<down_atom>::with<bool>,
+    /// Returns the balancer's counters (admission included).
     caf::replies_to<stats_atom>::with<balancer_stats>,
+    /// Returns what every tenant uses of its lease now.
+    caf::replies_to<usage_atom>::with<quota_usage>,
     /// Sends buffered audit events on; replies when done.
     caf::replies_to<flush_atom>::with<bool>,
     /// Internal: periodic flush of buffered audit events.
-    caf::reacts_to<tick_atom>>;
+    caf::reacts_to<tick_atom>,
+    /// Internal: held-back and waiting items are due for another try.
+    caf::reacts_to<retry_atom>>;
 
 /// Settings of the balancer.
 struct balancer_config {
@@ -50,11 +61,14 @@ struct balancer_config {
 };
 
 struct balancer_state {
+  using clock = std::chrono::steady_clock;
+
   /// The balancer's view of one device.
   struct slot {
     device_info info;
     device_actor handle;
     device_status status = device_status::offline;
+    bool has_memory = false;
     /// Sum of predicted run times of items placed and not yet ended.
     double backlog_ns = 0;
     /// Learned device time per unit of cost, per kernel (EWMA); 0 = no data.
@@ -70,10 +84,15 @@ struct balancer_state {
   struct record {
     work_item item;
     client_sink sink;
+    /// Index of its tenant in the quota book.
+    int tenant = 0;
     uint64_t device_mask = 0;
+    /// Device memory it takes (item_bytes), charged to the device it is
+    /// placed on while it is there.
     uint64_t bytes = 0;
     double cost_units = 0;
-    /// Device it is placed on (-1 while parked) and the prediction made.
+    /// Device it is placed on (-1 while parked or waiting) and the
+    /// prediction made.
     int32_t device = -1;
     double predicted_ns = 0;
     uint32_t attempts = 0;
@@ -81,23 +100,48 @@ struct balancer_state {
     /// left).
     uint64_t failed_on = 0;
     bool on_gpu_before = false;
+    /// Sent to a CPU worker because device memory was its limit.
+    bool memory_fallback = false;
+    /// Waiting for device memory, until.
+    bool waiting_memory = false;
+    clock::time_point deadline{};
+  };
+  /// An item held back before admission (in-flight cap, rate limit).
+  struct held_item {
+    work_item item;
+    client_sink sink;
+    clock::time_point deadline;
+    /// The limit that held it back.
+    caf::error why;
   };
   std::vector<slot> devices;
   std::unordered_map<uint64_t, record> outstanding;
   /// Tickets waiting for a device of their mask to come back.
   std::vector<uint64_t> parked;
-  quota_listener quota;
+  /// Tickets waiting for device memory (FIFO).
+  std::deque<uint64_t> memory_waiting;
+  /// Per tenant (book index): items held back before admission (FIFO).
+  std::vector<std::deque<held_item>> held;
+  quota_book book;
   audit_buffer audit;
   balancer_config cfg;
   balancer_stats counters;
+  uint64_t next_ticket = 0;
+  bool closed = false;
+  /// Set by the exit handler: nothing is admitted or placed any more.
+  bool stopping = false;
+  bool retry_scheduled = false;
+  /// Re-entrancy guard of `wake`.
+  bool waking = false;
+  bool wake_again = false;
   static inline const char* name = "cohort.balancer";
 };
 
 /// Spawned with the static facts of every device (indices match the device
-/// actors the supervisor announces with `up`).
+/// actors the supervisor announces with `up`) and the quota actor's lease.
 balancer_actor::behavior_type
 balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
-              std::vector<device_info> devices, quota_listener quota,
+              std::vector<device_info> devices, quota_lease lease,
               audit_actor audit, balancer_config cfg);
 
 } // namespace cohort::actors

@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 
+#include "devices/memory/device_memory.hpp"
 #include "devices/topology.hpp"
 #include "messages/errc.hpp"
 
@@ -24,19 +25,22 @@ bool is_device_loss(const caf::error& err) {
 using self_ptr = device_actor::stateful_pointer<device_state>;
 
 // Launches an item: one kernel, or its chain of kernels whose intermediate
-// outputs stay on the device.
+// outputs stay on the device. Its device memory is tagged with its owner.
 caf::expected<devices::launch_result>
 run_item(devices::device& dev, uint32_t stream, const run_request& req) {
   auto& item = req.item;
+  devices::memory::owner_tag owner;
+  if (dev.memory() != nullptr)
+    owner = {item.tenant, item.id, std::string{kernels::name(item.kernel)}};
   auto views = item.views();
   if (item.then.empty())
-    return dev.launch(stream, req.ticket, item.kernel, item.args, views);
+    return dev.launch(stream, req.ticket, item.kernel, item.args, views, owner);
   std::vector<devices::stage_view> chain;
   chain.push_back({item.kernel, item.args, std::move(views), -1});
   for (auto& st : item.then)
     chain.push_back(
         {st.kernel, st.args, stage_views(st, {}), int32_t(st.input_slot)});
-  return dev.launch_chain(stream, req.ticket, chain);
+  return dev.launch_chain(stream, req.ticket, chain, owner);
 }
 
 // Runs one request. A launch that finishes at once goes to `ready`; a modeled
@@ -48,19 +52,14 @@ caf::error launch_one(self_ptr self, run_request& req,
   auto idx = st.cfg.index;
   if (auto err = st.dev->health())
     return err;
-  if (auto err = st.dev->allocate(req.bytes)) {
-    if (is_device_loss(err))
-      return err;
-    self->send(st.listener, failed_atom::value, idx, req.ticket, err);
-    return caf::none;
-  }
   // Earliest-free stream: launches on one stream run in order. GPU devices
   // pick their least busy stream themselves.
   auto s = std::min_element(st.stream_free_at.begin(), st.stream_free_at.end());
   auto stream = st.dev->pick_stream(uint32_t(s - st.stream_free_at.begin()));
   auto res = run_item(*st.dev, stream, req);
   if (!res) {
-    st.dev->deallocate(req.bytes);
+    // Memory refusals (hard or soft OOM) and kernel faults: the item may run
+    // elsewhere; the balancer decides.
     if (is_device_loss(res.error()))
       return res.error();
     self->send(st.listener, failed_atom::value, idx, req.ticket, res.error());
@@ -69,8 +68,8 @@ caf::error launch_one(self_ptr self, run_request& req,
   work_done done{req.ticket, std::move(res->output), res->device_time.count()};
   if (res->pending || res->hung) {
     // Enqueued on a GPU (its completion arrives as a message) or hung.
-    st.pending.emplace(
-        req.ticket, device_state::pending_launch{std::move(done), req.bytes});
+    st.pending.emplace(req.ticket,
+                       device_state::pending_launch{std::move(done)});
     self->delayed_send(self, st.cfg.kernel_timeout, watchdog_atom::value,
                        req.ticket);
     return caf::none;
@@ -81,13 +80,14 @@ caf::error launch_one(self_ptr self, run_request& req,
     auto finish = std::max(now, *s) + res->device_time;
     *s = finish;
     if (finish - now > timer_threshold) {
-      st.pending.emplace(
-          req.ticket, device_state::pending_launch{std::move(done), req.bytes});
+      // It holds its device memory until then.
+      st.pending.emplace(req.ticket,
+                         device_state::pending_launch{std::move(done)});
       self->delayed_send(self, finish - now, complete_atom::value, req.ticket);
       return caf::none;
     }
   }
-  st.dev->deallocate(req.bytes);
+  st.dev->finish(req.ticket);
   ready.push_back(std::move(done));
   return caf::none;
 }
@@ -135,8 +135,9 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           return;
         auto pending = std::move(i->second);
         st.pending.erase(i);
-        st.dev->deallocate(pending.bytes);
-        if (st.dev->asynchronous()) {
+        if (!st.dev->asynchronous())
+          st.dev->finish(ticket);
+        else {
           auto res = st.dev->collect(ticket);
           if (!res) {
             if (is_device_loss(res.error())) {
@@ -173,10 +174,19 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           self->quit(err);
           return;
         }
+        if (auto* mem = self->state.dev->memory())
+          mem->maintain();
         self->delayed_send(self, self->state.cfg.health_interval,
                            tick_atom::value);
       },
       [=](info_atom) { return self->state.dev->info(); },
+      [=](memory_atom) {
+        if (auto* mem = self->state.dev->memory())
+          return mem->snapshot();
+        memory_snapshot none;
+        none.device = self->state.dev->info().name;
+        return none;
+      },
   };
 }
 

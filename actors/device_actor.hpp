@@ -12,6 +12,7 @@
 
 #include "devices/device.hpp"
 #include "messages/atoms.hpp"
+#include "messages/memory_stats.hpp"
 #include "messages/work.hpp"
 
 namespace cohort::actors {
@@ -35,14 +36,17 @@ using device_actor = caf::typed_actor<
     /// Internal: periodic health check.
     caf::reacts_to<tick_atom>,
     /// Returns the device's static facts.
-    caf::replies_to<info_atom>::with<device_info>>;
+    caf::replies_to<info_atom>::with<device_info>,
+    /// Returns the device's memory (pool, limits, statistics, leaks); an
+    /// empty snapshot for devices without device memory.
+    caf::replies_to<memory_atom>::with<memory_snapshot>>;
 
 /// Settings of one device actor.
 struct device_actor_config {
   uint32_t index = 0;
   /// A launch not finished after this long means the device hangs.
   std::chrono::milliseconds kernel_timeout{5000};
-  /// How often the device's health is polled.
+  /// How often the device's health is polled (and its pool kept up).
   std::chrono::milliseconds health_interval{50};
   /// Binds the actor's thread to the device's NUMA node (detached actors).
   bool bind_numa = false;
@@ -51,7 +55,6 @@ struct device_actor_config {
 struct device_state {
   struct pending_launch {
     work_done done;
-    uint64_t bytes = 0;
   };
   std::shared_ptr<devices::device> dev;
   device_listener listener;

@@ -1,7 +1,11 @@
 #include "actors/quota.hpp"
 
+#include <cmath>
+#include <set>
+
 #include <caf/all.hpp>
 
+#include "actors/simulation.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::actors {
@@ -10,25 +14,25 @@ namespace {
 
 using self_ptr = quota_actor::stateful_pointer<quota_state>;
 
-void audit(self_ptr self, audit_event ev) {
-  auto& st = self->state;
-  ev.time_ns = wall_clock_ns();
-  st.audit.add(self, std::move(ev));
+constexpr uint64_t MiB = uint64_t{1} << 20;
+
+std::string bytes_text(uint64_t b) {
+  return std::to_string(b) + " bytes";
 }
 
-void reject(self_ptr self, const work_item& item, client_sink& sink,
-            caf::error err) {
-  auto& st = self->state;
-  ++st.counters.rejected;
-  ++st.counters.rejected_by_reason[to_string(code_of(err))];
-  audit(self, {audit_kind::rejected, item.tenant, item.id, "",
-               std::string{kernels::name(item.kernel)}, describe(err), 0});
-  self->send(sink, failed_atom::value, item.id, std::move(err));
+// The share of a device's memory the runtime hands out.
+double memory_fraction(const pb::RuntimeConfig& cfg, const device_info& d) {
+  if (cfg.limits().device_memory_fraction() > 0)
+    return cfg.limits().device_memory_fraction();
+  // Real GPUs keep room for the driver's context and the libraries' own
+  // workspaces; a simulated GPU has nothing else on it.
+  return d.simulated ? 1.0 : 0.95;
 }
 
 // Checks one grant entry against the catalog and devices.
 caf::error compile_one(const pb::TenantGrant& g,
                        const std::vector<device_info>& devices,
+                       const std::vector<device_budget>& budgets,
                        tenant_policy& out) {
   auto bad = [&](const std::string& what) {
     return make_error(errc::malformed_config,
@@ -60,126 +64,206 @@ caf::error compile_one(const pb::TenantGrant& g,
     return bad("grants no device (default-deny: list devices or \"*\")");
   if (g.max_inflight() > 0)
     out.max_inflight = g.max_inflight();
+  auto n = devices.size();
+  out.device_quota.assign(n, 0);
+  out.device_reserve.assign(n, 0);
   out.memory_quota = g.memory_quota_bytes();
+  uint64_t granted_memory = 0;
+  for (size_t i = 0; i < n; ++i)
+    if ((out.device_mask & (uint64_t{1} << i)) && budgets[i].has_memory)
+      granted_memory += budgets[i].capacity;
+  if (out.memory_quota > 0 && granted_memory > 0 &&
+      out.memory_quota > granted_memory)
+    return bad("memory_quota_bytes of " + bytes_text(out.memory_quota) +
+               " is above the memory of its granted devices (" +
+               bytes_text(granted_memory) + ")");
+  std::set<std::string> seen;
+  for (auto& q : g.device_quota()) {
+    size_t i = 0;
+    while (i < n && devices[i].name != q.device())
+      ++i;
+    if (i == n)
+      return bad("device_quota names unknown device '" + q.device() + "'");
+    if (!seen.insert(q.device()).second)
+      return bad("device_quota for '" + q.device() + "' is given twice");
+    if (!(out.device_mask & (uint64_t{1} << i)))
+      return bad("device_quota for '" + q.device() +
+                 "', which the grant does not include");
+    if (!budgets[i].has_memory)
+      return bad("device_quota for '" + q.device() +
+                 "': a CPU worker has no device memory");
+    if (q.memory_quota_bytes() > budgets[i].capacity)
+      return bad("quota of " + bytes_text(q.memory_quota_bytes()) + " on " +
+                 q.device() + " is above its memory (" +
+                 bytes_text(budgets[i].capacity) + ")");
+    if (q.memory_quota_bytes() > 0 &&
+        q.reserve_bytes() > q.memory_quota_bytes())
+      return bad("reserve_bytes on " + q.device() + " (" +
+                 bytes_text(q.reserve_bytes()) +
+                 ") is above its quota there (" +
+                 bytes_text(q.memory_quota_bytes()) + ")");
+    if (out.memory_quota > 0 && q.reserve_bytes() > out.memory_quota)
+      return bad("reserve_bytes on " + q.device() +
+                 " is above the tenant's memory_quota_bytes");
+    out.device_quota[i] = q.memory_quota_bytes();
+    out.device_reserve[i] = q.reserve_bytes();
+  }
+  out.max_item_bytes = g.max_item_bytes();
+  auto& rl = g.rate_limit();
+  if (!std::isfinite(rl.items_per_second()) || rl.items_per_second() < 0)
+    return bad("rate_limit.items_per_second must be a finite number >= 0");
+  out.rate = rl.items_per_second();
+  out.burst = rl.burst();
+  switch (g.on_limit()) {
+  case pb::REJECT:
+    out.on_limit = limit_policy::reject;
+    break;
+  case pb::QUEUE:
+    out.on_limit = limit_policy::queue;
+    break;
+  case pb::CPU_FALLBACK:
+    out.on_limit = limit_policy::cpu_fallback;
+    break;
+  default:
+    return bad("unknown on_limit policy " + std::to_string(g.on_limit()));
+  }
+  if (g.queue_limit() > 0)
+    out.queue_limit = g.queue_limit();
+  if (g.queue_timeout_ms() > 0)
+    out.queue_timeout_ms = g.queue_timeout_ms();
   return caf::none;
+}
+
+// Runs `f` on a copy of the lease's book that holds the balancer's usage
+// now, and delivers what it returns (or the request's error) to `rp`.
+template <class T, class F>
+void with_live_usage(self_ptr self, caf::typed_response_promise<T> rp, F f) {
+  self->request(self->state.balancer, caf::infinite, usage_atom::value)
+      .then(
+          [=](quota_usage& u) mutable {
+            quota_book book{self->state.lease};
+            book.set_usage(u);
+            rp.deliver(f(std::move(book), u));
+          },
+          [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
 }
 
 } // namespace
 
-caf::expected<std::vector<tenant_policy>>
-compile_grants(const pb::RuntimeConfig& cfg,
+devices::memory::pool_options pool_options_for(const pb::RuntimeConfig& cfg,
+                                               uint64_t capacity) {
+  auto p = devices::memory::sized_pool_options(capacity);
+  auto& pc = cfg.pool();
+  // A slab never exceeds the device (a larger one would be asked of it and
+  // refused on every growth).
+  if (pc.slab_mib() > 0)
+    p.slab_bytes =
+        std::min(pc.slab_mib() * MiB, std::max<uint64_t>(capacity, 2 * MiB));
+  p.initial_bytes = pc.initial_mib() * MiB;
+  if (pc.has_release_threshold_mib())
+    p.release_threshold = pc.release_threshold_mib() * MiB;
+  if (pc.has_zero_on_free())
+    p.zero_on_free = pc.zero_on_free();
+  if (pc.defrag_threshold() != 0)
+    p.defrag_threshold = pc.defrag_threshold();
+  return p;
+}
+
+caf::expected<quota_lease>
+compile_quotas(const pb::RuntimeConfig& cfg,
                const std::vector<device_info>& devices) {
-  std::vector<tenant_policy> out;
+  auto bad = [](const std::string& what) {
+    return make_error(errc::malformed_config, what);
+  };
+  quota_lease lease;
+  auto fraction = cfg.limits().device_memory_fraction();
+  if (!(fraction >= 0 && fraction <= 1))
+    return bad("limits.device_memory_fraction must lie in (0, 1], got " +
+               std::to_string(fraction));
+  for (auto& d : devices) {
+    device_budget b;
+    b.name = d.name;
+    b.has_memory = d.kind != device_kind::cpu;
+    b.capacity = b.has_memory ? d.memory_bytes : 0;
+    b.limit = uint64_t(double(b.capacity) * memory_fraction(cfg, d));
+    if (b.has_memory)
+      if (auto err =
+              devices::memory::validate(pool_options_for(cfg, b.capacity)))
+        return bad("pool settings for " + d.name + ": " + describe(err));
+    lease.devices.push_back(std::move(b));
+  }
+  if (cfg.pool().initial_mib() * MiB > std::numeric_limits<uint64_t>::max() / 2)
+    return bad("pool.initial_mib is too large");
+  lease.max_inflight = cfg.limits().max_inflight();
   for (auto& g : cfg.tenant()) {
     if (g.tenant().empty())
-      return make_error(errc::malformed_config, "a grant has no tenant name");
-    for (auto& p : out)
+      return bad("a grant has no tenant name");
+    for (auto& p : lease.policies)
       if (p.tenant == g.tenant())
-        return make_error(errc::malformed_config,
-                          "tenant '" + g.tenant() + "' is granted twice");
+        return bad("tenant '" + g.tenant() + "' is granted twice");
     tenant_policy p;
-    if (auto err = compile_one(g, devices, p))
+    if (auto err = compile_one(g, devices, lease.devices, p))
       return err;
-    out.push_back(std::move(p));
+    lease.policies.push_back(std::move(p));
   }
-  return out;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    uint64_t reserved = 0;
+    for (auto& p : lease.policies)
+      reserved += p.device_reserve[i];
+    if (reserved > lease.devices[i].limit)
+      return bad("reservations on " + devices[i].name + " add up to " +
+                 bytes_text(reserved) + ", above the " +
+                 bytes_text(lease.devices[i].limit) +
+                 " the runtime may hand out there");
+  }
+  return lease;
 }
 
 quota_actor::behavior_type
-quota_impl(quota_actor::stateful_pointer<quota_state> self,
-           std::vector<tenant_policy> policies, balancer_actor balancer,
-           audit_actor audit_dest) {
-  auto& st = self->state;
-  for (auto& p : policies)
-    st.policies.emplace(p.tenant, p);
-  st.balancer = std::move(balancer);
-  st.audit = audit_buffer{std::move(audit_dest)};
+quota_impl(quota_actor::stateful_pointer<quota_state> self, quota_lease lease,
+           std::vector<devices::memory::pool_options> pools,
+           balancer_actor balancer) {
+  self->state.lease = std::move(lease);
+  self->state.pools = std::move(pools);
+  self->state.balancer = std::move(balancer);
   return {
-      [=](submit_atom, work_item& item, client_sink& sink) {
-        auto& st = self->state;
-        if (st.closed)
-          return reject(
-              self, item, sink,
-              make_error(errc::shutting_down, "the runtime is stopping"));
-        auto p = st.policies.find(item.tenant);
-        if (p == st.policies.end())
-          return reject(
-              self, item, sink,
+      [=](headroom_atom, std::string& tenant) {
+        auto rp = self->make_response_promise<headroom_report>();
+        quota_book probe{self->state.lease};
+        if (!tenant.empty() && probe.tenant_index(tenant) < 0) {
+          rp.deliver(
               make_error(errc::unknown_tenant,
-                         "tenant '" + item.tenant +
+                         "tenant '" + tenant +
                              "' has no grant (grants are default-deny)"));
-        auto raw = static_cast<uint8_t>(item.kernel);
-        if (!kernels::is_known(raw))
-          return reject(self, item, sink,
-                        make_error(errc::unknown_kernel,
-                                   "kernel id " + std::to_string(raw) +
-                                       " is not in the catalog"));
-        auto& pol = p->second;
-        for (size_t i = 0; i <= item.then.size(); ++i) {
-          auto k = i == 0 ? item.kernel : item.then[i - 1].kernel;
-          if (!kernels::is_known(static_cast<uint8_t>(k)))
-            return reject(
-                self, item, sink,
-                make_error(errc::unknown_kernel, "chained kernel id " +
-                                                     std::to_string(int(k)) +
-                                                     " is not in the catalog"));
-          if (!(pol.kernel_mask & (1u << static_cast<uint8_t>(k))))
-            return reject(self, item, sink,
-                          make_error(errc::not_granted,
-                                     "tenant '" + item.tenant +
-                                         "' is not granted kernel " +
-                                         std::string{kernels::name(k)}));
+          return rp;
         }
-        if (auto why = validate_item(item); !why.empty())
-          return reject(self, item, sink,
-                        make_error(errc::invalid_arguments, std::move(why)));
-        auto& use = st.used[item.tenant];
-        if (use.inflight >= pol.max_inflight)
-          return reject(self, item, sink,
-                        make_error(errc::over_inflight_quota,
-                                   "tenant '" + item.tenant + "' has " +
-                                       std::to_string(use.inflight) +
-                                       " items in flight, its limit is " +
-                                       std::to_string(pol.max_inflight)));
-        uint64_t bytes = item_bytes(item);
-        if (pol.memory_quota > 0 && use.bytes + bytes > pol.memory_quota)
-          return reject(
-              self, item, sink,
-              make_error(errc::over_memory_quota,
-                         "tenant '" + item.tenant + "' would hold " +
-                             std::to_string(use.bytes + bytes) +
-                             " bytes of device memory, its quota is " +
-                             std::to_string(pol.memory_quota)));
-        ++use.inflight;
-        use.bytes += bytes;
-        ++st.counters.admitted;
-        audit(self, {audit_kind::admitted, item.tenant, item.id, "",
-                     std::string{kernels::name(item.kernel)},
-                     std::to_string(bytes) + " bytes", 0});
-        self->send(st.balancer, admit_atom::value, ++st.next_ticket,
-                   std::move(item), std::move(sink), pol.device_mask, bytes);
+        with_live_usage(self, rp, [=](quota_book book, const quota_usage& u) {
+          headroom_report out;
+          for (size_t t = 0; t < book.tenants(); ++t) {
+            if (!tenant.empty() && book.policy(int(t)).tenant != tenant)
+              continue;
+            auto h = book.headroom(int(t));
+            if (t < u.tenants.size())
+              h.waiting = u.tenants[t].waiting;
+            out.tenants.push_back(std::move(h));
+          }
+          return out;
+        });
+        return rp;
       },
-      [=](release_atom, const std::string& tenant, uint64_t bytes) {
-        auto& use = self->state.used[tenant];
-        if (use.inflight > 0)
-          --use.inflight;
-        use.bytes -= std::min(use.bytes, bytes);
+      [=](simulate_atom, allocation_plan& plan) {
+        auto rp = self->make_response_promise<simulation_report>();
+        if (!plan.from_now) {
+          rp.deliver(
+              simulate(quota_book{self->state.lease}, plan, self->state.pools));
+          return rp;
+        }
+        with_live_usage(self, rp, [=](quota_book book, const quota_usage&) {
+          return simulate(std::move(book), plan, self->state.pools);
+        });
+        return rp;
       },
-      [=](stats_atom) {
-        auto out = self->state.counters;
-        for (auto& [tenant, use] : self->state.used)
-          out.inflight[tenant] = use.inflight;
-        return out;
-      },
-      [=](flush_atom) {
-        self->state.audit.flush(self);
-        return true;
-      },
-      [=](down_atom) {
-        self->state.closed = true;
-        return true;
-      },
-      [=](tick_atom) { self->state.audit.on_tick(self); },
+      [=](lease_atom) { return self->state.lease; },
   };
 }
 

@@ -1,10 +1,10 @@
-// The quota actor: the runtime's front door. It admits or rejects every item
-// (default-deny grants, in-flight caps, device-memory quotas) and hands the
-// admitted ones to the balancer.
+// The quota actor: the authority on grants and limits. It compiles them from
+// the config (failing fast on a config that cannot hold), leases them to the
+// balancer, which admits under them without a message per item, and answers
+// what depends on them: headroom and dry runs of allocation plans.
 #pragma once
 
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -12,60 +12,49 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/balancer.hpp"
+#include "devices/memory/pool_resource.hpp"
 #include "messages/cohort.pb.h"
-#include "messages/stats.hpp"
+#include "messages/quota.hpp"
+#include "messages/simulation.hpp"
 
 namespace cohort::actors {
 
-using quota_actor = quota_listener::extend<
-    /// Admits `item` for its tenant or rejects it; either way it ends at
-    /// `sink`.
-    caf::reacts_to<submit_atom, work_item, client_sink>,
-    /// Returns admission counters.
-    caf::replies_to<stats_atom>::with<quota_stats>,
-    /// Sends buffered audit events on; replies when done.
-    caf::replies_to<flush_atom>::with<bool>,
-    /// Stops admitting: later submissions are rejected with shutting_down.
-    caf::replies_to<down_atom>::with<bool>,
-    /// Internal: periodic flush of buffered audit events.
-    caf::reacts_to<tick_atom>>;
+using quota_actor = caf::typed_actor<
+    /// What `tenant` (every tenant when empty) may still use now, from the
+    /// balancer's live usage; unknown_tenant for a tenant without a grant.
+    caf::replies_to<headroom_atom, std::string>::with<headroom_report>,
+    /// A dry run of `plan` against the grants, quotas and device memory
+    /// (starting from the current usage with `from_now`). Nothing runs.
+    caf::replies_to<simulate_atom, allocation_plan>::with<simulation_report>,
+    /// The terms the balancer admits under.
+    caf::replies_to<lease_atom>::with<quota_lease>>;
 
-/// A tenant's grant, compiled against the runtime's device list.
-struct tenant_policy {
-  std::string tenant;
-  /// Bit k set = kernel with id k granted.
-  uint32_t kernel_mask = 0;
-  /// Bit i set = device i granted.
-  uint64_t device_mask = 0;
-  uint32_t max_inflight = 1024;
-  /// 0 = no limit.
-  uint64_t memory_quota = 0;
-};
-
-/// Checks the grants of `cfg` against the catalog and `devices` and compiles
-/// them; malformed_config names the first problem.
-caf::expected<std::vector<tenant_policy>>
-compile_grants(const pb::RuntimeConfig& cfg,
+/// Checks the grants and limits of `cfg` against `devices` and compiles them
+/// into a lease. malformed_config names the first problem: an unknown kernel
+/// or device, a quota above the memory of its devices, reservations that do
+/// not fit, a bad rate, fraction or pool setting.
+caf::expected<quota_lease>
+compile_quotas(const pb::RuntimeConfig& cfg,
                const std::vector<device_info>& devices);
 
+/// The pool a device of `capacity` bytes gets under `cfg`: sized for the
+/// device (sized_pool_options), then what the config sets.
+devices::memory::pool_options pool_options_for(const pb::RuntimeConfig& cfg,
+                                               uint64_t capacity);
+
 struct quota_state {
-  struct usage {
-    uint64_t inflight = 0;
-    uint64_t bytes = 0;
-  };
-  std::unordered_map<std::string, tenant_policy> policies;
-  std::unordered_map<std::string, usage> used;
+  quota_lease lease;
+  /// Pool options per device (index), for dry runs.
+  std::vector<devices::memory::pool_options> pools;
   balancer_actor balancer;
-  audit_buffer audit;
-  quota_stats counters;
-  uint64_t next_ticket = 0;
-  bool closed = false;
   static inline const char* name = "cohort.quota";
 };
 
+/// `lease` is what the balancer was spawned with; `pools` the pool options
+/// of every device (by index).
 quota_actor::behavior_type
-quota_impl(quota_actor::stateful_pointer<quota_state> self,
-           std::vector<tenant_policy> policies, balancer_actor balancer,
-           audit_actor audit);
+quota_impl(quota_actor::stateful_pointer<quota_state> self, quota_lease lease,
+           std::vector<devices::memory::pool_options> pools,
+           balancer_actor balancer);
 
 } // namespace cohort::actors

@@ -1,11 +1,13 @@
 #include "actors/runtime.hpp"
 
 #include <set>
+#include <thread>
 
 #include <caf/all.hpp>
 
 #include "devices/cpu/cpu_device.hpp"
 #include "devices/gpu/discover.hpp"
+#include "devices/memory/device_memory.hpp"
 #include "devices/topology.hpp"
 #include "messages/errc.hpp"
 
@@ -56,6 +58,11 @@ make_devices(const pb::RuntimeConfig& cfg) {
                        : topo.core_numa_node[i % topo.core_numa_node.size()];
     out.push_back(devices::cpu::make_cpu_device(i, node, topo.model));
   }
+  if (cfg.devices().gpu_streams() > devices::memory::pool_resource::max_streams)
+    return bad("gpu_streams is " + std::to_string(cfg.devices().gpu_streams()) +
+               ", at most " +
+               std::to_string(devices::memory::pool_resource::max_streams) +
+               " are supported");
   if (!cfg.devices().has_gpus() || cfg.devices().gpus()) {
     devices::gpu::gpu_options opts;
     if (cfg.devices().gpu_streams() > 0)
@@ -73,12 +80,23 @@ make_devices(const pb::RuntimeConfig& cfg) {
     if (g.streams() == 0 || g.memory_mib() == 0 || !(g.speed() > 0))
       return bad("simulated GPU '" + g.name() +
                  "' needs positive memory_mib, streams and speed");
+    if (g.streams() > devices::memory::pool_resource::max_streams)
+      return bad("simulated GPU '" + g.name() + "' has " +
+                 std::to_string(g.streams()) + " streams, at most " +
+                 std::to_string(devices::memory::pool_resource::max_streams) +
+                 " are supported");
+    if (g.memory_mib() > (uint64_t{1} << 30))
+      return bad("simulated GPU '" + g.name() + "': memory_mib " +
+                 std::to_string(g.memory_mib()) + " is too large");
     devices::sim::sim_params p;
     p.name = g.name();
     p.memory_bytes = g.memory_mib() << 20;
     p.streams = g.streams();
     p.speed = g.speed();
-    out.push_back(devices::sim::make_sim_device(p));
+    auto dev = devices::sim::make_sim_device(p);
+    if (!dev)
+      return dev.error();
+    out.push_back(std::move(*dev));
   }
   if (out.empty())
     return bad("the config has no devices (cpu_workers: 0 and no GPUs)");
@@ -109,15 +127,42 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   std::vector<device_info> infos;
   for (auto& d : *devs)
     infos.push_back(d->info());
-  auto policies = compile_grants(cfg, infos);
-  if (!policies)
-    return policies.error();
+  auto lease = compile_quotas(cfg, infos);
+  if (!lease)
+    return lease.error();
+  // Each device's memory: the runtime's share of it, the pool sized for it,
+  // its tenants' quotas and reservations, and one ledger that holds every
+  // tenant's quota across devices.
+  std::map<std::string, uint64_t> global;
+  for (auto& p : lease->policies)
+    global[p.tenant] = p.memory_quota;
+  auto ledger = std::make_shared<devices::memory::tenant_ledger>(global);
+  std::vector<devices::memory::pool_options> pools(infos.size());
+  for (size_t i = 0; i < devs->size(); ++i) {
+    auto* mem = (*devs)[i]->memory();
+    if (mem == nullptr)
+      continue;
+    devices::memory::memory_options opts;
+    opts.limit = lease->devices[i].limit;
+    opts.pool = pools[i] = pool_options_for(cfg, infos[i].memory_bytes);
+    for (auto& p : lease->policies) {
+      if (p.device_quota[i] > 0)
+        opts.tenant_limits[p.tenant] = p.device_quota[i];
+      if (p.device_reserve[i] > 0)
+        opts.reservations[p.tenant] = p.device_reserve[i];
+    }
+    opts.ledger = ledger;
+    if (auto err = mem->configure(std::move(opts)))
+      return make_error(errc::malformed_config, describe(err));
+  }
   std::string path =
       cfg.audit_path().empty() ? "cohort-audit.log" : cfg.audit_path();
   auto log = audit_log::open(path, cfg.audit_batch());
   if (!log)
     return log.error();
   std::unique_ptr<runtime> rt{new runtime(sys)};
+  if (cfg.shutdown_drain_ms() > 0)
+    rt->drain_timeout_ = std::chrono::milliseconds{cfg.shutdown_drain_ms()};
   rt->devs_ = std::move(*devs);
   rt->infos_ = std::move(infos);
   rt->audit_path_ = path;
@@ -126,13 +171,12 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   balancer_config bcfg;
   if (cfg.max_attempts() > 0)
     bcfg.max_attempts = cfg.max_attempts();
-  // The balancer and the quota actor know each other: the balancer learns
-  // its quota actor by a first message, before any item can reach it.
+  // The quota actor leases every tenant's terms to the balancer, which
+  // admits under them without a message per item.
   rt->balancer_ =
-      sys.spawn(balancer_impl, rt->infos_, quota_listener{}, rt->audit_, bcfg);
+      sys.spawn(balancer_impl, rt->infos_, *lease, rt->audit_, bcfg);
   rt->quota_ =
-      sys.spawn(quota_impl, std::move(*policies), rt->balancer_, rt->audit_);
-  caf::anon_send(rt->balancer_, start_atom::value, quota_listener{rt->quota_});
+      sys.spawn(quota_impl, std::move(*lease), std::move(pools), rt->balancer_);
   supervisor_config scfg;
   if (cfg.kernel_timeout_ms() > 0)
     scfg.kernel_timeout = std::chrono::milliseconds{cfg.kernel_timeout_ms()};
@@ -154,7 +198,7 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
 caf::expected<work_result> runtime::run(work_item item) {
   caf::scoped_actor self{sys_};
   auto sink = caf::actor_cast<client_sink>(self);
-  self->send(quota_, submit_atom::value, std::move(item), sink);
+  self->send(balancer_, submit_atom::value, std::move(item), sink);
   caf::expected<work_result> out{caf::error{}};
   self->receive(
       [&](result_atom, work_result& res) { out = std::move(res); },
@@ -189,14 +233,29 @@ caf::expected<balancer_stats> runtime::placement_stats() {
 }
 
 caf::expected<quota_stats> runtime::admission_stats() {
-  return ask<quota_stats>(sys_, quota_, stats_atom::value);
+  auto s = placement_stats();
+  if (!s)
+    return s.error();
+  return std::move(s->admission);
+}
+
+caf::expected<headroom_report> runtime::headroom(const std::string& tenant) {
+  return ask<headroom_report>(sys_, quota_, headroom_atom::value, tenant);
+}
+
+caf::expected<simulation_report> runtime::simulate(allocation_plan plan) {
+  return ask<simulation_report>(sys_, quota_, simulate_atom::value,
+                                std::move(plan));
+}
+
+caf::expected<std::vector<memory_snapshot>> runtime::memory_stats() {
+  return ask<std::vector<memory_snapshot>>(sys_, supervisor_,
+                                           memory_atom::value);
 }
 
 caf::expected<uint64_t> runtime::flush_audit() {
-  // Each actor sends its buffered events before it replies, so the audit
-  // actor has them all before our flush reaches it.
-  if (auto x = ask<bool>(sys_, quota_, flush_atom::value); !x)
-    return x.error();
+  // The balancer and the supervisor send their buffered events before they
+  // reply, so the audit actor has them all before our flush reaches it.
   if (auto x = ask<bool>(sys_, balancer_, flush_atom::value); !x)
     return x.error();
   return ask<uint64_t>(sys_, audit_, flush_atom::value);
@@ -206,18 +265,32 @@ void runtime::stop() {
   if (stopped_)
     return;
   stopped_ = true;
-  ask<bool>(sys_, quota_, down_atom::value);
-  flush_audit();
+  ask<bool>(sys_, balancer_, down_atom::value);
+  // Let what is running finish.
+  auto deadline = std::chrono::steady_clock::now() + drain_timeout_;
+  for (;;) {
+    auto s = placement_stats();
+    if (!s || s->outstanding == 0 ||
+        std::chrono::steady_clock::now() >= deadline)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   caf::scoped_actor self{sys_};
-  for (caf::actor_addr addr : {supervisor_.address(), quota_.address(),
-                               balancer_.address(), audit_.address()}) {
+  auto stop_one = [&](caf::actor_addr addr) {
     auto handle = caf::actor_cast<caf::actor>(addr);
     if (!handle)
-      continue;
+      return;
     self->monitor(handle);
     self->send_exit(handle, caf::exit_reason::user_shutdown);
     self->receive([](caf::down_msg&) {});
-  }
+  };
+  // Devices first; the balancer then ends what they still held, and its
+  // audit events reach the log before the final flush.
+  stop_one(supervisor_.address());
+  stop_one(balancer_.address());
+  ask<uint64_t>(sys_, audit_, flush_atom::value);
+  stop_one(quota_.address());
+  stop_one(audit_.address());
 }
 
 } // namespace cohort::actors

@@ -47,7 +47,11 @@ public:
 
   /// The front door for asynchronous clients: send it
   /// `(submit_atom, work_item, client_sink)`; the end arrives at the sink.
-  const quota_actor& entry() const { return quota_; }
+  /// It is the balancer, which admits under the quota actor's lease.
+  entry_actor entry() const { return balancer_; }
+
+  /// The quota actor (headroom, dry runs, the lease).
+  const quota_actor& quota() const { return quota_; }
 
   /// Static facts of every device, by index.
   const std::vector<device_info>& devices() const { return infos_; }
@@ -56,9 +60,18 @@ public:
   std::shared_ptr<devices::sim::sim_device>
   sim_device(const std::string& name) const;
 
-  /// Counters of the balancer (per device) and of the quota actor.
+  /// Counters of the balancer (per device) and of admission.
   caf::expected<balancer_stats> placement_stats();
   caf::expected<quota_stats> admission_stats();
+
+  /// What `tenant` (every tenant when empty) may still use now.
+  caf::expected<headroom_report> headroom(const std::string& tenant = {});
+
+  /// A dry run of `plan` against this runtime's grants, quotas and devices.
+  caf::expected<simulation_report> simulate(allocation_plan plan);
+
+  /// Every device's memory (pool, limits, statistics, leaks), by index.
+  caf::expected<std::vector<memory_snapshot>> memory_stats();
 
   /// Writes every event so far to the audit log and syncs it; returns the
   /// number of records in the log.
@@ -66,9 +79,10 @@ public:
 
   const std::string& audit_path() const { return audit_path_; }
 
-  /// Stops admitting, flushes the audit log and stops every actor. Items
-  /// still in flight end with shutting_down only if they never reach a device;
-  /// call it after your results are in.
+  /// Stops admitting (items held back end with shutting_down), lets items
+  /// in flight finish for up to the config's shutdown_drain_ms, ends what is
+  /// left with shutting_down, flushes the audit log and stops every actor.
+  /// Every admitted item still ends exactly once.
   void stop();
 
 private:
@@ -82,6 +96,7 @@ private:
   balancer_actor balancer_;
   quota_actor quota_;
   supervisor_actor supervisor_;
+  std::chrono::milliseconds drain_timeout_{10000};
   bool stopped_ = false;
 };
 

@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include "devices/memory/device_memory.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::actors {
@@ -34,6 +35,15 @@ void device_event(self_ptr self, const std::string& device,
   std::vector<audit_event> evs{{audit_kind::device_event, "", 0, device, "",
                                 std::move(detail), wall_clock_ns()}};
   self->send(self->state.audit, record_atom::value, std::move(evs));
+}
+
+// A device's memory read without its actor (it has none now).
+memory_snapshot snapshot_of(devices::device& dev) {
+  if (auto* mem = dev.memory())
+    return mem->snapshot();
+  memory_snapshot none;
+  none.device = dev.info().name;
+  return none;
 }
 
 void take_offline(self_ptr self, uint32_t index, caf::error reason) {
@@ -112,6 +122,39 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
                      "supervisor: reset and restarted (restart " +
                          std::to_string(e.restarts.size()) + ")");
         spawn_device(self, index);
+      },
+      [=](memory_atom) {
+        using snapshots = std::vector<memory_snapshot>;
+        auto rp = self->make_response_promise<snapshots>();
+        auto& st = self->state;
+        auto out = std::make_shared<snapshots>(st.devices.size());
+        auto left = std::make_shared<size_t>(st.devices.size());
+        if (*left == 0) {
+          rp.deliver(snapshots{});
+          return rp;
+        }
+        for (size_t i = 0; i < st.devices.size(); ++i) {
+          auto one_done = [=](memory_snapshot s) mutable {
+            (*out)[i] = std::move(s);
+            if (--*left == 0)
+              rp.deliver(std::move(*out));
+          };
+          auto& e = st.devices[i];
+          if (!e.handle) {
+            one_done(snapshot_of(*e.dev));
+            continue;
+          }
+          auto name = e.dev->info().name;
+          self->request(e.handle, std::chrono::seconds(10), memory_atom::value)
+              .then([=](memory_snapshot& s) mutable { one_done(std::move(s)); },
+                    [=](caf::error& err) mutable {
+                      memory_snapshot gone;
+                      gone.device = name;
+                      gone.leak_report = "unavailable: " + describe(err);
+                      one_done(std::move(gone));
+                    });
+        }
+        return rp;
       },
   };
 }

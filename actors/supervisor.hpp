@@ -21,7 +21,10 @@ using supervisor_actor = caf::typed_actor<
     /// all are announced.
     caf::replies_to<start_atom>::with<bool>,
     /// Internal: try to bring device `index` back.
-    caf::reacts_to<restart_atom, uint32_t>>;
+    caf::reacts_to<restart_atom, uint32_t>,
+    /// Returns every device's memory, by index (asked of live device actors,
+    /// read directly from devices that have none).
+    caf::replies_to<memory_atom>::with<std::vector<memory_snapshot>>>;
 
 /// Restart policy, in the manner of OTP supervisors.
 struct supervisor_config {

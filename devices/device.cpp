@@ -22,13 +22,14 @@ bool is_device_level_xid(uint32_t xid) {
 
 caf::expected<launch_result>
 device::do_launch_chain(uint32_t stream, uint64_t ticket,
-                        std::span<const stage_view> chain) {
+                        std::span<const stage_view> chain,
+                        const memory::owner_tag& owner) {
   launch_result total;
   for (auto& st : chain) {
     auto inputs = st.inputs;
     if (st.from_previous >= 0)
       inputs.at(size_t(st.from_previous)) = total.output.values;
-    auto res = do_launch(stream, ticket, st.id, st.args, inputs);
+    auto res = do_launch(stream, ticket, st.id, st.args, inputs, owner);
     if (!res)
       return res;
     if (res->pending)

@@ -10,10 +10,15 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "devices/memory/memory_resource.hpp"
 #include "kernels/catalog.hpp"
 #include "messages/device_info.hpp"
 
 namespace cohort::devices {
+
+namespace memory {
+class device_memory;
+} // namespace memory
 
 /// Xid codes that take a whole GPU down (as opposed to application faults
 /// such as 13, 31 and 43 that fail only the kernel that caused them).
@@ -57,30 +62,29 @@ public:
   /// Static facts about the device.
   const device_info& info() const { return info_; }
 
-  /// Reserves `bytes` of device memory for one launch; out_of_memory when the
-  /// device refuses, device_lost when it is gone.
-  caf::error allocate(uint64_t bytes) { return do_allocate(bytes); }
-
-  /// Returns memory reserved by `allocate`.
-  void deallocate(uint64_t bytes) { do_deallocate(bytes); }
-
   /// Runs one kernel on `stream` (0 <= stream < info().streams), or enqueues
   /// it there (`pending` in the result). `ticket` names the launch in the
-  /// completion handler and in `collect`.
+  /// completion handler and in `collect` / `finish`. Device memory for it
+  /// comes from the device's pool, tagged with `owner`. Memory errors:
+  /// out_of_memory (the device is full: hard OOM), memory_limit or
+  /// over_memory_quota (a configured limit: soft OOM).
   caf::expected<launch_result> launch(uint32_t stream, uint64_t ticket,
                                       kernels::kernel_id id,
                                       const kernels::kernel_args& args,
-                                      kernels::input_views inputs) {
-    return do_launch(stream, ticket, id, args, inputs);
+                                      kernels::input_views inputs,
+                                      const memory::owner_tag& owner = {}) {
+    return do_launch(stream, ticket, id, args, inputs, owner);
   }
 
   /// Runs (or enqueues) a chain of kernels as one launch: only the first
   /// stage's inputs and the extra inputs of later stages come from the host,
   /// only the last stage's output goes back. Stages must have been
   /// validated together (validate_item).
-  caf::expected<launch_result> launch_chain(uint32_t stream, uint64_t ticket,
-                                            std::span<const stage_view> chain) {
-    return do_launch_chain(stream, ticket, chain);
+  caf::expected<launch_result>
+  launch_chain(uint32_t stream, uint64_t ticket,
+               std::span<const stage_view> chain,
+               const memory::owner_tag& owner = {}) {
+    return do_launch_chain(stream, ticket, chain, owner);
   }
 
   /// Asynchronous devices: the output of a pending launch whose completion
@@ -89,6 +93,16 @@ public:
   caf::expected<launch_result> collect(uint64_t ticket) {
     return do_collect(ticket);
   }
+
+  /// Synchronous devices whose launches hold device memory until their
+  /// modeled completion (simulated GPUs): the launch `ticket` has completed;
+  /// releases what it held. Unknown tickets are ignored.
+  void finish(uint64_t ticket) { do_finish(ticket); }
+
+  /// The device's memory (pool, limits, statistics), or nullptr for devices
+  /// without device memory (CPU workers). Only the owner of the device uses
+  /// it.
+  virtual memory::device_memory* memory() { return nullptr; }
 
   /// True for devices whose launches complete later (`pending`).
   virtual bool asynchronous() const { return false; }
@@ -128,18 +142,18 @@ protected:
   device_info& mutable_info() { return info_; }
 
 private:
-  virtual caf::error do_allocate(uint64_t bytes) = 0;
-  virtual void do_deallocate(uint64_t bytes) = 0;
   virtual caf::expected<launch_result>
   do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
-            const kernels::kernel_args& args, kernels::input_views inputs) = 0;
+            const kernels::kernel_args& args, kernels::input_views inputs,
+            const memory::owner_tag& owner) = 0;
   virtual caf::expected<launch_result> do_collect(uint64_t ticket);
+  virtual void do_finish(uint64_t) {}
   /// The default runs the stages one by one through do_launch, passing each
-  /// output on in host memory (the device memory of CPU workers and
-  /// simulated GPUs).
+  /// output on in host memory (CPU workers).
   virtual caf::expected<launch_result>
   do_launch_chain(uint32_t stream, uint64_t ticket,
-                  std::span<const stage_view> chain);
+                  std::span<const stage_view> chain,
+                  const memory::owner_tag& owner);
   virtual caf::error do_health() = 0;
   virtual caf::error do_reset() = 0;
 

@@ -25,5 +25,11 @@ using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using event_atom = caf::atom_constant<caf::atom("event")>;
 using state_atom = caf::atom_constant<caf::atom("state")>;
+using memory_atom = caf::atom_constant<caf::atom("memory")>;
+using headroom_atom = caf::atom_constant<caf::atom("headroom")>;
+using simulate_atom = caf::atom_constant<caf::atom("simulate")>;
+using lease_atom = caf::atom_constant<caf::atom("lease")>;
+using usage_atom = caf::atom_constant<caf::atom("usage")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
 
 } // namespace cohort

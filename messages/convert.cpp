@@ -1,5 +1,7 @@
 #include "messages/convert.hpp"
 
+#include "messages/quota.hpp"
+
 #include "messages/stats.hpp"
 
 #include <chrono>
@@ -43,6 +45,18 @@ const char* to_string(audit_kind kind) {
     return "fallback";
   case audit_kind::device_event:
     return "device_event";
+  }
+  return "unknown";
+}
+
+const char* to_string(limit_policy x) {
+  switch (x) {
+  case limit_policy::reject:
+    return "reject";
+  case limit_policy::queue:
+    return "queue";
+  case limit_policy::cpu_fallback:
+    return "cpu_fallback";
   }
   return "unknown";
 }
@@ -188,6 +202,38 @@ caf::expected<pb::RuntimeConfig> load_config(const std::string& path) {
   if (auto err = load_text_file(path, cfg, errc::malformed_config))
     return err;
   return cfg;
+}
+
+caf::expected<pb::AllocationPlan> load_plan(const std::string& path) {
+  pb::AllocationPlan plan;
+  if (auto err = load_text_file(path, plan, errc::malformed_config))
+    return err;
+  auto bad = [&](const std::string& what) {
+    return make_error(errc::malformed_config, path + ": " + what);
+  };
+  if (plan.step_size() == 0)
+    return bad("a plan needs at least one step");
+  for (int i = 0; i < plan.step_size(); ++i) {
+    auto& st = plan.step(i);
+    auto where = "step " + std::to_string(i + 1) + ": ";
+    if (!st.free().empty()) {
+      if (!st.tenant().empty() || !st.device().empty() || st.bytes() != 0)
+        return bad(where + "a free names only the label it frees");
+      continue;
+    }
+    if (st.tenant().empty() || st.device().empty())
+      return bad(where + "an allocation needs a tenant and a device");
+  }
+  return plan;
+}
+
+allocation_plan from_proto(const pb::AllocationPlan& x) {
+  allocation_plan out;
+  out.name = x.name();
+  for (auto& st : x.step())
+    out.steps.push_back({st.tenant(), st.device(), st.bytes(), st.kernel(),
+                         st.label(), st.free()});
+  return out;
 }
 
 } // namespace cohort

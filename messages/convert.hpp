@@ -10,6 +10,7 @@
 #include "messages/cohort.pb.h"
 #include "messages/device_info.hpp"
 #include "messages/errc.hpp"
+#include "messages/simulation.hpp"
 #include "messages/work.hpp"
 
 namespace cohort {
@@ -37,5 +38,13 @@ caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path);
 
 /// Loads and checks a runtime config file (errc::malformed_config).
 caf::expected<pb::RuntimeConfig> load_config(const std::string& path);
+
+/// Loads and checks an allocation plan file (errc::malformed_config): at
+/// least one step, allocations name a tenant and a device, frees only a
+/// label.
+caf::expected<pb::AllocationPlan> load_plan(const std::string& path);
+
+/// An allocation plan in its plain C++ form.
+allocation_plan from_proto(const pb::AllocationPlan& x);
 
 } // namespace cohort

@@ -45,6 +45,12 @@ std::string to_string(errc x) {
     return "shutting_down";
   case errc::invalid_fault:
     return "invalid_fault";
+  case errc::memory_limit:
+    return "memory_limit";
+  case errc::invalid_free:
+    return "invalid_free";
+  case errc::over_rate_limit:
+    return "over_rate_limit";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

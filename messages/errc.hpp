@@ -50,6 +50,14 @@ enum class errc : uint8_t {
   shutting_down,
   /// A fault-injection request does not apply to this device.
   invalid_fault,
+  /// A device's configured memory limit would be exceeded (soft OOM: the item
+  /// waits, falls back to a CPU worker or is refused, per its tenant's policy).
+  memory_limit,
+  /// Memory returned to a resource that did not hand it out, was already
+  /// returned, or came back with another size; nothing was changed.
+  invalid_free,
+  /// The tenant submits faster than its rate limit allows.
+  over_rate_limit,
 };
 
 /// Returns the enumerator's name.

@@ -54,6 +54,34 @@ typename Inspector::result_type inspect(Inspector& f, device_stats& x) {
            x.restarts, load);
 }
 
+/// Admission counters (the balancer admits under the quota actor's lease).
+struct quota_stats {
+  uint64_t admitted = 0;
+  uint64_t rejected = 0;
+  /// Rejections by errc name ("over_memory_quota", ...).
+  std::map<std::string, uint64_t> rejected_by_reason;
+  /// Items in flight per tenant.
+  std::map<std::string, uint64_t> inflight;
+  /// Items held back at admission by an in-flight cap or a rate limit
+  /// (policy QUEUE / CPU_FALLBACK), and admitted items that waited for
+  /// device memory.
+  uint64_t held = 0;
+  uint64_t memory_waits = 0;
+  /// Items run on a CPU worker because device memory was the limit (policy
+  /// CPU_FALLBACK).
+  uint64_t memory_fallbacks = 0;
+  /// Held or waiting items that ran out of time and ended with the limit's
+  /// error.
+  uint64_t timeouts = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, quota_stats& x) {
+  return f(caf::meta::type_name("quota_stats"), x.admitted, x.rejected,
+           x.rejected_by_reason, x.inflight, x.held, x.memory_waits,
+           x.memory_fallbacks, x.timeouts);
+}
+
 /// Balancer-wide counters.
 struct balancer_stats {
   std::vector<device_stats> devices;
@@ -68,28 +96,15 @@ struct balancer_stats {
   uint64_t duplicates_dropped = 0;
   /// Items admitted and not yet ended.
   uint64_t outstanding = 0;
+  /// Admission under the lease.
+  quota_stats admission;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, balancer_stats& x) {
   return f(caf::meta::type_name("balancer_stats"), x.devices, x.fallbacks,
-           x.retries, x.failed, x.duplicates_dropped, x.outstanding);
-}
-
-/// The quota actor's counters.
-struct quota_stats {
-  uint64_t admitted = 0;
-  uint64_t rejected = 0;
-  /// Rejections by errc name ("over_memory_quota", ...).
-  std::map<std::string, uint64_t> rejected_by_reason;
-  /// Items in flight per tenant.
-  std::map<std::string, uint64_t> inflight;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, quota_stats& x) {
-  return f(caf::meta::type_name("quota_stats"), x.admitted, x.rejected,
-           x.rejected_by_reason, x.inflight);
+           x.retries, x.failed, x.duplicates_dropped, x.outstanding,
+           x.admission);
 }
 
 } // namespace cohort

@@ -5,6 +5,9 @@
 #include "messages/audit_event.hpp"
 #include "messages/device_info.hpp"
 #include "messages/errc.hpp"
+#include "messages/memory_stats.hpp"
+#include "messages/quota.hpp"
+#include "messages/simulation.hpp"
 #include "messages/stats.hpp"
 #include "messages/work.hpp"
 
@@ -30,6 +33,14 @@ void register_types(caf::actor_system_config& cfg) {
       "std::vector<cohort::device_stats>");
   cfg.add_message_type<balancer_stats>("cohort::balancer_stats");
   cfg.add_message_type<quota_stats>("cohort::quota_stats");
+  cfg.add_message_type<memory_snapshot>("cohort::memory_snapshot");
+  cfg.add_message_type<quota_lease>("cohort::quota_lease");
+  cfg.add_message_type<quota_usage>("cohort::quota_usage");
+  cfg.add_message_type<headroom_report>("cohort::headroom_report");
+  cfg.add_message_type<allocation_plan>("cohort::allocation_plan");
+  cfg.add_message_type<simulation_report>("cohort::simulation_report");
+  cfg.add_message_type<std::vector<memory_snapshot>>(
+      "std::vector<cohort::memory_snapshot>");
   cfg.add_error_category(errc_category, [](uint8_t code, caf::atom_value,
                                            const caf::message& ctx) {
     return describe(caf::error{code, errc_category, ctx});

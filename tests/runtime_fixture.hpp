@@ -115,6 +115,13 @@ ends submit_all(
   return out;
 }
 
+/// An actor system with Cohort's types and a temporary directory.
+struct actor_fixture {
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  temp_dir dir;
+};
+
 /// Checks every result of `ends` against the CPU reference.
 inline void check_results(const std::vector<work_item>& items, const ends& e) {
   for (auto& item : items) {
@@ -124,6 +131,19 @@ inline void check_results(const std::vector<work_item>& items, const ends& e) {
     INFO("item " << item.id << " on " << r->second.device);
     CHECK(check_result(item, r->second.output) == "");
   }
+}
+
+/// Every item ended exactly once (none lost, none twice, nothing left
+/// waiting) and every result matches the CPU reference.
+inline void check_exactly_once(const std::vector<work_item>& items,
+                               const ends& e) {
+  CHECK_FALSE(e.timed_out);
+  CHECK(e.count.size() == items.size());
+  for (auto& [id, n] : e.count) {
+    INFO("item " << id);
+    CHECK(n == 1);
+  }
+  check_results(items, e);
 }
 
 } // namespace cohort::test

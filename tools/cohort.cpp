@@ -1,6 +1,8 @@
 // cohort: the command-line program. `cohort help` lists the commands.
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <set>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -8,12 +10,15 @@
 #include <caf/all.hpp>
 
 #include "actors/audit_log.hpp"
+#include "actors/quota_book.hpp"
 #include "actors/runtime.hpp"
+#include "actors/simulation.hpp"
 #include "devices/gpu/discover.hpp"
 #include "devices/topology.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
+#include "tools/byte_units.hpp"
 #include "tools/pipeline.hpp"
 
 using namespace cohort;
@@ -28,8 +33,9 @@ const char* usage = R"(usage: cohort COMMAND [ARGS]
 
 commands:
   devices [--config FILE]      list every device: CPU workers (hwloc), simulated
-                               GPUs, GPU backends. FILE is a runtime config or a
-                               pipeline spec; without it, the default device set
+                               GPUs, GPU backends. FILE is a runtime config, a
+                               pipeline spec or an allocation plan; without it,
+                               the default device set
                                (one CPU worker per core + 4 simulated GPUs)
   run PIPELINE [--config FILE] [--audit PATH] [--no-progress]
                                run a pipeline spec (protobuf text format) and
@@ -37,6 +43,16 @@ commands:
                                differs from the CPU reference
   audit verify FILE            check an audit log's hash chain; exit 1 and name
                                the first bad record if it does not verify
+  quota [--config FILE] [--tenant NAME]
+                               what the config grants each tenant: kernels,
+                               devices, in-flight cap, rate, memory quotas,
+                               reservations, policy, and the headroom per
+                               tenant and device of an idle runtime
+  simulate PLAN [--config FILE]
+                               dry run of an allocation plan (protobuf text
+                               format, cohort.pb.AllocationPlan) against the
+                               grants, quotas and device memory; exit 1 if a
+                               step would be refused
   help                         this text
 
 exit status: 0 success, 1 the work or the check failed, 2 bad input
@@ -51,32 +67,73 @@ int bad_input(const caf::error& err) {
   return bad_input(describe(err));
 }
 
-// Reads FILE as a pipeline spec, falling back to a runtime config.
+// A command's arguments: options that take a value (--config FILE),
+// switches (--no-progress) and at most one positional argument (a file).
+struct command_args {
+  std::map<std::string, std::string> values;
+  std::set<std::string> switches;
+  std::string file;
+};
+
+// Parses `args` of command `cmd`; an unknown option, a missing value or a
+// second file is bad input (the error says which).
+caf::expected<command_args> parse_args(const std::string& cmd,
+                                       const std::vector<std::string>& args,
+                                       std::set<std::string> with_value,
+                                       std::set<std::string> switches = {},
+                                       bool takes_file = false) {
+  command_args out;
+  auto bad = [&](const std::string& what) {
+    return make_error(errc::invalid_arguments, cmd + ": " + what);
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto& a = args[i];
+    if (with_value.count(a) > 0) {
+      if (i + 1 >= args.size())
+        return bad(a + " needs a value");
+      out.values[a] = args[++i];
+    } else if (switches.count(a) > 0) {
+      out.switches.insert(a);
+    } else if (a.rfind("--", 0) == 0 || !takes_file || !out.file.empty()) {
+      return bad("unexpected argument '" + a + "'");
+    } else {
+      out.file = a;
+    }
+  }
+  return out;
+}
+
+// Reads FILE as a pipeline spec or an allocation plan (their runtime
+// config), falling back to a runtime config.
 caf::expected<pb::RuntimeConfig> read_device_config(const std::string& path) {
   pb::PipelineSpec spec;
   if (!load_text_file(path, spec, errc::malformed_config))
     return tools::config_for(spec);
+  pb::AllocationPlan plan;
+  if (!load_text_file(path, plan, errc::malformed_config) && plan.has_runtime())
+    return plan.runtime();
   return load_config(path);
 }
 
-std::string human_bytes(uint64_t b) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f GiB", double(b) / double(1ull << 30));
-  return buf;
+using tools::human_bytes;
+
+// The runtime config of --config FILE, else `fallback`.
+caf::expected<pb::RuntimeConfig> config_arg(const command_args& a,
+                                            pb::RuntimeConfig fallback) {
+  auto i = a.values.find("--config");
+  if (i == a.values.end())
+    return fallback;
+  return read_device_config(i->second);
 }
 
 int cmd_devices(const std::vector<std::string>& args) {
-  pb::RuntimeConfig cfg = tools::config_for(pb::PipelineSpec{});
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--config" && i + 1 < args.size()) {
-      auto loaded = read_device_config(args[++i]);
-      if (!loaded)
-        return bad_input(loaded.error());
-      cfg = std::move(*loaded);
-    } else {
-      return bad_input("devices: unexpected argument '" + args[i] + "'");
-    }
-  }
+  auto a = parse_args("devices", args, {"--config"});
+  if (!a)
+    return bad_input(a.error());
+  auto loaded = config_arg(*a, tools::config_for(pb::PipelineSpec{}));
+  if (!loaded)
+    return bad_input(loaded.error());
+  auto cfg = std::move(*loaded);
   // GPUs are opened here rather than by make_devices, to show what each
   // backend found (or why it found nothing).
   bool use_gpus = !cfg.devices().has_gpus() || cfg.devices().gpus();
@@ -144,21 +201,15 @@ int cmd_devices(const std::vector<std::string>& args) {
 }
 
 int cmd_run(const std::vector<std::string>& args) {
-  std::string pipeline;
+  auto a =
+      parse_args("run", args, {"--config", "--audit"}, {"--no-progress"}, true);
+  if (!a)
+    return bad_input(a.error());
   tools::run_options opts;
-  opts.progress = stderr;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--config" && i + 1 < args.size())
-      opts.config_path = args[++i];
-    else if (args[i] == "--audit" && i + 1 < args.size())
-      opts.audit_path = args[++i];
-    else if (args[i] == "--no-progress")
-      opts.progress = nullptr;
-    else if (args[i].rfind("--", 0) == 0 || !pipeline.empty())
-      return bad_input("run: unexpected argument '" + args[i] + "'");
-    else
-      pipeline = args[i];
-  }
+  opts.progress = a->switches.count("--no-progress") ? nullptr : stderr;
+  opts.config_path = a->values["--config"];
+  opts.audit_path = a->values["--audit"];
+  auto& pipeline = a->file;
   if (pipeline.empty())
     return bad_input("run: missing PIPELINE file (see `cohort help`)");
   auto spec = load_pipeline(pipeline);
@@ -171,6 +222,188 @@ int cmd_run(const std::vector<std::string>& args) {
     return bad_input(report.error());
   tools::print_report(stdout, *report);
   return report->ok() ? exit_ok : exit_failed;
+}
+
+// The devices and the compiled quotas of `cfg` (opens real GPUs if the
+// config uses them).
+struct quota_setup {
+  std::vector<device_info> infos;
+  quota_lease lease;
+};
+
+caf::expected<quota_setup> setup_quotas(const pb::RuntimeConfig& cfg) {
+  auto devs = actors::make_devices(cfg);
+  if (!devs)
+    return devs.error();
+  quota_setup out;
+  for (auto& d : *devs)
+    out.infos.push_back(d->info());
+  auto lease = actors::compile_quotas(cfg, out.infos);
+  if (!lease)
+    return lease.error();
+  out.lease = std::move(*lease);
+  return out;
+}
+
+std::string or_dash(uint64_t b) {
+  return b == 0 ? "-" : human_bytes(b);
+}
+
+std::string kernel_list(uint32_t mask) {
+  std::string out;
+  size_t n = 0;
+  for (auto id : kernels::all_kernels)
+    if (mask & (1u << static_cast<uint32_t>(id))) {
+      out += (out.empty() ? "" : " ") + std::string{kernels::name(id)};
+      ++n;
+    }
+  return n == std::size(kernels::all_kernels) ? "* (all)" : out;
+}
+
+int cmd_quota(const std::vector<std::string>& args) {
+  auto a = parse_args("quota", args, {"--config", "--tenant"});
+  if (!a)
+    return bad_input(a.error());
+  auto cfg = config_arg(*a, tools::config_for(pb::PipelineSpec{}));
+  if (!cfg)
+    return bad_input(cfg.error());
+  auto only = a->values["--tenant"];
+  auto setup = setup_quotas(*cfg);
+  if (!setup)
+    return bad_input(setup.error());
+  actors::quota_book book{setup->lease};
+  if (!only.empty() && book.tenant_index(only) < 0)
+    return bad_input(make_error(
+        errc::unknown_tenant,
+        "tenant '" + only + "' has no grant (grants are default-deny)"));
+  auto& devs = setup->lease.devices;
+  std::printf(
+      "devices with device memory (limit: what the runtime hands out)\n");
+  std::printf("  %-8s %-10s %10s %10s %10s\n", "device", "", "memory", "limit",
+              "reserved");
+  std::string cpus;
+  for (size_t d = 0; d < devs.size(); ++d) {
+    if (!devs[d].has_memory) {
+      cpus += " " + devs[d].name;
+      continue;
+    }
+    uint64_t reserved = 0;
+    for (size_t t = 0; t < book.tenants(); ++t)
+      reserved += book.policy(int(t)).device_reserve[d];
+    std::printf("  %-8s %-10s %10s %10s %10s\n", devs[d].name.c_str(),
+                setup->infos[d].simulated ? "SIMULATED" : "",
+                human_bytes(devs[d].capacity).c_str(),
+                human_bytes(devs[d].limit).c_str(), or_dash(reserved).c_str());
+  }
+  if (!cpus.empty())
+    std::printf("CPU workers:%s (host memory, not metered)\n", cpus.c_str());
+  if (setup->lease.max_inflight > 0)
+    std::printf("runtime: at most %llu items in flight\n",
+                (unsigned long long)setup->lease.max_inflight);
+  for (size_t t = 0; t < book.tenants(); ++t) {
+    auto& p = book.policy(int(t));
+    if (!only.empty() && p.tenant != only)
+      continue;
+    auto h = book.headroom(int(t));
+    std::printf("\ntenant %s\n", p.tenant.c_str());
+    std::printf("  kernels      %s\n", kernel_list(p.kernel_mask).c_str());
+    std::string granted;
+    for (size_t d = 0; d < devs.size(); ++d)
+      if (p.device_mask & (uint64_t{1} << d))
+        granted += (granted.empty() ? "" : " ") + devs[d].name;
+    std::printf("  devices      %s\n", granted.c_str());
+    std::printf("  in flight    at most %u\n", p.max_inflight);
+    if (p.rate > 0)
+      std::printf("  rate         %.1f items/s, burst %u\n", p.rate,
+                  p.burst > 0 ? p.burst : std::max(1u, uint32_t(p.rate)));
+    else
+      std::printf("  rate         no limit\n");
+    std::printf(
+        "  memory quota %s across devices; per item %s\n",
+        p.memory_quota ? human_bytes(p.memory_quota).c_str() : "no limit",
+        p.max_item_bytes ? human_bytes(p.max_item_bytes).c_str() : "no limit");
+    std::printf("  on a limit   %s", to_string(p.on_limit));
+    if (p.on_limit != limit_policy::reject)
+      std::printf(" (at most %u waiting, %u ms each)", p.queue_limit,
+                  p.queue_timeout_ms);
+    std::printf("\n");
+    if (h.devices.empty())
+      continue;
+    std::printf("  %-8s %10s %10s %14s\n", "device", "quota", "reserved",
+                "headroom");
+    for (auto& dh : h.devices)
+      std::printf("  %-8s %10s %10s %14s\n", dh.device.c_str(),
+                  or_dash(dh.quota).c_str(), or_dash(dh.reserved).c_str(),
+                  human_bytes(dh.headroom).c_str());
+    if (h.cpu_workers > 0)
+      std::printf("  and %u CPU worker(s), for items of any size\n",
+                  h.cpu_workers);
+  }
+  std::printf("\nheadroom: the largest item each tenant could place on each "
+              "device of an idle runtime\n");
+  return exit_ok;
+}
+
+int cmd_simulate(const std::vector<std::string>& args) {
+  auto a = parse_args("simulate", args, {"--config"}, {}, true);
+  if (!a)
+    return bad_input(a.error());
+  auto& path = a->file;
+  if (path.empty())
+    return bad_input("simulate: missing PLAN file (see `cohort help`)");
+  auto plan = load_plan(path);
+  if (!plan)
+    return bad_input(plan.error());
+  auto loaded = config_arg(*a, plan->has_runtime()
+                                   ? plan->runtime()
+                                   : tools::config_for(pb::PipelineSpec{}));
+  if (!loaded)
+    return bad_input(loaded.error());
+  auto& cfg = *loaded;
+  auto setup = setup_quotas(cfg);
+  if (!setup)
+    return bad_input(setup.error());
+  std::vector<devices::memory::pool_options> pools;
+  for (auto& d : setup->lease.devices)
+    pools.push_back(actors::pool_options_for(cfg, d.capacity));
+  auto rep = actors::simulate(actors::quota_book{setup->lease},
+                              from_proto(*plan), pools);
+  std::printf("== cohort simulate: %s (dry run, nothing runs) ==\n\n",
+              rep.name.empty() ? path.c_str() : rep.name.c_str());
+  std::printf("%4s  %-5s %-12s %-8s %10s  %s\n", "step", "op", "tenant",
+              "device", "bytes", "outcome");
+  size_t refused = 0;
+  for (int i = 0; i < plan->step_size(); ++i) {
+    auto& st = plan->step(i);
+    auto& o = rep.steps[size_t(i)];
+    refused += !o.ok;
+    std::string outcome =
+        o.ok ? (o.detail.empty() ? "ok" : "ok: " + o.detail)
+             : std::string{o.soft ? "REFUSED (soft) " : "REFUSED "} + o.detail;
+    if (st.free().empty())
+      std::printf("%4d  %-5s %-12s %-8s %10s  %s\n", i + 1, "alloc",
+                  st.tenant().c_str(), st.device().c_str(),
+                  human_bytes(st.bytes()).c_str(), outcome.c_str());
+    else
+      std::printf("%4d  %-5s %-12s %-8s %10s  %s\n", i + 1, "free",
+                  ("'" + st.free() + "'").c_str(), "", "", outcome.c_str());
+  }
+  std::printf("\n%-8s %10s %10s %10s %10s %12s %13s\n", "device", "limit",
+              "in use", "peak", "pool held", "largest free", "fragmentation");
+  for (auto& d : rep.devices)
+    std::printf("%-8s %10s %10s %10s %10s %12s %12.1f%%\n", d.name.c_str(),
+                human_bytes(d.limit).c_str(), human_bytes(d.used).c_str(),
+                human_bytes(d.peak_used).c_str(), human_bytes(d.held).c_str(),
+                human_bytes(d.largest_free).c_str(), 100.0 * d.fragmentation);
+  std::printf("\ntenant peaks:");
+  for (auto& [tenant, peak] : rep.tenant_peaks)
+    std::printf("  %s=%s", tenant.c_str(), human_bytes(peak).c_str());
+  std::printf(
+      "\n\nverdict: %s\n",
+      refused == 0
+          ? "every step fits"
+          : (std::to_string(refused) + " step(s) would be refused").c_str());
+  return refused == 0 ? exit_ok : exit_failed;
 }
 
 int cmd_audit(const std::vector<std::string>& args) {
@@ -209,5 +442,9 @@ int main(int argc, char** argv) {
     return cmd_run(args);
   if (cmd == "audit")
     return cmd_audit(args);
+  if (cmd == "quota")
+    return cmd_quota(args);
+  if (cmd == "simulate")
+    return cmd_simulate(args);
   return bad_input("unknown command '" + cmd + "' (see `cohort help`)");
 }

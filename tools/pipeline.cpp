@@ -12,6 +12,7 @@
 #include "kernels/random_data.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
+#include "tools/byte_units.hpp"
 
 namespace cohort::tools {
 
@@ -385,6 +386,14 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
     rep.placement = std::move(*s);
   if (auto s = (*rt)->admission_stats())
     rep.admission = std::move(*s);
+  if (auto m = (*rt)->memory_stats()) {
+    for (auto& s : *m) {
+      if (s.capacity == 0)
+        continue;
+      rep.leaked += s.live_allocations;
+      rep.memory.push_back(std::move(s));
+    }
+  }
   rep.audit_path = (*rt)->audit_path();
   auto flushed = (*rt)->flush_audit();
   (*rt)->stop();
@@ -418,12 +427,38 @@ void print_report(std::FILE* out, const pipeline_report& r) {
                  to_string(d.status), u(d.completed),
                  total ? 100.0 * double(d.completed) / double(total) : 0.0,
                  double(d.busy_ns) / 1e6, d.losses, d.restarts);
+  if (!r.memory.empty()) {
+    std::fprintf(out, "\n%-8s %10s %10s %10s %11s %9s %9s  %s\n", "memory",
+                 "capacity", "peak used", "pool held", "allocations", "refused",
+                 "zeroed", "leaks");
+    for (auto& m : r.memory) {
+      uint64_t refused = 0;
+      for (auto& [why, n] : m.refused)
+        refused += n;
+      std::fprintf(
+          out, "%-8s %10s %10s %10s %11llu %9llu %9s  %s\n", m.device.c_str(),
+          human_bytes(m.capacity).c_str(), human_bytes(m.peak_used).c_str(),
+          human_bytes(m.peak_held).c_str(), u(m.allocations), u(refused),
+          m.zero_on_free ? "yes" : "no",
+          m.live_allocations == 0
+              ? "none"
+              : (std::to_string(m.live_allocations) + " LEAKED").c_str());
+    }
+  }
   std::fprintf(out, "\nCPU fallbacks      %llu (retries %llu)\n",
                u(r.placement.fallbacks), u(r.placement.retries));
   std::fprintf(out, "quota rejections   %llu", u(r.admission.rejected));
   for (auto& [why, n] : r.admission.rejected_by_reason)
     std::fprintf(out, "  %s=%llu", why.c_str(), u(n));
   std::fprintf(out, "\n");
+  if (r.admission.held + r.admission.memory_waits +
+          r.admission.memory_fallbacks + r.admission.timeouts >
+      0)
+    std::fprintf(out,
+                 "held by limits     %llu held back, %llu waited for device "
+                 "memory, %llu ran on a CPU for memory, %llu timed out\n",
+                 u(r.admission.held), u(r.admission.memory_waits),
+                 u(r.admission.memory_fallbacks), u(r.admission.timeouts));
   for (auto& f : r.faults)
     std::fprintf(out, "fault injected     %s\n", f.c_str());
   if (r.audit.ok)

@@ -11,6 +11,7 @@
 
 #include "actors/audit_log.hpp"
 #include "messages/cohort.pb.h"
+#include "messages/memory_stats.hpp"
 #include "messages/stats.hpp"
 
 namespace cohort::tools {
@@ -44,6 +45,11 @@ struct pipeline_report {
   double seconds = 0;
   balancer_stats placement;
   quota_stats admission;
+  /// Every device's memory at the end (devices with device memory only).
+  std::vector<memory_snapshot> memory;
+  /// Allocations still held on some device after every item ended (must be
+  /// 0: each launch gives its memory back).
+  uint64_t leaked = 0;
   std::string audit_path;
   actors::audit_verdict audit;
   /// The first few error messages, for the report.
@@ -51,11 +57,11 @@ struct pipeline_report {
   /// Faults injected, as text.
   std::vector<std::string> faults;
 
-  /// True when every item completed once with a correct result and the
-  /// audit log verified.
+  /// True when every item completed once with a correct result, no device
+  /// memory leaked and the audit log verified.
   bool ok() const {
     return lost == 0 && duplicates == 0 && mismatches == 0 && failed == 0 &&
-           rejected == 0 && audit.ok;
+           rejected == 0 && leaked == 0 && audit.ok;
   }
 };
 

@@ -24,18 +24,10 @@ cpu_device::cpu_device(uint32_t index, int32_t numa_node, std::string model)
   // nop
 }
 
-caf::error cpu_device::do_allocate(uint64_t) {
-  return caf::none;
-}
-
-void cpu_device::do_deallocate(uint64_t) {
-  // nop
-}
-
 caf::expected<launch_result>
 cpu_device::do_launch(uint32_t, uint64_t, kernels::kernel_id id,
                       const kernels::kernel_args& args,
-                      kernels::input_views inputs) {
+                      kernels::input_views inputs, const memory::owner_tag&) {
   auto start = std::chrono::steady_clock::now();
   launch_result res;
   res.output = kernels::run_cpu(id, args, inputs);

@@ -8,20 +8,19 @@
 namespace cohort::devices::cpu {
 
 /// One CPU worker. Launches run synchronously on the calling thread and report
-/// measured wall time. Host memory is not metered here: the quota actor bounds
-/// what tenants have in flight.
+/// measured wall time. Host memory is not device memory: it is not pooled or
+/// metered here (tenants' in-flight caps bound it).
 class cpu_device final : public device {
 public:
   /// `index` names it ("cpu0"); `numa_node` comes from the hwloc topology.
   cpu_device(uint32_t index, int32_t numa_node, std::string model);
 
 private:
-  caf::error do_allocate(uint64_t bytes) override;
-  void do_deallocate(uint64_t bytes) override;
   caf::expected<launch_result> do_launch(uint32_t stream, uint64_t ticket,
                                          kernels::kernel_id id,
                                          const kernels::kernel_args& args,
-                                         kernels::input_views inputs) override;
+                                         kernels::input_views inputs,
+                                         const memory::owner_tag&) override;
   caf::error do_health() override;
   caf::error do_reset() override;
 };

@@ -212,6 +212,16 @@ public:
     return rc(cudaEventRecord(event_of(e), stream_of(s)));
   }
 
+  gpu::result event_query(gpu::event_t e, bool& done) override {
+    auto err = cudaEventQuery(event_of(e));
+    done = err == cudaSuccess;
+    return rc(err == cudaErrorNotReady ? cudaSuccess : err);
+  }
+
+  gpu::result stream_wait_event(gpu::stream_t s, gpu::event_t e) override {
+    return rc(cudaStreamWaitEvent(stream_of(s), event_of(e), 0));
+  }
+
   gpu::result event_elapsed_ns(gpu::event_t start, gpu::event_t stop,
                                int64_t& ns) override {
     float ms = 0;

@@ -116,6 +116,12 @@ public:
   virtual result event_create(event_t& e) = 0;
   virtual result event_destroy(event_t e) = 0;
   virtual result event_record(event_t e, stream_t s) = 0;
+  /// Polls `e` without blocking: `done` once the work enqueued before its
+  /// record has finished; the device's error if that work failed.
+  virtual result event_query(event_t e, bool& done) = 0;
+  /// Makes work enqueued on `s` from now on wait, on the device, until the
+  /// work before `e`'s record has finished. The host does not wait.
+  virtual result stream_wait_event(stream_t s, event_t e) = 0;
   /// Device time between two recorded, completed events.
   virtual result event_elapsed_ns(event_t start, event_t stop, int64_t& ns) = 0;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "devices/gpu/gpu_memory_resource.hpp"
 #include "devices/topology.hpp"
 #include "messages/errc.hpp"
 
@@ -115,11 +116,22 @@ gpu_device::open(std::shared_ptr<api> rt, int ordinal, device_kind kind,
                                   : "sm_" + std::to_string(props.cc_major) +
                                         std::to_string(props.cc_minor);
   info.numa_node = numa_node_of_pci(props.pci_bus_id);
-  auto dev =
-      std::make_shared<gpu_device>(std::move(rt), ordinal, std::move(info),
-                                   std::move(props), std::move(opts));
+  auto mem_opts = opts.memory;
+  auto dev = std::make_shared<gpu_device>(rt, ordinal, std::move(info),
+                                          std::move(props), std::move(opts));
   if (auto err = dev->create_streams(__LINE__))
     return err;
+  auto& x = dev->info();
+  auto ordering = std::make_unique<gpu_stream_ordering>(
+      rt, ordinal, x.name, &dev->streams_, x.streams);
+  dev->ordering_ = ordering.get();
+  auto mem = memory::device_memory::make(
+      x.name, false, x.memory_bytes,
+      std::make_unique<gpu_memory_resource>(rt, ordinal, x.name),
+      std::move(ordering), std::move(mem_opts));
+  if (!mem)
+    return mem.error();
+  dev->memory_ = std::move(*mem);
   return dev;
 }
 
@@ -147,17 +159,27 @@ gpu_device::~gpu_device() {
   rt_->set_device(ordinal_);
   if (lost_) {
     // Nothing in a lost context can be waited for: drop it whole. Pinned
-    // registrations went with it.
+    // registrations, events and device memory went with it.
     rt_->device_reset();
     for (auto& [ticket, rec] : records_)
       free_on_numa(rec.staging.data, rec.staging.capacity);
     records_.clear();
     staging_.clear(false);
+    if (memory_)
+      memory_->reset(true);
     return;
   }
   for (auto& [ticket, rec] : records_)
     release(rec, true);
   records_.clear();
+  if (memory_) {
+    // Slabs go back to the driver (which waits for the device), then the
+    // fence events, then the streams.
+    for (auto s : streams_)
+      rt_->stream_synchronize(s);
+    ordering_->destroy_events();
+    memory_.reset();
+  }
   destroy_streams();
 }
 
@@ -223,8 +245,10 @@ void gpu_device::release(launch_record& rec, bool synchronize) {
   if (synchronize)
     rt_->stream_synchronize(streams_[rec.stream]);
   if (rec.block != nullptr) {
-    rt_->free_device(rec.block);
-    --live_blocks_;
+    // Back to the pool in stream order: zeroed on the launch's stream, and
+    // reused by other streams only after it.
+    memory_->deallocate(rec.block, rec.block_bytes,
+                        memory::stream_ref{rec.stream});
     rec.block = nullptr;
   }
   staging_.release(rec.staging);
@@ -236,25 +260,6 @@ void gpu_device::release(launch_record& rec, bool synchronize) {
     }
 }
 
-caf::error gpu_device::do_allocate(uint64_t bytes) {
-  if (lost_)
-    return lost_;
-  // The memory a launch takes is allocated by the launch itself; this is
-  // the admission check that keeps the driver from refusing it.
-  if (reserved_ + bytes > info().memory_bytes)
-    return make_error(
-        errc::out_of_memory,
-        info().name + ": " + std::to_string(bytes) + " bytes requested, " +
-            std::to_string(info().memory_bytes - reserved_) + " of " +
-            std::to_string(info().memory_bytes) + " free");
-  reserved_ += bytes;
-  return caf::none;
-}
-
-void gpu_device::do_deallocate(uint64_t bytes) {
-  reserved_ -= std::min(bytes, reserved_);
-}
-
 void gpu_device::on_done(void* user) {
   auto* ctx = static_cast<callback_ctx*>(user);
   ctx->deliver(ctx->hub.get(), ctx->ticket);
@@ -264,14 +269,16 @@ void gpu_device::on_done(void* user) {
 caf::expected<launch_result>
 gpu_device::do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
                       const kernels::kernel_args& args,
-                      kernels::input_views inputs) {
+                      kernels::input_views inputs,
+                      const memory::owner_tag& owner) {
   stage_view single{id, args, {inputs.begin(), inputs.end()}, -1};
-  return do_launch_chain(stream, ticket, {&single, 1});
+  return do_launch_chain(stream, ticket, {&single, 1}, owner);
 }
 
 caf::expected<launch_result>
 gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
-                            std::span<const stage_view> chain) {
+                            std::span<const stage_view> chain,
+                            const memory::owner_tag& owner) {
   if (auto err = drain_health_events())
     return err;
   if (lost_)
@@ -339,10 +346,16 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
   rec.out_indices = l.out_indices;
   rec.stage_out = l.stage_out;
   rec.stage_idx = l.stage_idx;
-  if (auto rc = rt_->malloc_device(rec.block, l.device_total); rc.failed())
-    return COHORT_GPU_FAIL(rc, "allocating " + std::to_string(l.device_total) +
-                                   " bytes of device memory");
-  ++live_blocks_;
+  auto block =
+      memory_->allocate(l.device_total, memory::stream_ref{stream}, owner);
+  if (!block) {
+    // A sticky error met while growing the pool loses the device.
+    if (code_of(block.error()) == errc::device_lost && !lost_)
+      lost_ = block.error();
+    return block.error();
+  }
+  rec.block = *block;
+  rec.block_bytes = l.device_total;
   result rc;
   rec.staging = staging_.acquire(l.stage_total, rc);
   if (rec.staging.data == nullptr) {
@@ -517,8 +530,8 @@ caf::error gpu_device::do_reset() {
   staging_.clear(false);
   free_events_.clear();
   streams_.clear();
-  live_blocks_ = 0;
-  reserved_ = 0;
+  // The pool's slabs and fence events went with the context.
+  memory_->reset(true);
   auto was_lost = std::move(lost_);
   lost_ = caf::none;
   if (rc.failed()) {

@@ -1,9 +1,10 @@
 // A real GPU behind a vendor runtime (CUDA or HIP, through gpu::api): N
-// streams, device memory per launch, copies through pinned NUMA-local staging
-// buffers, kernels enqueued asynchronously and their completion signalled by a
-// host function on the stream, never by blocking the device actor. Errors
-// are mapped onto Cohort's error enum with the file and line of the call;
-// sticky errors mark the device lost.
+// streams, device memory per launch from the GPU's pool (slabs from the
+// driver, reuse in stream order, zero-on-free on the stream), copies through
+// pinned NUMA-local staging buffers, kernels enqueued asynchronously and their
+// completion signalled by a host function on the stream, never by blocking the
+// device actor. Errors are mapped onto Cohort's error enum with the file and
+// line of the call; sticky errors mark the device lost.
 #pragma once
 
 #include <atomic>
@@ -17,8 +18,10 @@
 
 #include "devices/device.hpp"
 #include "devices/gpu/api.hpp"
+#include "devices/gpu/gpu_stream_ordering.hpp"
 #include "devices/gpu/staging.hpp"
 #include "devices/health/health.hpp"
+#include "devices/memory/device_memory.hpp"
 
 namespace cohort::devices::gpu {
 
@@ -30,6 +33,9 @@ struct gpu_options {
   uint64_t staging_cache_bytes = uint64_t{256} << 20;
   /// Health source (NVML or ROCm SMI); may be null.
   std::shared_ptr<health::gpu_monitor> monitor;
+  /// The memory stack: limit, pool, tenant quotas and reservations. Pool
+  /// options are used as given (the runtime sizes them for the GPU).
+  memory::memory_options memory;
 };
 
 /// Maps a failed runtime call onto Cohort's errors: out_of_memory for a
@@ -69,8 +75,13 @@ public:
   /// The pinned staging buffers.
   const staging_pool& staging() const { return staging_; }
 
-  /// Device-memory blocks allocated and not yet freed (leak checks).
-  uint64_t live_blocks() const { return live_blocks_; }
+  /// Launch blocks handed out by the pool and not yet returned (leak checks).
+  uint64_t live_blocks() const { return memory_->tracking().live_count(); }
+
+  memory::device_memory* memory() override { return memory_.get(); }
+
+  /// Fences recorded for the pool and not yet known reached.
+  size_t pending_fences() const { return ordering_->pending(); }
 
   gpu_device(std::shared_ptr<api> rt, int ordinal, device_info info,
              properties props, gpu_options opts);
@@ -79,6 +90,7 @@ private:
   struct launch_record {
     uint32_t stream = 0;
     void* block = nullptr;
+    uint64_t block_bytes = 0;
     staging_block staging;
     event_t start = nullptr;
     event_t stop = nullptr;
@@ -94,15 +106,14 @@ private:
     const gpu_device* owner = nullptr;
   };
 
-  caf::error do_allocate(uint64_t bytes) override;
-  void do_deallocate(uint64_t bytes) override;
-  caf::expected<launch_result> do_launch(uint32_t stream, uint64_t ticket,
-                                         kernels::kernel_id id,
-                                         const kernels::kernel_args& args,
-                                         kernels::input_views inputs) override;
+  caf::expected<launch_result>
+  do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
+            const kernels::kernel_args& args, kernels::input_views inputs,
+            const memory::owner_tag& owner) override;
   caf::expected<launch_result>
   do_launch_chain(uint32_t stream, uint64_t ticket,
-                  std::span<const stage_view> chain) override;
+                  std::span<const stage_view> chain,
+                  const memory::owner_tag& owner) override;
   caf::expected<launch_result> do_collect(uint64_t ticket) override;
   caf::error do_health() override;
   caf::error do_reset() override;
@@ -128,8 +139,9 @@ private:
   std::vector<event_t> free_events_;
   std::unordered_map<uint64_t, launch_record> records_;
   staging_pool staging_;
-  uint64_t reserved_ = 0;
-  uint64_t live_blocks_ = 0;
+  /// Owned by memory_; kept to tear its events down with the context.
+  gpu_stream_ordering* ordering_ = nullptr;
+  std::unique_ptr<memory::device_memory> memory_;
   /// Set once the context is lost; every call then fails with it.
   caf::error lost_;
   std::shared_ptr<callback_hub> hub_;

@@ -1,7 +1,9 @@
 #include "devices/sim/sim_device.hpp"
 
 #include <algorithm>
+#include <cstring>
 
+#include "devices/memory/host_slab_resource.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::devices::sim {
@@ -20,11 +22,24 @@ device_info make_info(const sim_params& p) {
   return info;
 }
 
+uint64_t aligned(uint64_t bytes) {
+  return memory::align_up(bytes, memory::block_alignment);
+}
+
 } // namespace
 
-sim_device::sim_device(sim_params params)
-    : device(make_info(params)), params_(std::move(params)) {
+sim_device::sim_device(sim_params params,
+                       std::unique_ptr<memory::device_memory> mem)
+    : device(make_info(params)), params_(std::move(params)),
+      memory_(std::move(mem)) {
   // nop
+}
+
+sim_device::~sim_device() {
+  // Launches still held (a run cut short) give their blocks back, so that a
+  // ledger shared with other devices is refunded.
+  while (!held_.empty())
+    do_finish(held_.begin()->first);
 }
 
 void sim_device::lose(bool permanent) {
@@ -42,8 +57,7 @@ void sim_device::lose_at(std::chrono::steady_clock::time_point when,
 }
 
 void sim_device::fail_next_allocations(uint32_t n) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  failing_allocations_ += n;
+  memory_->faults().fail_next(n);
 }
 
 void sim_device::raise_xid(uint32_t xid) {
@@ -66,11 +80,6 @@ void sim_device::slow_down(double factor) {
   slow_factor_ = factor > 0 ? factor : 1.0;
 }
 
-uint64_t sim_device::memory_used() const {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return used_;
-}
-
 caf::error sim_device::lost_error_locked() {
   if (!lost_ && std::chrono::steady_clock::now() >= lose_at_) {
     lost_ = true;
@@ -83,34 +92,19 @@ caf::error sim_device::lost_error_locked() {
   return make_error(errc::device_lost, info().name + ": " + lost_reason_);
 }
 
-caf::error sim_device::do_allocate(uint64_t bytes) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  if (auto err = lost_error_locked())
-    return err;
-  if (failing_allocations_ > 0) {
-    --failing_allocations_;
-    return make_error(errc::out_of_memory, info().name + ": allocation of " +
-                                               std::to_string(bytes) +
-                                               " bytes refused (injected)");
-  }
-  if (bytes > params_.memory_bytes - used_)
-    return make_error(
-        errc::out_of_memory,
-        info().name + ": " + std::to_string(bytes) + " bytes requested, " +
-            std::to_string(params_.memory_bytes - used_) + " free");
-  used_ += bytes;
-  return caf::none;
-}
-
-void sim_device::do_deallocate(uint64_t bytes) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  used_ -= std::min(used_, bytes);
+caf::expected<launch_result>
+sim_device::do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
+                      const kernels::kernel_args& args,
+                      kernels::input_views inputs,
+                      const memory::owner_tag& owner) {
+  stage_view single{id, args, {inputs.begin(), inputs.end()}, -1};
+  return do_launch_chain(stream, ticket, {&single, 1}, owner);
 }
 
 caf::expected<launch_result>
-sim_device::do_launch(uint32_t stream, uint64_t, kernels::kernel_id id,
-                      const kernels::kernel_args& args,
-                      kernels::input_views inputs) {
+sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
+                            std::span<const stage_view> chain,
+                            const memory::owner_tag& owner) {
   double slow = 1.0;
   bool hung = false;
   {
@@ -122,24 +116,86 @@ sim_device::do_launch(uint32_t stream, uint64_t, kernels::kernel_id id,
       pending_xid_ = 0;
       return make_error(errc::kernel_fault,
                         info().name + ": Xid " + std::to_string(xid) + " in " +
-                            std::string{kernels::name(id)} +
+                            std::string{kernels::name(chain.front().id)} +
                             " (application-level, injected)");
     }
     slow = slow_factor_;
     hung = hung_streams_.erase(stream) > 0;
   }
+  // One block for the chain: host inputs, then each stage's output, each
+  // aligned (what item_bytes charges the tenant for).
+  uint64_t total = 0;
+  uint64_t previous = 0;
+  for (auto& st : chain) {
+    std::vector<uint64_t> lens;
+    for (size_t i = 0; i < st.inputs.size(); ++i) {
+      bool chained = st.from_previous == int32_t(i);
+      lens.push_back(chained ? previous : st.inputs[i].size());
+      if (!chained)
+        total += aligned(st.inputs[i].size_bytes());
+    }
+    total += aligned(kernels::output_bytes(st.id, st.args, lens));
+    previous = kernels::output_elements(st.id, st.args, lens);
+  }
+  auto block = memory_->allocate(std::max<uint64_t>(total, 1),
+                                 memory::stream_ref{stream}, owner);
+  if (!block)
+    return block.error();
+  auto* cursor = static_cast<char*>(*block);
   launch_result res;
-  res.output = kernels::run_cpu(id, args, inputs);
-  auto c = kernels::cost(id, args, inputs);
-  double seconds = std::max(c.flops / (params_.gflops * 1e9),
-                            c.bytes / (params_.gbytes_per_s * 1e9)) /
-                   params_.speed;
-  res.device_time = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      (params_.launch_latency +
-       std::chrono::nanoseconds{int64_t(seconds * 1e9)}) *
-      slow);
+  std::span<const float> prev;
+  for (auto& st : chain) {
+    std::vector<std::span<const float>> in;
+    for (size_t i = 0; i < st.inputs.size(); ++i) {
+      if (st.from_previous == int32_t(i)) {
+        in.push_back(prev);
+        continue;
+      }
+      // The host-to-device copy.
+      auto bytes = st.inputs[i].size_bytes();
+      if (bytes > 0)
+        std::memcpy(cursor, st.inputs[i].data(), bytes);
+      in.emplace_back(reinterpret_cast<const float*>(cursor),
+                      st.inputs[i].size());
+      cursor += aligned(bytes);
+    }
+    auto out = kernels::run_cpu(st.id, st.args, in);
+    // The output lives in device memory; the next stage reads it there.
+    auto* out_at = cursor;
+    std::memcpy(out_at, out.values.data(), out.values.size() * sizeof(float));
+    if (!out.indices.empty())
+      std::memcpy(out_at + out.values.size() * sizeof(float),
+                  out.indices.data(), out.indices.size() * sizeof(int64_t));
+    cursor += aligned(out.values.size() * sizeof(float) +
+                      out.indices.size() * sizeof(int64_t));
+    prev = {reinterpret_cast<const float*>(out_at), out.values.size()};
+    auto lens = kernels::lengths(in);
+    auto c = kernels::cost(st.id, st.args, kernels::input_lengths{lens});
+    double seconds = std::max(c.flops / (params_.gflops * 1e9),
+                              c.bytes / (params_.gbytes_per_s * 1e9)) /
+                     params_.speed;
+    res.device_time += std::chrono::duration_cast<std::chrono::nanoseconds>(
+        (params_.launch_latency +
+         std::chrono::nanoseconds{int64_t(seconds * 1e9)}) *
+        slow);
+    // The device-to-host copy of the last output is the vector itself.
+    res.output = std::move(out);
+  }
+  if (auto old = held_.find(ticket); old != held_.end())
+    do_finish(ticket);
+  held_.emplace(ticket,
+                held_block{*block, std::max<uint64_t>(total, 1), stream});
   res.hung = hung;
   return res;
+}
+
+void sim_device::do_finish(uint64_t ticket) {
+  auto i = held_.find(ticket);
+  if (i == held_.end())
+    return;
+  memory_->deallocate(i->second.p, i->second.bytes,
+                      memory::stream_ref{i->second.stream});
+  held_.erase(i);
 }
 
 caf::error sim_device::do_health() {
@@ -154,14 +210,28 @@ caf::error sim_device::do_reset() {
                       info().name + ": reset failed, the device is gone");
   lost_ = false;
   lost_reason_.clear();
-  used_ = 0;
   pending_xid_ = 0;
   hung_streams_.clear();
+  // A reset takes the device's memory along: launches in flight were lost
+  // (and re-placed); their blocks go back to the host.
+  held_.clear();
+  memory_->reset(false);
   return caf::none;
 }
 
-std::shared_ptr<sim_device> make_sim_device(sim_params params) {
-  return std::make_shared<sim_device>(std::move(params));
+caf::expected<std::shared_ptr<sim_device>> make_sim_device(sim_params params) {
+  auto opts = params.memory;
+  auto mem = memory::device_memory::make(
+      params.name, true, params.memory_bytes,
+      std::make_unique<memory::host_slab_resource>(params.name,
+                                                   params.memory_bytes),
+      std::make_unique<memory::host_stream_ordering>(params.streams, true),
+      std::move(opts));
+  if (!mem)
+    return make_error(errc::malformed_config,
+                      "simulated GPU '" + params.name +
+                          "': " + describe(mem.error()));
+  return std::make_shared<sim_device>(std::move(params), std::move(*mem));
 }
 
 } // namespace cohort::devices::sim

@@ -1,6 +1,9 @@
 // A simulated GPU: memory capacity, streams, a speed factor and a modeled
 // clock, computing with the CPU kernels. It is how balancing, device loss and
-// chaos are tested without GPUs, and it always says it is simulated.
+// chaos are tested without GPUs, and it always says it is simulated. Its
+// device memory is real host memory behind the same pool and adaptors a real
+// GPU has: launches copy their inputs in, compute there, and hold the block
+// until their modeled completion.
 #pragma once
 
 #include <chrono>
@@ -8,8 +11,10 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "devices/device.hpp"
+#include "devices/memory/device_memory.hpp"
 
 namespace cohort::devices::sim {
 
@@ -25,6 +30,8 @@ struct sim_params {
   double gbytes_per_s = 8.0;
   /// Modeled fixed cost of one launch.
   std::chrono::nanoseconds launch_latency{std::chrono::microseconds{10}};
+  /// The memory stack: limit, pool, tenant quotas and reservations.
+  memory::memory_options memory;
 };
 
 /// A simulated GPU. The fault-injection calls are thread-safe and may come
@@ -32,7 +39,8 @@ struct sim_params {
 /// everything else is called by the device actor only.
 class sim_device final : public device {
 public:
-  explicit sim_device(sim_params params);
+  sim_device(sim_params params, std::unique_ptr<memory::device_memory> mem);
+  ~sim_device() override;
 
   // -- fault injection --------------------------------------------------------
 
@@ -56,16 +64,24 @@ public:
   /// Multiplies modeled run times by `factor` (1.0 restores full speed).
   void slow_down(double factor);
 
-  /// Bytes currently allocated.
-  uint64_t memory_used() const;
+  memory::device_memory* memory() override { return memory_.get(); }
 
 private:
-  caf::error do_allocate(uint64_t bytes) override;
-  void do_deallocate(uint64_t bytes) override;
-  caf::expected<launch_result> do_launch(uint32_t stream, uint64_t ticket,
-                                         kernels::kernel_id id,
-                                         const kernels::kernel_args& args,
-                                         kernels::input_views inputs) override;
+  struct held_block {
+    void* p = nullptr;
+    uint64_t bytes = 0;
+    uint32_t stream = 0;
+  };
+
+  caf::expected<launch_result>
+  do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
+            const kernels::kernel_args& args, kernels::input_views inputs,
+            const memory::owner_tag& owner) override;
+  caf::expected<launch_result>
+  do_launch_chain(uint32_t stream, uint64_t ticket,
+                  std::span<const stage_view> chain,
+                  const memory::owner_tag& owner) override;
+  void do_finish(uint64_t ticket) override;
   caf::error do_health() override;
   caf::error do_reset() override;
 
@@ -73,21 +89,23 @@ private:
   caf::error lost_error_locked();
 
   sim_params params_;
+  std::unique_ptr<memory::device_memory> memory_;
+  /// Blocks of launches until their modeled completion, by ticket.
+  std::unordered_map<uint64_t, held_block> held_;
   mutable std::mutex mtx_;
-  uint64_t used_ = 0;
   bool lost_ = false;
   bool permanent_ = false;
   std::string lost_reason_;
   std::chrono::steady_clock::time_point lose_at_ =
       std::chrono::steady_clock::time_point::max();
   bool lose_at_permanent_ = false;
-  uint32_t failing_allocations_ = 0;
   uint32_t pending_xid_ = 0;
   std::set<uint32_t> hung_streams_;
   double slow_factor_ = 1.0;
 };
 
-/// Makes a simulated GPU.
-std::shared_ptr<sim_device> make_sim_device(sim_params params);
+/// Makes a simulated GPU; malformed_config when its memory cannot be set up
+/// (bad pool options, a reservation above its memory).
+caf::expected<std::shared_ptr<sim_device>> make_sim_device(sim_params params);
 
 } // namespace cohort::devices::sim

@@ -16,29 +16,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct fixture {
-  system_config cfg;
-  caf::actor_system sys{cfg};
-  test::temp_dir dir;
-};
+using fixture = test::actor_fixture;
 
 std::vector<work_item> gemv_items(size_t n, uint64_t first_id = 1) {
   std::vector<work_item> out;
   for (size_t i = 0; i < n; ++i)
     out.push_back(test::gemv_item(first_id + i));
   return out;
-}
-
-// Every id ended exactly once and every result is right.
-void check_exactly_once(const std::vector<work_item>& items,
-                        const test::ends& e) {
-  CHECK_FALSE(e.timed_out);
-  CHECK(e.count.size() == items.size());
-  for (auto& [id, n] : e.count) {
-    INFO("item " << id);
-    CHECK(n == 1);
-  }
-  test::check_results(items, e);
 }
 
 std::vector<pb::AuditRecord> read_audit(const std::string& path) {
@@ -145,22 +129,22 @@ TEST_CASE("grants are checked at start", "[actors][quota]") {
   devs[1].kind = device_kind::sim_gpu;
   auto cfg = test::make_config(dir, 1, {});
   cfg.mutable_tenant(0)->add_kernels("fft");
-  CHECK_THAT(describe(compile_grants(cfg, devs).error()),
+  CHECK_THAT(describe(compile_quotas(cfg, devs).error()),
              Catch::Contains("unknown kernel 'fft'"));
   cfg = test::make_config(dir, 1, {});
   cfg.mutable_tenant(0)->add_devices("gpu7");
-  CHECK_THAT(describe(compile_grants(cfg, devs).error()),
+  CHECK_THAT(describe(compile_quotas(cfg, devs).error()),
              Catch::Contains("unknown device 'gpu7'"));
   cfg = test::make_config(dir, 1, {});
   cfg.add_tenant()->CopyFrom(cfg.tenant(0));
-  CHECK_THAT(describe(compile_grants(cfg, devs).error()),
+  CHECK_THAT(describe(compile_quotas(cfg, devs).error()),
              Catch::Contains("granted twice"));
   cfg = test::make_config(dir, 1, {});
   cfg.mutable_tenant(0)->clear_kernels();
-  CHECK(code_of(compile_grants(cfg, devs).error()) == errc::malformed_config);
-  auto ok = compile_grants(test::make_config(dir, 1, {}), devs);
+  CHECK(code_of(compile_quotas(cfg, devs).error()) == errc::malformed_config);
+  auto ok = compile_quotas(test::make_config(dir, 1, {}), devs);
   REQUIRE(ok);
-  CHECK(ok->at(0).device_mask == 3);
+  CHECK(ok->policies.at(0).device_mask == 3);
 }
 
 TEST_CASE_METHOD(fixture, "the balancer spreads work and audits every item",
@@ -171,7 +155,7 @@ TEST_CASE_METHOD(fixture, "the balancer spreads work and audits every item",
   REQUIRE(rt);
   auto items = gemv_items(400);
   auto e = test::submit_all(sys, **rt, items, [] {});
-  check_exactly_once(items, e);
+  test::check_exactly_once(items, e);
   auto stats = (*rt)->placement_stats();
   REQUIRE(stats);
   size_t used = 0;
@@ -207,7 +191,7 @@ TEST_CASE_METHOD(fixture,
     std::this_thread::sleep_for(30ms);
     sim->lose(true);
   });
-  check_exactly_once(items, e);
+  test::check_exactly_once(items, e);
   CHECK(e.errors.empty());
   size_t fell_back = 0;
   for (auto& [id, res] : e.results)
@@ -248,7 +232,7 @@ TEST_CASE_METHOD(fixture, "a lost device is restarted and used again",
     std::this_thread::sleep_for(20ms);
     sim0->lose();
   });
-  check_exactly_once(items, e);
+  test::check_exactly_once(items, e);
   auto stats = (*rt)->placement_stats();
   REQUIRE(stats);
   CHECK(stats->devices[0].losses == 1);
@@ -258,7 +242,7 @@ TEST_CASE_METHOD(fixture, "a lost device is restarted and used again",
   // After the restart it takes work again.
   auto more = gemv_items(10, 100);
   auto e2 = test::submit_all(sys, **rt, more, [] {});
-  check_exactly_once(more, e2);
+  test::check_exactly_once(more, e2);
 }
 
 TEST_CASE_METHOD(fixture, "the restart limit takes a flapping device offline",
@@ -296,7 +280,7 @@ TEST_CASE_METHOD(fixture,
   sim->hang_stream(1);
   auto items = gemv_items(40);
   auto e = test::submit_all(sys, **rt, items, [] {});
-  check_exactly_once(items, e);
+  test::check_exactly_once(items, e);
   CHECK(e.errors.empty());
   auto stats = (*rt)->placement_stats();
   REQUIRE(stats);
@@ -319,7 +303,7 @@ TEST_CASE_METHOD(fixture, "all GPUs lost: everything finishes on the CPU",
     s0->lose(true);
     s1->lose(true);
   });
-  check_exactly_once(items, e);
+  test::check_exactly_once(items, e);
   CHECK(e.errors.empty());
 }
 

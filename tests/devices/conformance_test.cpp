@@ -77,7 +77,9 @@ fleet make_fleet() {
   p.launch_latency = std::chrono::nanoseconds{0};
   p.gflops = 1e6;
   p.gbytes_per_s = 1e6;
-  out.run.push_back({"sim (simulated GPU)", sim::make_sim_device(p)});
+  auto sim = sim::make_sim_device(p);
+  REQUIRE(sim);
+  out.run.push_back({"sim (simulated GPU)", *sim});
   static auto fake = std::make_shared<testing::fake_gpu_api>();
   auto dev = gpu::gpu_device::open(fake, 0, device_kind::cuda_gpu, "fake0", {});
   REQUIRE(dev);
@@ -189,17 +191,24 @@ TEST_CASE("every backend refuses memory it does not have and stays usable",
   auto f = make_fleet();
   for (auto& b : f.run) {
     INFO(b.label);
+    auto* mem = b.dev->memory();
     if (b.dev->info().kind == device_kind::cpu) {
-      // CPU workers use host memory and reserve nothing.
-      CHECK_FALSE(b.dev->allocate(uint64_t{1} << 40));
-      b.dev->deallocate(uint64_t{1} << 40);
+      // CPU workers use host memory: no pool, nothing to refuse.
+      CHECK(mem == nullptr);
       continue;
     }
-    auto err = b.dev->allocate(b.dev->info().memory_bytes + 1);
-    CHECK(code_of(err) == errc::out_of_memory);
+    REQUIRE(mem != nullptr);
+    memory::owner_tag who{"test", 1, "probe"};
+    auto big = mem->allocate(b.dev->info().memory_bytes + 1,
+                             memory::stream_ref{0}, who);
+    REQUIRE_FALSE(big);
+    CHECK(code_of(big.error()) == errc::out_of_memory);
+    CHECK_THAT(describe(big.error()), Catch::Contains("bytes requested"));
     CHECK_FALSE(b.dev->health());
-    REQUIRE_FALSE(b.dev->allocate(1024));
-    b.dev->deallocate(1024);
+    auto small = mem->allocate(1024, memory::stream_ref{0}, who);
+    REQUIRE(small);
+    REQUIRE_FALSE(mem->deallocate(*small, 1024, memory::stream_ref{0}));
+    CHECK(mem->snapshot().refused["out_of_memory"] >= 1);
     test::completions done{*b.dev};
     auto x = data(7, 100);
     std::vector<std::span<const float>> in{x};
@@ -224,13 +233,19 @@ TEST_CASE("every backend completes many launches in flight exactly once",
     for (int i = 0; i < n; ++i) {
       std::vector<std::span<const float>> in{xs[i]};
       auto id = i % 2 == 0 ? kernel_id::reduce_sum : kernel_id::inclusive_scan;
-      auto res = b.dev->launch(b.dev->pick_stream(0), i, id, {}, in);
+      auto res = b.dev->launch(b.dev->pick_stream(0), i, id, {}, in,
+                               {"test", uint64_t(i), "sum"});
       REQUIRE(res);
       if (res->pending)
         pending.push_back(i);
       else
         outputs[i] = std::move(res->output);
     }
+    // Synchronous devices held every launch's memory until now.
+    if (auto* mem = b.dev->memory(); mem && !b.dev->asynchronous())
+      CHECK(mem->snapshot().live_allocations == uint64_t{n});
+    for (int i = 0; i < n; ++i)
+      b.dev->finish(uint64_t(i));
     for (auto t : pending) {
       REQUIRE(done.wait(t));
       auto res = b.dev->collect(t);
@@ -247,6 +262,11 @@ TEST_CASE("every backend completes many launches in flight exactly once",
     }
     if (auto* g = dynamic_cast<gpu::gpu_device*>(b.dev.get()))
       CHECK(g->inflight() == 0);
+    if (auto* mem = b.dev->memory()) {
+      // Every block went back to the pool.
+      CHECK(mem->snapshot().live_allocations == 0);
+      CHECK(mem->snapshot().leak_report == "");
+    }
   }
 }
 
@@ -397,12 +417,15 @@ TEST_CASE("every backend runs chains whose stages feed each other",
     for (auto& item : items) {
       INFO(b.label << ": chain starting with " << kernels::name(item.kernel));
       auto chain = chain_of(item);
-      auto res = b.dev->launch_chain(b.dev->pick_stream(0), ++ticket, chain);
+      auto res = b.dev->launch_chain(b.dev->pick_stream(0), ++ticket, chain,
+                                     {"test", ticket, "chain"});
       REQUIRE(res);
       if (res->pending) {
         REQUIRE(done.wait(ticket));
         res = b.dev->collect(ticket);
         REQUIRE(res);
+      } else {
+        b.dev->finish(ticket);
       }
       CHECK(check_result(item, res->output) == "");
     }

@@ -210,7 +210,10 @@ result fake_gpu_api::malloc_device(void*& p, size_t bytes) {
   if (d.used + bytes > d.spec.memory_bytes)
     return fail(status::out_of_memory);
   p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  // Fresh device memory is not zero: a pool must not rely on it.
+  std::memset(p, 0xA5, bytes);
   d.used += bytes;
+  ++device_mallocs_;
   d.blocks.emplace(p, bytes);
   return {};
 }
@@ -276,6 +279,7 @@ result fake_gpu_api::copy_to_host(void* dst, const void* src, size_t bytes,
 result fake_gpu_api::zero_device(void* p, size_t bytes,
                                  devices::gpu::stream_t s) {
   int dev = static_cast<stream*>(s)->dev;
+  bytes_zeroed_ += bytes;
   return enqueue(s, [this, dev, p, bytes] {
     std::lock_guard<std::mutex> guard{mtx_};
     if (devs_[dev].sticky == status::ok)
@@ -303,6 +307,38 @@ result fake_gpu_api::event_record(devices::gpu::event_t e,
     if (devs_[dev].sticky == status::ok)
       ev->at_ns = now_ns();
   });
+}
+
+result fake_gpu_api::event_query(devices::gpu::event_t e, bool& done) {
+  done = static_cast<event*>(e)->at_ns.load() >= 0;
+  std::lock_guard<std::mutex> guard{mtx_};
+  return sticky_of(current());
+}
+
+result fake_gpu_api::stream_wait_event(devices::gpu::stream_t s,
+                                       devices::gpu::event_t e) {
+  ++stream_waits_;
+  auto* ev = static_cast<event*>(e);
+  int dev = static_cast<stream*>(s)->dev;
+  // The stream's thread waits, as a GPU stream would; the host does not.
+  return enqueue(s, [this, dev, ev] {
+    while (ev->at_ns.load() < 0) {
+      {
+        std::lock_guard<std::mutex> guard{mtx_};
+        if (devs_[dev].sticky != status::ok)
+          return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  });
+}
+
+bool fake_gpu_api::is_zero(const void* p, size_t bytes) const {
+  auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < bytes; ++i)
+    if (b[i] != 0)
+      return false;
+  return true;
 }
 
 result fake_gpu_api::event_elapsed_ns(devices::gpu::event_t start,

@@ -64,6 +64,14 @@ public:
   /// Frees of pointers that were not live (double or foreign frees).
   uint64_t bad_frees() const { return bad_frees_; }
   uint64_t resets() const { return resets_; }
+  /// Device-side waits of one stream for another's event.
+  uint64_t stream_waits() const { return stream_waits_; }
+  /// Bytes zeroed on streams (zero_device).
+  uint64_t bytes_zeroed() const { return bytes_zeroed_; }
+  /// Device allocations made so far (malloc_device calls that succeeded).
+  uint64_t device_mallocs() const { return device_mallocs_; }
+  /// The device memory at `p` (tests read what kernels left there).
+  bool is_zero(const void* p, size_t bytes) const;
 
   // -- api ----------------------------------------------------------------
 
@@ -91,6 +99,10 @@ public:
   devices::gpu::result event_destroy(devices::gpu::event_t e) override;
   devices::gpu::result event_record(devices::gpu::event_t e,
                                     devices::gpu::stream_t s) override;
+  devices::gpu::result event_query(devices::gpu::event_t e,
+                                   bool& done) override;
+  devices::gpu::result stream_wait_event(devices::gpu::stream_t s,
+                                         devices::gpu::event_t e) override;
   devices::gpu::result event_elapsed_ns(devices::gpu::event_t start,
                                         devices::gpu::event_t stop,
                                         int64_t& ns) override;
@@ -136,6 +148,9 @@ private:
   std::atomic<uint64_t> resets_{0};
   std::atomic<uint64_t> bytes_to_host_{0};
   std::atomic<uint64_t> bad_frees_{0};
+  std::atomic<uint64_t> stream_waits_{0};
+  std::atomic<uint64_t> bytes_zeroed_{0};
+  std::atomic<uint64_t> device_mallocs_{0};
 };
 
 /// A health monitor the test steers: samples it is given, events it raises.

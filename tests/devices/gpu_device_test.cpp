@@ -99,18 +99,71 @@ TEST_CASE("a refused device allocation is out_of_memory and leaks nothing",
   test::completions done{*r.dev};
   auto x = xs(1);
   std::vector<std::span<const float>> in{x};
-  r.fake->fail_next_mallocs(1);
+  // The pool asks for a slab, then for exactly what the launch needs.
+  r.fake->fail_next_mallocs(2);
   auto res = done.run(1, kernel_id::reduce_sum, {}, in);
   REQUIRE_FALSE(res);
   CHECK(code_of(res.error()) == errc::out_of_memory);
-  CHECK_THAT(describe(res.error()), Catch::Contains("gpu_device.cpp:"));
+  CHECK_THAT(describe(res.error()),
+             Catch::Contains("gpu_memory_resource.cpp:"));
   CHECK_FALSE(r.dev->health());
   CHECK(r.fake->live_allocations() == 0);
   CHECK(r.dev->inflight() == 0);
-  // The next launch is fine and frees what it took.
+  // The next launch is fine and gives its block back to the pool, which
+  // keeps the slab for the launches after it.
   auto ok = done.run(2, kernel_id::reduce_sum, {}, in);
   REQUIRE(ok);
-  CHECK(r.fake->live_allocations() == 0);
+  CHECK(r.fake->live_allocations() == 1);
+  CHECK(r.dev->live_blocks() == 0);
+  CHECK(r.fake->bad_frees() == 0);
+}
+
+TEST_CASE("a GPU's pool makes one driver allocation for many launches",
+          "[devices][gpu][memory]") {
+  rig r;
+  test::completions done{*r.dev};
+  auto x = xs(11, 50000);
+  std::vector<std::span<const float>> in{x};
+  for (uint64_t t = 1; t <= 100; ++t)
+    REQUIRE(done.run(t, kernel_id::inclusive_scan, {}, in));
+  CHECK(r.fake->device_mallocs() == 1);
+  auto s = r.dev->memory()->snapshot();
+  CHECK(s.allocations == 100);
+  CHECK(s.deallocations == 100);
+  CHECK(s.slab_allocations == 1);
+  CHECK(s.live_allocations == 0);
+  // Every freed block was zeroed on the device before reuse.
+  CHECK(r.fake->bytes_zeroed() >= 100 * 2 * 50000 * sizeof(float));
+}
+
+TEST_CASE("a block freed on one stream is reused on another only after it",
+          "[devices][gpu][memory]") {
+  rig r{2};
+  test::completions done{*r.dev};
+  auto x = xs(12);
+  std::vector<std::span<const float>> in{x};
+  // A runs and completes on stream 0.
+  REQUIRE(r.dev->launch(0, 1, kernel_id::reduce_sum, {}, in));
+  REQUIRE(done.wait(1));
+  // H blocks stream 0; A's block is then freed there, its zero fill queued
+  // behind H.
+  r.fake->hang_next_launch();
+  REQUIRE(r.dev->launch(0, 2, kernel_id::reduce_sum, {}, in));
+  auto a = r.dev->collect(1);
+  REQUIRE(a);
+  // B on stream 1 gets A's block: stream 1 must wait, on the device, for
+  // stream 0 to get past the zero fill.
+  REQUIRE(r.dev->launch(1, 3, kernel_id::reduce_sum, {}, in));
+  CHECK(r.fake->stream_waits() == 1);
+  CHECK(r.dev->memory()->snapshot().cross_stream_waits == 1);
+  CHECK_FALSE(done.wait(3, std::chrono::milliseconds(100)));
+  r.fake->release_hung();
+  REQUIRE(done.wait(2));
+  REQUIRE(done.wait(3));
+  auto b = r.dev->collect(3);
+  REQUIRE(b);
+  CHECK(b->output.values == a->output.values);
+  REQUIRE(r.dev->collect(2));
   CHECK(r.dev->live_blocks() == 0);
 }
 
@@ -144,7 +197,7 @@ TEST_CASE("launches spread over the least busy streams", "[devices][gpu]") {
     REQUIRE(r.dev->collect(t));
   }
   CHECK(r.dev->inflight() == 0);
-  CHECK(r.fake->live_allocations() == 0);
+  CHECK(r.dev->live_blocks() == 0);
   // Collecting twice, or something never launched, is a clear error.
   auto again = r.dev->collect(1);
   REQUIRE_FALSE(again);
@@ -269,9 +322,12 @@ TEST_CASE("the runtime places work on a GPU and gets every result once",
     on_gpu += res.device == "fake0";
   CHECK(on_gpu > 0);
   CHECK(fake->kernels_run() >= on_gpu);
-  CHECK(fake->live_allocations() == 0);
   CHECK(fake->bad_frees() == 0);
   (*rt)->stop();
+  // Every launch gave its block back; the pool asked the driver only for
+  // slabs, not once per launch.
+  CHECK((*dev)->live_blocks() == 0);
+  CHECK(fake->device_mallocs() < on_gpu);
 }
 
 TEST_CASE("the real GPU runtimes on this machine", "[devices][gpu]") {
@@ -319,8 +375,9 @@ TEST_CASE("a chain keeps intermediate outputs on the GPU and frees them once",
   // never crossed to the host.
   CHECK(r.fake->bytes_to_host() == sizeof(float));
   CHECK(r.fake->kernels_run() == 3);
-  // Everything the chain held was freed, exactly once.
-  CHECK(r.fake->live_allocations() == 0);
+  // Everything the chain held went back to the pool, exactly once; the
+  // pool keeps its one slab.
+  CHECK(r.fake->live_allocations() == 1);
   CHECK(r.fake->bad_frees() == 0);
   CHECK(r.dev->live_blocks() == 0);
   work_item item;
@@ -339,7 +396,7 @@ TEST_CASE("a chain that fails half-way frees what it held", "[devices][gpu]") {
   std::vector<stage_view> chain;
   chain.push_back({kernel_id::reduce_sum, {}, {x}, -1});
   chain.push_back({kernel_id::inclusive_scan, {}, {{}}, 0});
-  r.fake->fail_next_mallocs(1);
+  r.fake->fail_next_mallocs(2);
   auto res = r.dev->launch_chain(0, 1, chain);
   REQUIRE_FALSE(res);
   CHECK(code_of(res.error()) == errc::out_of_memory);

@@ -39,14 +39,20 @@ public:
     return count_[ticket];
   }
 
-  /// Launches and, for an asynchronous device, waits and collects.
+  /// Launches and, for an asynchronous device, waits and collects; a
+  /// synchronous device is told the launch finished.
   caf::expected<devices::launch_result> run(uint64_t ticket,
                                             kernels::kernel_id id,
                                             const kernels::kernel_args& args,
                                             kernels::input_views inputs) {
-    auto res = dev_.launch(dev_.pick_stream(0), ticket, id, args, inputs);
-    if (!res || !res->pending)
+    auto res = dev_.launch(dev_.pick_stream(0), ticket, id, args, inputs,
+                           {"test", ticket, std::string{kernels::name(id)}});
+    if (!res)
       return res;
+    if (!res->pending) {
+      dev_.finish(ticket);
+      return res;
+    }
     if (!wait(ticket))
       return make_error(errc::kernel_timeout,
                         "no completion for launch " + std::to_string(ticket));

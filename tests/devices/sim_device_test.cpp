@@ -16,25 +16,53 @@ namespace {
 sim::sim_params small_sim() {
   sim::sim_params p;
   p.name = "simT";
-  p.memory_bytes = 1000;
+  p.memory_bytes = 64 * 1024;
   p.streams = 2;
   p.speed = 2.0;
   return p;
 }
 
-caf::expected<launch_result> launch_sum(device& d, uint32_t stream = 0) {
+std::shared_ptr<sim::sim_device> make_small(sim::sim_params p = small_sim()) {
+  auto d = sim::make_sim_device(std::move(p));
+  REQUIRE(d);
+  return *d;
+}
+
+// A sum of 1,024 ones; holds 4 KiB + 256 B of device memory until finished.
+caf::expected<launch_result> launch_sum(device& d, uint32_t stream = 0,
+                                        uint64_t ticket = 0) {
   static std::vector<float> x(1024, 1.0f);
   std::vector<std::span<const float>> in{x};
-  return d.launch(stream, 0, kernels::kernel_id::reduce_sum, {}, in);
+  return d.launch(stream, ticket, kernels::kernel_id::reduce_sum, {}, in,
+                  {"t", ticket, "reduce_sum"});
 }
+
+// Checks what the pool hands out and takes back: fresh blocks read zero,
+// returned blocks hold what the launch copied in.
+struct content_check final : memory::memory_observer {
+  int allocations = 0;
+  int nonzero_returned = 0;
+  bool fresh_not_zero = false;
+  void on_allocate(const std::string&, void* p, uint64_t bytes,
+                   const memory::owner_tag&) override {
+    ++allocations;
+    auto* b = static_cast<const unsigned char*>(p);
+    for (uint64_t i = 0; i < bytes; ++i)
+      fresh_not_zero |= b[i] != 0;
+  }
+  void on_deallocate(const std::string&, void* p, uint64_t) override {
+    nonzero_returned += *static_cast<const float*>(p) == 1.0f;
+  }
+};
 
 } // namespace
 
 TEST_CASE("a simulated GPU says it is simulated", "[devices][sim]") {
-  sim::sim_device d{small_sim()};
+  auto dp = make_small();
+  auto& d = *dp;
   CHECK(d.info().simulated);
   CHECK(d.info().kind == device_kind::sim_gpu);
-  CHECK(d.info().memory_bytes == 1000);
+  CHECK(d.info().memory_bytes == 64 * 1024);
   CHECK(d.info().streams == 2);
   auto res = launch_sum(d);
   REQUIRE(res);
@@ -43,34 +71,64 @@ TEST_CASE("a simulated GPU says it is simulated", "[devices][sim]") {
   CHECK_FALSE(res->hung);
 }
 
-TEST_CASE("simulated memory is bounded and injectable", "[devices][sim]") {
-  sim::sim_device d{small_sim()};
-  CHECK_FALSE(d.allocate(600));
-  auto err = d.allocate(600);
-  CHECK(code_of(err) == errc::out_of_memory);
-  d.deallocate(600);
-  CHECK(d.memory_used() == 0);
+TEST_CASE("simulated memory is real, bounded and injectable",
+          "[devices][sim]") {
+  auto check = std::make_shared<content_check>();
+  auto p = small_sim();
+  p.memory.observer = check;
+  auto dp = make_small(p);
+  auto& d = *dp;
+  // Launches hold their blocks until finished: the device fills up.
+  uint64_t ticket = 0;
+  caf::expected<launch_result> res{caf::error{}};
+  while ((res = launch_sum(d, 0, ++ticket)) && ticket < 100) {
+    CHECK(res->output.values == std::vector<float>{1024.0f});
+  }
+  REQUIRE_FALSE(res);
+  CHECK(code_of(res.error()) == errc::out_of_memory);
+  CHECK_THAT(describe(res.error()), Catch::Contains("simT"));
+  CHECK(ticket > 8);
+  auto s = d.memory()->snapshot();
+  CHECK(s.held <= s.capacity);
+  CHECK(s.live_allocations == ticket - 1);
+  // Finishing one launch makes room for the next.
+  d.finish(1);
+  CHECK(launch_sum(d, 1, ticket));
+  for (uint64_t t = 2; t <= ticket; ++t)
+    d.finish(t);
+  CHECK(d.memory()->snapshot().live_allocations == 0);
+  CHECK(d.memory()->snapshot().leak_report.empty());
+  // The inputs really were in device memory, and every block came back
+  // zeroed before it was handed out again.
+  CHECK(check->nonzero_returned == check->allocations);
+  CHECK_FALSE(check->fresh_not_zero);
   d.fail_next_allocations(2);
-  CHECK(code_of(d.allocate(1)) == errc::out_of_memory);
-  CHECK(code_of(d.allocate(1)) == errc::out_of_memory);
-  CHECK_FALSE(d.allocate(1));
-  CHECK(d.memory_used() == 1);
+  CHECK(code_of(launch_sum(d, 0, 1).error()) == errc::out_of_memory);
+  CHECK_THAT(describe(launch_sum(d, 0, 1).error()),
+             Catch::Contains("injected"));
+  CHECK(launch_sum(d, 0, 1));
+  d.finish(1);
 }
 
 TEST_CASE("a lost simulated GPU fails until reset", "[devices][sim]") {
-  sim::sim_device d{small_sim()};
+  auto dp = make_small();
+  auto& d = *dp;
+  REQUIRE(launch_sum(d, 0, 7));
   d.lose();
   CHECK(code_of(d.health()) == errc::device_lost);
   CHECK(code_of(launch_sum(d).error()) == errc::device_lost);
-  CHECK(code_of(d.allocate(1)) == errc::device_lost);
   CHECK_FALSE(d.reset());
+  // The reset took the launch's memory along.
+  CHECK(d.memory()->snapshot().live_allocations == 0);
+  CHECK(d.memory()->snapshot().dropped_at_reset == 1);
   CHECK_FALSE(d.health());
   d.lose(true);
   CHECK(code_of(d.reset()) == errc::device_lost);
 }
 
 TEST_CASE("a simulated GPU can be lost at a given time", "[devices][sim]") {
-  sim::sim_device d{small_sim()};
+  auto dp = make_small();
+  auto& d = *dp;
   d.lose_at(std::chrono::steady_clock::now() + std::chrono::milliseconds(30));
   CHECK_FALSE(d.health());
   std::this_thread::sleep_for(std::chrono::milliseconds(40));
@@ -80,7 +138,8 @@ TEST_CASE("a simulated GPU can be lost at a given time", "[devices][sim]") {
 TEST_CASE("Xid codes: application-level fail one kernel, device-level lose "
           "the device",
           "[devices][sim]") {
-  sim::sim_device d{small_sim()};
+  auto dp = make_small();
+  auto& d = *dp;
   d.raise_xid(13);
   auto res = launch_sum(d);
   REQUIRE_FALSE(res);
@@ -95,7 +154,8 @@ TEST_CASE("Xid codes: application-level fail one kernel, device-level lose "
 }
 
 TEST_CASE("hung streams and slow-downs", "[devices][sim]") {
-  sim::sim_device d{small_sim()};
+  auto dp = make_small();
+  auto& d = *dp;
   auto base = launch_sum(d)->device_time;
   d.hang_stream(1);
   CHECK_FALSE(launch_sum(d, 0)->hung);

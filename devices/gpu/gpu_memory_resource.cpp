@@ -1,0 +1,47 @@
+#include "devices/gpu/gpu_memory_resource.hpp"
+
+#include "devices/gpu/gpu_device.hpp"
+#include "messages/errc.hpp"
+
+namespace cohort::devices::gpu {
+
+gpu_memory_resource::gpu_memory_resource(std::shared_ptr<api> rt, int ordinal,
+                                         std::string device)
+    : rt_(std::move(rt)), ordinal_(ordinal), device_(std::move(device)) {
+  // nop
+}
+
+caf::expected<void*>
+gpu_memory_resource::do_allocate(size_t bytes, memory::stream_ref,
+                                 const memory::owner_tag&) {
+  if (auto rc = rt_->set_device(ordinal_); rc.failed())
+    return to_error(*rt_, rc, device_, "selecting the device", __FILE__,
+                    __LINE__);
+  void* p = nullptr;
+  if (auto rc = rt_->malloc_device(p, bytes); rc.failed())
+    return to_error(*rt_, rc, device_,
+                    "allocating a " + std::to_string(bytes) +
+                        "-byte slab of device memory",
+                    __FILE__, __LINE__);
+  blocks_.emplace(p, bytes);
+  used_ += bytes;
+  return p;
+}
+
+caf::error gpu_memory_resource::do_deallocate(void* p, size_t bytes,
+                                              memory::stream_ref) {
+  auto i = blocks_.find(p);
+  if (i == blocks_.end() || i->second != bytes)
+    return make_error(errc::invalid_free,
+                      device_ + ": a slab of " + std::to_string(bytes) +
+                          " bytes returned that the driver did not hand out");
+  blocks_.erase(i);
+  used_ -= bytes;
+  rt_->set_device(ordinal_);
+  // Synchronizes the device: only trimming and shutdown get here.
+  if (auto rc = rt_->free_device(p); rc.failed())
+    return to_error(*rt_, rc, device_, "freeing a slab", __FILE__, __LINE__);
+  return caf::none;
+}
+
+} // namespace cohort::devices::gpu

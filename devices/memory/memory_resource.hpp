@@ -1,0 +1,78 @@
+// The interface of every device-memory resource and adaptor, in the manner of
+// RMM's device_memory_resource: a public non-virtual allocate / deallocate
+// forwarding to private virtuals. Every call is ordered on one stream of the
+// device and names the owner of the memory, so that resources can reuse
+// memory in stream order, enforce per-tenant limits and report leaks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+namespace cohort::devices::memory {
+
+/// Alignment of every block a resource hands out (what GPU kernels and
+/// vectorized copies want).
+inline constexpr size_t block_alignment = 256;
+
+/// A stream of the device, by index. Work ordered on one stream runs in
+/// order; memory freed on a stream may be reused at once by later work on the
+/// same stream, and by other streams only after a fence.
+struct stream_ref {
+  uint32_t index = 0;
+
+  friend bool operator==(stream_ref, stream_ref) = default;
+};
+
+/// Who holds an allocation: shown in leak reports, used by per-tenant limits.
+struct owner_tag {
+  std::string tenant;
+  /// The work item's id (0 for memory that belongs to no item).
+  uint64_t work_id = 0;
+  /// What the memory is for: a kernel name from the catalog, or a label.
+  std::string what;
+};
+
+/// Hands out and takes back device memory. Not thread-safe unless a
+/// resource says otherwise: one device actor owns a device's resources.
+class memory_resource {
+public:
+  virtual ~memory_resource() = default;
+
+  /// At least `bytes` (> 0) of device memory for `owner`, aligned to
+  /// `block_alignment`, usable by work ordered on `stream`. Errors:
+  /// invalid_arguments for 0 bytes; out_of_memory when the device cannot hold
+  /// it (hard OOM); memory_limit or over_memory_quota when a configured limit
+  /// refuses it (soft OOM); device_lost.
+  caf::expected<void*> allocate(size_t bytes, stream_ref stream,
+                                const owner_tag& owner) {
+    return do_allocate(bytes, stream, owner);
+  }
+
+  /// Takes back `p`, which `allocate` of this resource returned for `bytes`.
+  /// The memory may be reused by work ordered after everything enqueued on
+  /// `stream` so far. Errors: invalid_free for a pointer this resource did not
+  /// hand out, already took back, or handed out with another size; nothing
+  /// changes then.
+  caf::error deallocate(void* p, size_t bytes, stream_ref stream) {
+    return do_deallocate(p, bytes, stream);
+  }
+
+private:
+  virtual caf::expected<void*> do_allocate(size_t bytes, stream_ref stream,
+                                           const owner_tag& owner) = 0;
+  virtual caf::error do_deallocate(void* p, size_t bytes,
+                                   stream_ref stream) = 0;
+};
+
+/// Rounds `x` up to a multiple of `a` (a power of two), saturating instead
+/// of wrapping for sizes near the top of the range.
+constexpr uint64_t align_up(uint64_t x, uint64_t a) {
+  return x > UINT64_MAX - (a - 1) ? UINT64_MAX & ~(a - 1)
+                                  : (x + a - 1) & ~(a - 1);
+}
+
+} // namespace cohort::devices::memory

@@ -1,0 +1,248 @@
+// A property test of device memory under the whole runtime: random tenants
+// (quotas global and per device, reservations, in-flight caps, policies),
+// random item sizes and concurrency on four small simulated GPUs. An
+// observer inside every device's memory stack checks each allocation as it
+// happens: no device past its limit, no tenant past a quota, no block
+// overlapping another, and freed memory reads back as zero before anyone
+// gets it again. Every item still ends exactly once with a correct result.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "devices/sim/sim_device.hpp"
+#include "tests/runtime_fixture.hpp"
+
+using namespace cohort;
+using namespace cohort::actors;
+
+namespace {
+
+constexpr uint64_t MiB = uint64_t{1} << 20;
+
+// Checks every allocation of every device against the limits it was told.
+// Device actors call it from their threads, hence the lock.
+class invariant_observer final : public devices::memory::memory_observer {
+public:
+  std::map<std::string, uint64_t> device_limit;
+  std::map<std::string, uint64_t> tenant_quota;
+  std::map<std::pair<std::string, std::string>, uint64_t> device_quota;
+
+  void on_allocate(const std::string& device, void* p, uint64_t bytes,
+                   const devices::memory::owner_tag& owner) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    ++allocations_;
+    auto& live = live_[device];
+    auto at = reinterpret_cast<uintptr_t>(p);
+    if (auto next = live.lower_bound(at);
+        next != live.end() && next->first < at + bytes)
+      fail(device + ": a block overlaps the next live one");
+    if (auto prev = live.lower_bound(at); prev != live.begin()) {
+      --prev;
+      if (prev->first + prev->second.bytes > at)
+        fail(device + ": a block overlaps the previous live one");
+    }
+    if (!zero(p, bytes))
+      fail(device + ": a block for '" + owner.tenant +
+           "' was handed out without being zeroed");
+    live[at] = {bytes, owner.tenant};
+    auto& on_device = device_bytes_[device] += bytes;
+    auto& tenant_dev = tenant_device_[{owner.tenant, device}] += bytes;
+    auto& tenant = tenant_bytes_[owner.tenant] += bytes;
+    peak_ = std::max(peak_, double(on_device) / double(device_limit[device]));
+    if (on_device > device_limit[device])
+      fail(device + ": " + std::to_string(on_device) +
+           " bytes live, past its limit");
+    if (auto q = device_quota[{owner.tenant, device}]; q > 0 && tenant_dev > q)
+      fail("'" + owner.tenant + "' past its quota on " + device);
+    if (auto q = tenant_quota[owner.tenant]; q > 0 && tenant > q)
+      fail("'" + owner.tenant + "' past its global quota");
+  }
+
+  void on_deallocate(const std::string& device, void* p,
+                     uint64_t bytes) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto& live = live_[device];
+    auto i = live.find(reinterpret_cast<uintptr_t>(p));
+    if (i == live.end() || i->second.bytes != bytes) {
+      fail(device + ": a free of something not live");
+      return;
+    }
+    device_bytes_[device] -= bytes;
+    tenant_device_[{i->second.tenant, device}] -= bytes;
+    tenant_bytes_[i->second.tenant] -= bytes;
+    live.erase(i);
+  }
+
+  std::vector<std::string> violations() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return violations_;
+  }
+  uint64_t allocations() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return allocations_;
+  }
+  uint64_t live_bytes() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    uint64_t n = 0;
+    for (auto& [d, b] : device_bytes_)
+      n += b;
+    return n;
+  }
+  /// The fullest any device got, as a share of its limit.
+  double peak() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return peak_;
+  }
+
+private:
+  struct block {
+    uint64_t bytes;
+    std::string tenant;
+  };
+
+  static bool zero(const void* p, size_t n) {
+    static const std::vector<unsigned char> zeros(64 * 1024, 0);
+    auto* b = static_cast<const unsigned char*>(p);
+    for (size_t at = 0; at < n; at += zeros.size())
+      if (std::memcmp(b + at, zeros.data(), std::min(zeros.size(), n - at)))
+        return false;
+    return true;
+  }
+
+  void fail(std::string what) {
+    if (violations_.size() < 10)
+      violations_.push_back(std::move(what));
+  }
+
+  mutable std::mutex mtx_;
+  std::map<std::string, std::map<uintptr_t, block>> live_;
+  std::map<std::string, uint64_t> device_bytes_;
+  std::map<std::pair<std::string, std::string>, uint64_t> tenant_device_;
+  std::map<std::string, uint64_t> tenant_bytes_;
+  std::vector<std::string> violations_;
+  uint64_t allocations_ = 0;
+  double peak_ = 0;
+};
+
+work_item random_item(std::mt19937_64& rng, uint64_t id,
+                      const std::string& tenant) {
+  work_item item;
+  item.id = id;
+  item.tenant = tenant;
+  auto pick = rng() % 3;
+  if (pick == 0) {
+    item.kernel = kernel_id::gemv;
+    item.args.m = 8 + rng() % 600;
+    item.args.n = 8 + rng() % 600;
+    item.inputs.emplace_back(
+        kernels::random_floats(id, item.args.m * item.args.n));
+    item.inputs.emplace_back(kernels::random_floats(id + 7, item.args.n));
+  } else if (pick == 1) {
+    item.kernel = kernel_id::axpy;
+    item.args.alpha = 0.5f;
+    auto n = 1 + rng() % 200000;
+    item.inputs.emplace_back(kernels::random_floats(id, n));
+    item.inputs.emplace_back(kernels::random_floats(id + 7, n));
+  } else {
+    item.kernel = kernel_id::inclusive_scan;
+    item.inputs.emplace_back(kernels::random_floats(id, 1 + rng() % 300000));
+  }
+  return item;
+}
+
+} // namespace
+
+TEST_CASE("device memory holds its invariants under random tenants and load",
+          "[actors][memory][property]") {
+  auto seed = GENERATE(11u, 22u, 33u);
+  INFO("seed " << seed);
+  std::mt19937_64 rng{seed};
+  test::temp_dir dir;
+  system_config sys_cfg;
+  caf::actor_system sys{sys_cfg};
+  auto obs = std::make_shared<invariant_observer>();
+  // Four small simulated GPUs, each 8 MiB, with the observer inside.
+  std::vector<std::shared_ptr<devices::device>> sims;
+  for (int i = 0; i < 4; ++i) {
+    devices::sim::sim_params p;
+    p.name = "sim" + std::to_string(i);
+    p.memory_bytes = 8 * MiB;
+    p.streams = 2;
+    p.speed = 1 + double(rng() % 4);
+    p.memory.observer = obs;
+    auto d = devices::sim::make_sim_device(p);
+    REQUIRE(d);
+    obs->device_limit[p.name] = p.memory_bytes;
+    sims.push_back(*d);
+  }
+  pb::RuntimeConfig cfg;
+  cfg.mutable_devices()->set_cpu_workers(1);
+  cfg.mutable_devices()->set_gpus(false);
+  cfg.set_audit_path(dir.file("audit.log"));
+  cfg.set_max_attempts(8);
+  // Small slabs: many blocks per slab, so that reuse and coalescing happen.
+  cfg.mutable_pool()->set_slab_mib(2);
+  std::vector<std::string> tenants{"a", "b", "c", "d"};
+  for (size_t t = 0; t < tenants.size(); ++t) {
+    auto* g = cfg.add_tenant();
+    g->set_tenant(tenants[t]);
+    g->add_kernels("*");
+    g->add_devices("sim");
+    if (rng() % 2 == 0)
+      g->add_devices("cpu");
+    g->set_max_inflight(uint32_t(4 + rng() % 28));
+    g->set_on_limit(static_cast<pb::LimitPolicy>(rng() % 3));
+    g->set_queue_timeout_ms(5000);
+    if (rng() % 3 != 0) {
+      auto q = (4 + rng() % 12) * MiB;
+      g->set_memory_quota_bytes(q);
+      obs->tenant_quota[tenants[t]] = q;
+    }
+    for (int d = 0; d < 4; ++d) {
+      if (rng() % 3 != 0)
+        continue;
+      auto* dq = g->add_device_quota();
+      auto name = "sim" + std::to_string(d);
+      dq->set_device(name);
+      auto q = (2 + rng() % 5) * MiB;
+      dq->set_memory_quota_bytes(q);
+      obs->device_quota[{tenants[t], name}] = q;
+      // Tenant "a" declares a peak of 1 MiB there.
+      if (t == 0)
+        dq->set_reserve_bytes(MiB);
+    }
+  }
+  auto rt = runtime::start(sys, cfg, sims);
+  REQUIRE(rt);
+  for (auto& s : sims)
+    std::static_pointer_cast<devices::sim::sim_device>(s)->slow_down(
+        double(20 + rng() % 200));
+  std::vector<work_item> items;
+  for (uint64_t id = 1; id <= 300; ++id)
+    items.push_back(random_item(rng, id, tenants[rng() % tenants.size()]));
+  auto e = test::submit_all(sys, **rt, items, [] {});
+  test::check_exactly_once(items, e);
+  for (auto& [id, err] : e.errors) {
+    // Only limits may end an item here: no device was lost.
+    INFO(describe(err));
+    auto c = code_of(err);
+    CHECK((c == errc::over_memory_quota || c == errc::memory_limit ||
+           c == errc::out_of_memory || c == errc::over_inflight_quota ||
+           c == errc::retries_exhausted));
+  }
+  CHECK(obs->violations() == std::vector<std::string>{});
+  CHECK(obs->allocations() > 100);
+  // Memory pressure really happened.
+  CHECK(obs->peak() > 0.3);
+  (*rt)->stop();
+  CHECK(obs->live_bytes() == 0);
+  for (auto& s : sims) {
+    auto snap = s->memory()->snapshot();
+    INFO(snap.device << ": " << snap.leak_report);
+    CHECK(snap.live_allocations == 0);
+    CHECK(s->memory()->pool().check_invariants() == "");
+  }
+}
