@@ -174,7 +174,10 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           self->quit(err);
           return;
         }
-        if (auto* mem = self->state.dev->memory())
+        // Trimming gives slabs back to the driver, which waits for the whole
+        // device (cudaFree): only when nothing runs here.
+        if (auto* mem = self->state.dev->memory();
+            mem && self->state.pending.empty())
           mem->maintain();
         self->delayed_send(self, self->state.cfg.health_interval,
                            tick_atom::value);

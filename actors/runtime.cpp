@@ -58,10 +58,12 @@ make_devices(const pb::RuntimeConfig& cfg) {
                        : topo.core_numa_node[i % topo.core_numa_node.size()];
     out.push_back(devices::cpu::make_cpu_device(i, node, topo.model));
   }
-  if (cfg.devices().gpu_streams() > devices::memory::pool_resource::max_streams)
+  // A GPU has one more stream than it launches on: its pool's fill stream.
+  constexpr uint32_t max_gpu_streams =
+      devices::memory::pool_resource::max_streams - 1;
+  if (cfg.devices().gpu_streams() > max_gpu_streams)
     return bad("gpu_streams is " + std::to_string(cfg.devices().gpu_streams()) +
-               ", at most " +
-               std::to_string(devices::memory::pool_resource::max_streams) +
+               ", at most " + std::to_string(max_gpu_streams) +
                " are supported");
   if (!cfg.devices().has_gpus() || cfg.devices().gpus()) {
     devices::gpu::gpu_options opts;
@@ -145,6 +147,8 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
     devices::memory::memory_options opts;
     opts.limit = lease->devices[i].limit;
     opts.pool = pools[i] = pool_options_for(cfg, infos[i].memory_bytes);
+    // A real GPU's fresh memory is not cleared; fresh host mappings are.
+    opts.pool.zero_new_slabs = opts.pool.zero_on_free && !infos[i].simulated;
     for (auto& p : lease->policies) {
       if (p.device_quota[i] > 0)
         opts.tenant_limits[p.tenant] = p.device_quota[i];

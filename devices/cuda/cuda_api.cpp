@@ -197,9 +197,10 @@ public:
     return rc(cudaMemsetAsync(p, 0, bytes, stream_of(s)));
   }
 
-  gpu::result event_create(gpu::event_t& e) override {
+  gpu::result event_create(gpu::event_t& e, bool timing) override {
     cudaEvent_t ev = nullptr;
-    auto err = cudaEventCreate(&ev);
+    auto err = cudaEventCreateWithFlags(&ev, timing ? cudaEventDefault
+                                                    : cudaEventDisableTiming);
     e = ev;
     return rc(err);
   }

@@ -113,7 +113,9 @@ public:
   /// Fills device memory with zero bytes, ordered on `s`.
   virtual result zero_device(void* p, size_t bytes, stream_t s) = 0;
 
-  virtual result event_create(event_t& e) = 0;
+  /// `timing`: the event can time work (event_elapsed_ns); fences are
+  /// cheaper without.
+  virtual result event_create(event_t& e, bool timing) = 0;
   virtual result event_destroy(event_t e) = 0;
   virtual result event_record(event_t e, stream_t s) = 0;
   /// Polls `e` without blocking: `done` once the work enqueued before its

@@ -117,13 +117,16 @@ gpu_device::open(std::shared_ptr<api> rt, int ordinal, device_kind kind,
                                         std::to_string(props.cc_minor);
   info.numa_node = numa_node_of_pci(props.pci_bus_id);
   auto mem_opts = opts.memory;
+  // cudaMalloc / hipMalloc do not clear memory.
+  mem_opts.pool.zero_new_slabs = mem_opts.pool.zero_on_free;
   auto dev = std::make_shared<gpu_device>(rt, ordinal, std::move(info),
                                           std::move(props), std::move(opts));
   if (auto err = dev->create_streams(__LINE__))
     return err;
   auto& x = dev->info();
+  // The launches' streams and, last, the fill stream.
   auto ordering = std::make_unique<gpu_stream_ordering>(
-      rt, ordinal, x.name, &dev->streams_, x.streams);
+      rt, ordinal, x.name, &dev->streams_, x.streams + 1);
   dev->ordering_ = ordering.get();
   auto mem = memory::device_memory::make(
       x.name, false, x.memory_bytes,
@@ -207,7 +210,8 @@ caf::error gpu_device::fail(result rc, std::string_view what, int line) {
 caf::error gpu_device::create_streams(int line) {
   if (auto rc = rt_->set_device(ordinal_); rc.failed())
     return fail(rc, "selecting the device", line);
-  streams_.assign(info().streams, nullptr);
+  // One stream per launch lane, and one for the pool's zero fills.
+  streams_.assign(info().streams + 1, nullptr);
   inflight_.assign(info().streams, 0);
   for (auto& s : streams_)
     if (auto rc = rt_->stream_create(s); rc.failed()) {
@@ -236,7 +240,7 @@ caf::error gpu_device::event(event_t& e, int line) {
     free_events_.pop_back();
     return caf::none;
   }
-  if (auto rc = rt_->event_create(e); rc.failed())
+  if (auto rc = rt_->event_create(e, true); rc.failed())
     return fail(rc, "creating an event", line);
   return caf::none;
 }
@@ -245,10 +249,13 @@ void gpu_device::release(launch_record& rec, bool synchronize) {
   if (synchronize)
     rt_->stream_synchronize(streams_[rec.stream]);
   if (rec.block != nullptr) {
-    // Back to the pool in stream order: zeroed on the launch's stream, and
-    // reused by other streams only after it.
-    memory_->deallocate(rec.block, rec.block_bytes,
-                        memory::stream_ref{rec.stream});
+    // The launch is done with it (or its stream was waited for): back to
+    // the pool, zeroed on the fill stream, reused by a launch only after
+    // the zero fill, never after other launches.
+    if (auto err = memory_->deallocate(rec.block, rec.block_bytes,
+                                       ordering_->fill_stream());
+        code_of(err) == errc::device_lost && !lost_)
+      lost_ = std::move(err);
     rec.block = nullptr;
   }
   staging_.release(rec.staging);
@@ -292,7 +299,7 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
   if (streams_.empty())
     return make_error(errc::device_lost,
                       info().name + ": no streams (a reset did not complete)");
-  stream = std::min(stream, uint32_t(streams_.size() - 1));
+  stream = std::min(stream, uint32_t(inflight_.size() - 1));
   auto s = streams_[stream];
   if (auto rc = rt_->set_device(ordinal_); rc.failed())
     return COHORT_GPU_FAIL(rc, "selecting the device");

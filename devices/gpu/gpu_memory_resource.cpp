@@ -23,9 +23,15 @@ gpu_memory_resource::do_allocate(size_t bytes, memory::stream_ref,
                     "allocating a " + std::to_string(bytes) +
                         "-byte slab of device memory",
                     __FILE__, __LINE__);
-  blocks_.emplace(p, bytes);
+  // A reset context may hand out an address a forgotten slab had.
+  blocks_.insert_or_assign(p, bytes);
   used_ += bytes;
   return p;
+}
+
+void gpu_memory_resource::do_forget_all() {
+  blocks_.clear();
+  used_ = 0;
 }
 
 caf::error gpu_memory_resource::do_deallocate(void* p, size_t bytes,

@@ -27,6 +27,7 @@ private:
                                    const memory::owner_tag& owner) override;
   caf::error do_deallocate(void* p, size_t bytes,
                            memory::stream_ref stream) override;
+  void do_forget_all() override;
 
   std::shared_ptr<api> rt_;
   int ordinal_;

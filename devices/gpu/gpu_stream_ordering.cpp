@@ -34,6 +34,10 @@ stream_t gpu_stream_ordering::stream(memory::stream_ref s) const {
 }
 
 caf::expected<uint64_t> gpu_stream_ordering::record(memory::stream_ref s) {
+  // Events belong to the current device.
+  if (auto err =
+          check(rt_->set_device(ordinal_), "selecting the device", __LINE__))
+    return err;
   auto st = stream(s);
   if (st == nullptr)
     return make_error(errc::device_lost, device_ + ": no stream " +
@@ -43,8 +47,8 @@ caf::expected<uint64_t> gpu_stream_ordering::record(memory::stream_ref s) {
   if (!free_events_.empty()) {
     e = free_events_.back();
     free_events_.pop_back();
-  } else if (auto err = check(rt_->event_create(e), "creating a fence event",
-                              __LINE__)) {
+  } else if (auto err = check(rt_->event_create(e, false),
+                              "creating a fence event", __LINE__)) {
     return err;
   }
   if (auto err =
@@ -74,19 +78,25 @@ bool gpu_stream_ordering::reached(memory::stream_ref s, uint64_t seq) {
 
 caf::error gpu_stream_ordering::wait(memory::stream_ref waiter,
                                      memory::stream_ref s, uint64_t seq) {
-  if (s.index >= lanes_.size())
+  if (s.index >= lanes_.size() || seq <= lanes_[s.index].reached)
     return caf::none;
-  for (auto& [n, e] : lanes_[s.index].pending)
-    if (n == seq) {
-      auto st = stream(waiter);
-      if (st == nullptr)
-        return make_error(errc::device_lost, device_ + ": no stream " +
-                                                 std::to_string(waiter.index));
+  auto st = stream(waiter);
+  if (st == nullptr)
+    return make_error(errc::device_lost,
+                      device_ + ": no stream " + std::to_string(waiter.index));
+  rt_->set_device(ordinal_);
+  auto& pending = lanes_[s.index].pending;
+  // The fence itself, or (never missing one) the first one after it.
+  for (auto& [n, e] : pending)
+    if (n >= seq)
       return check(rt_->stream_wait_event(st, e),
                    "ordering a stream after another's fence", __LINE__);
-    }
-  // Not pending any more: already reached.
-  return caf::none;
+  // Asked for a fence not recorded yet: record one now and wait for it.
+  auto rec = record(s);
+  if (!rec)
+    return rec.error();
+  return check(rt_->stream_wait_event(st, pending.back().second),
+               "ordering a stream after another's fence", __LINE__);
 }
 
 caf::error gpu_stream_ordering::zero(void* p, size_t bytes,
@@ -95,7 +105,8 @@ caf::error gpu_stream_ordering::zero(void* p, size_t bytes,
   if (st == nullptr)
     return make_error(errc::device_lost,
                       device_ + ": no stream " + std::to_string(s.index));
-  return check(rt_->zero_device(p, bytes, st), "zeroing freed device memory",
+  rt_->set_device(ordinal_);
+  return check(rt_->zero_device(p, bytes, st), "zeroing device memory",
                __LINE__);
 }
 

@@ -21,13 +21,17 @@ namespace cohort::devices::gpu {
 /// them after a reset). Not thread-safe; only the device's owner calls it.
 class gpu_stream_ordering final : public memory::stream_ordering {
 public:
-  /// `count` is the device's number of streams.
+  /// `count` is the device's number of streams, its fill stream (the last)
+  /// included.
   gpu_stream_ordering(std::shared_ptr<api> rt, int ordinal, std::string device,
                       const std::vector<stream_t>* streams, uint32_t count);
   ~gpu_stream_ordering() override;
 
   uint32_t streams() const override;
   caf::expected<uint64_t> record(memory::stream_ref s) override;
+  uint64_t recorded(memory::stream_ref s) const override {
+    return s.index < lanes_.size() ? lanes_[s.index].next : 0;
+  }
   bool reached(memory::stream_ref s, uint64_t seq) override;
   caf::error wait(memory::stream_ref waiter, memory::stream_ref s,
                   uint64_t seq) override;
@@ -35,6 +39,10 @@ public:
   /// Forgets the events (they died with the context) without destroying
   /// them.
   void reset() override;
+  /// The last stream: the device's fill stream, apart from its launches.
+  memory::stream_ref fill_stream() const override {
+    return memory::stream_ref{count_ - 1};
+  }
 
   /// Destroys every event (the context is alive and about to be torn down).
   void destroy_events();

@@ -159,9 +159,10 @@ public:
     return rc(hipMemsetAsync(p, 0, bytes, stream_of(s)));
   }
 
-  gpu::result event_create(gpu::event_t& e) override {
+  gpu::result event_create(gpu::event_t& e, bool timing) override {
     hipEvent_t ev = nullptr;
-    auto err = hipEventCreate(&ev);
+    auto err = hipEventCreateWithFlags(&ev, timing ? hipEventDefault
+                                                   : hipEventDisableTiming);
     e = ev;
     return rc(err);
   }

@@ -146,6 +146,8 @@ std::string device_memory::reset(bool memory_gone) {
   statistics_->forget_all();
   limiting_->forget_all();
   pool_->reset(memory_gone);
+  if (memory_gone)
+    upstream_->forget_all();
   streams_->reset();
   return report;
 }

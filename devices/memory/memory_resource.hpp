@@ -61,11 +61,17 @@ public:
     return do_deallocate(p, bytes, stream);
   }
 
+  /// The device's memory went away with a reset (a destroyed context took
+  /// it): forgets everything handed out, without returning it.
+  void forget_all() { do_forget_all(); }
+
 private:
   virtual caf::expected<void*> do_allocate(size_t bytes, stream_ref stream,
                                            const owner_tag& owner) = 0;
   virtual caf::error do_deallocate(void* p, size_t bytes,
                                    stream_ref stream) = 0;
+  /// Resources that keep no record of what they handed out do nothing.
+  virtual void do_forget_all() {}
 };
 
 /// Rounds `x` up to a multiple of `a` (a power of two), saturating instead

@@ -69,12 +69,20 @@ pool_resource::pool_resource(memory_resource& upstream,
     }
   caches_.resize(class_sizes_.size());
   live_.reserve(1024);
+  // Fences are numbered by the ordering; a pool made on a used device starts
+  // where it stands.
+  sync_fences();
   if (opts_.initial_bytes > 0)
     grow(opts_.initial_bytes);
 }
 
 pool_resource::~pool_resource() {
   reset(false);
+}
+
+void pool_resource::sync_fences() {
+  for (uint32_t s = 0; s < max_streams && s < streams_.streams(); ++s)
+    recorded_[s] = reached_[s] = streams_.recorded(stream_ref{s});
 }
 
 uint16_t pool_resource::class_of(uint64_t bytes) const {
@@ -246,12 +254,17 @@ void pool_resource::flush_caches() {
 caf::error pool_resource::grow(uint64_t size) {
   auto want = std::max(opts_.slab_bytes, align_up(size, slab_granularity));
   owner_tag tag{"", 0, "pool slab"};
+  // Only a refusal is worth asking again; anything else (a lost device)
+  // goes back as it is.
+  auto refused = [](const caf::expected<void*>& x) {
+    return !x && code_of(x.error()) == errc::out_of_memory;
+  };
   auto p = upstream_.allocate(want, stream_ref{0}, tag);
-  if (!p && want > size) {
+  if (refused(p) && want > size) {
     want = align_up(size, block_alignment);
     p = upstream_.allocate(want, stream_ref{0}, tag);
   }
-  if (!p && (held_bytes_ > live_bytes_ + cached_bytes_)) {
+  if (refused(p) && (free_bytes() > cached_bytes_)) {
     // Wholly free slabs may be what keeps the device from handing out one
     // larger one: give them back and ask again.
     auto keep = opts_.release_threshold;
@@ -261,6 +274,8 @@ caf::error pool_resource::grow(uint64_t size) {
     opts_.release_threshold = keep;
     p = upstream_.allocate(want, stream_ref{0}, tag);
   }
+  if (!p && !refused(p))
+    return p.error();
   if (!p)
     return out_of_memory(size, "the device refused a new slab (" +
                                    describe(p.error()) + ")");
@@ -270,11 +285,22 @@ caf::error pool_resource::grow(uint64_t size) {
   if (index == slabs_.size())
     slabs_.emplace_back();
   auto base = reinterpret_cast<uintptr_t>(*p);
+  fence_set fences{};
+  if (opts_.zero_new_slabs) {
+    // Fresh device memory is not cleared: whatever it held must not reach a
+    // tenant either.
+    auto fill = streams_.fill_stream();
+    if (auto err = streams_.zero(*p, want, fill)) {
+      upstream_.deallocate(*p, want, stream_ref{0});
+      return err;
+    }
+    fences = fences_after(fill);
+  }
   slabs_[index] = slab{base, want, 0, true};
   held_bytes_ += want;
   ++counters_.slab_allocations;
   counters_.peak_held_bytes = std::max(counters_.peak_held_bytes, held_bytes_);
-  give_to_heap(base, want, index, fence_set{});
+  give_to_heap(base, want, index, fences);
   return caf::none;
 }
 
@@ -300,7 +326,7 @@ uint64_t pool_resource::trim() {
        ++i) {
     auto& s = slabs_[i];
     if (!s.in_use || s.busy != 0 ||
-        held_bytes_ - live_bytes_ - cached_bytes_ - s.size < needed)
+        free_bytes() - cached_bytes_ - s.size < needed)
       continue;
     // Work freed into it may still be running (a zero fill, say).
     auto fb = free_by_addr_.find(s.base);
@@ -341,12 +367,14 @@ uint64_t pool_resource::reset(bool upstream_gone) {
   free_by_addr_.clear();
   free_by_size_.clear();
   live_.clear();
+  quarantined_.clear();
+  quarantined_bytes_ = 0;
   for (auto& c : caches_)
     c.clear();
   for (auto& [tenant, r] : reservations_)
     r.drawn = 0;
   held_bytes_ = live_bytes_ = requested_bytes_ = cached_bytes_ = 0;
-  reached_ = recorded_;
+  sync_fences();
   return dropped;
 }
 
@@ -443,7 +471,7 @@ caf::expected<void*> pool_resource::do_allocate(size_t bytes, stream_ref stream,
     if (free_bytes() < size + others)
       need = std::max(size, size + others - free_bytes());
     if (auto err = grow(need)) {
-      if (others > 0)
+      if (others > 0 && code_of(err) == errc::out_of_memory)
         return make_error(code_of(err), describe(err) + "; " + mib(others) +
                                             " are reserved for other tenants");
       return err;
@@ -494,6 +522,19 @@ caf::error pool_resource::do_deallocate(void* p, size_t bytes,
   if (opts_.zero_on_free)
     err = streams_.zero(p, lb.size, stream);
   auto fences = fences_after(stream);
+  if (err) {
+    // Not zeroed: it may not go to anyone. It stays out of the free lists
+    // (quarantined) until the device is reset.
+    if (lb.from_reservation > 0)
+      if (auto r = reservations_.find(lb.tenant); r != reservations_.end())
+        r->second.drawn -= std::min(r->second.drawn, lb.from_reservation);
+    live_bytes_ -= lb.size;
+    requested_bytes_ -= lb.requested;
+    quarantined_bytes_ += lb.size;
+    quarantined_.push_back({addr, lb.size, lb.slab});
+    ++counters_.deallocations;
+    return err;
+  }
   if (lb.from_reservation > 0)
     if (auto r = reservations_.find(lb.tenant); r != reservations_.end())
       r->second.drawn -= std::min(r->second.drawn, lb.from_reservation);
@@ -517,6 +558,7 @@ pool_stats pool_resource::stats() const {
   s.requested_bytes = requested_bytes_;
   s.free_bytes = free_bytes();
   s.cached_bytes = cached_bytes_;
+  s.quarantined_bytes = quarantined_bytes_;
   s.largest_free = largest_free();
   s.reserved_bytes = unclaimed_reservations();
   s.live_blocks = live_.size();
@@ -533,7 +575,7 @@ std::string pool_resource::check_invariants() const {
     uintptr_t addr;
     uint64_t size;
     uint32_t slab;
-    char kind; // 'L'ive, 'F'ree, 'C'ached
+    char kind; // 'L'ive, 'F'ree, 'C'ached, 'Q'uarantined
   };
   std::vector<range> all;
   uint64_t live = 0, requested = 0, cached = 0, free = 0;
@@ -551,6 +593,11 @@ std::string pool_resource::check_invariants() const {
     }
   if (free_by_addr_.size() != free_by_size_.size())
     return "the heap's two indexes differ in size";
+  uint64_t quarantined = 0;
+  for (auto& q : quarantined_) {
+    all.push_back({q.addr, q.size, q.slab, 'Q'});
+    quarantined += q.size;
+  }
   for (auto& [addr, fb] : free_by_addr_) {
     if (free_by_size_.count({fb.size, addr}) == 0)
       return "a free block is missing from the size index";
@@ -566,8 +613,11 @@ std::string pool_resource::check_invariants() const {
       held += s.size;
   if (held != held_bytes_)
     return "held bytes differ from the slabs";
-  if (live + cached + free != held)
-    return "live + cached + free bytes differ from the held bytes";
+  if (quarantined != quarantined_bytes_)
+    return "quarantined bytes are off";
+  if (live + cached + free + quarantined != held)
+    return "live + cached + free + quarantined bytes differ from the held "
+           "bytes";
   std::sort(all.begin(), all.end(),
             [](auto& a, auto& b) { return a.addr < b.addr; });
   for (uint32_t k = 0; k < slabs_.size(); ++k) {

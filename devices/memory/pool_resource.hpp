@@ -31,6 +31,9 @@ struct pool_options {
   /// Zero every block as it is freed (on the stream it is freed on), so that
   /// no tenant ever reads what another left behind.
   bool zero_on_free = true;
+  /// Zero every new slab before use (devices whose fresh memory is not
+  /// cleared: real GPUs; fresh host mappings already are).
+  bool zero_new_slabs = false;
   /// Fragmentation (0..1) above which `maintain` defragments.
   double defrag_threshold = 0.5;
   /// Requests up to this size are rounded to size classes; their blocks are
@@ -55,9 +58,11 @@ struct pool_stats {
   /// Bytes of blocks handed out (rounded sizes) and bytes asked for.
   uint64_t live_bytes = 0;
   uint64_t requested_bytes = 0;
-  /// held - live: in the coalescing heap or in the class caches.
+  /// held - live - quarantined: in the coalescing heap or the class caches.
   uint64_t free_bytes = 0;
   uint64_t cached_bytes = 0;
+  /// Blocks whose zero fill failed: never handed out again (until reset).
+  uint64_t quarantined_bytes = 0;
   /// The largest block one allocation could get without growing the pool.
   uint64_t largest_free = 0;
   /// Reserved bytes not yet drawn by their tenant.
@@ -121,10 +126,10 @@ public:
   /// an eighth of the free memory, then trims.
   void maintain();
 
-  /// Forgets every block and slab. With `upstream_gone` (the device context
-  /// was destroyed, taking the memory with it) slabs are not returned to the
-  /// upstream. Reservations are kept and taken again on the next
-  /// allocation. Returns the blocks that were still handed out.
+  /// Forgets every block and slab (quarantined ones too). With `upstream_gone`
+  /// (the device context was destroyed, taking the memory with it) slabs are
+  /// not returned to the upstream. Reservations are kept and taken again on the
+  /// next allocation. Returns the blocks that were still handed out.
   uint64_t reset(bool upstream_gone);
 
   /// The size a request of `bytes` occupies (its class or its alignment).
@@ -176,6 +181,11 @@ private:
     uint64_t bytes = 0;
     uint64_t drawn = 0;
   };
+  struct quarantined_block {
+    uintptr_t addr = 0;
+    uint64_t size = 0;
+    uint32_t slab = 0;
+  };
   using free_map = std::pmr::map<uintptr_t, free_block>;
 
   caf::expected<void*> do_allocate(size_t bytes, stream_ref stream,
@@ -211,7 +221,11 @@ private:
   uint64_t reserved_for_others(const std::string& tenant) const;
   uint64_t unclaimed_reservations() const;
   /// Bytes free in the heap and caches.
-  uint64_t free_bytes() const { return held_bytes_ - live_bytes_; }
+  uint64_t free_bytes() const {
+    return held_bytes_ - live_bytes_ - quarantined_bytes_;
+  }
+  /// Takes the fence numbers from the ordering (a new or reset pool).
+  void sync_fences();
   uint64_t largest_free() const;
   caf::error out_of_memory(uint64_t bytes, const std::string& why) const;
 
@@ -228,6 +242,7 @@ private:
   std::pmr::set<std::pair<uint64_t, uintptr_t>> free_by_size_;
   std::pmr::unordered_map<uintptr_t, live_block> live_;
   std::vector<std::vector<cached_block>> caches_;
+  std::vector<quarantined_block> quarantined_;
   std::map<std::string, reservation_entry, std::less<>> reservations_;
 
   /// Per stream: fences recorded so far, and the highest known reached.
@@ -238,6 +253,7 @@ private:
   uint64_t live_bytes_ = 0;
   uint64_t requested_bytes_ = 0;
   uint64_t cached_bytes_ = 0;
+  uint64_t quarantined_bytes_ = 0;
   pool_stats counters_;
 };
 

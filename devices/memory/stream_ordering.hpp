@@ -28,6 +28,9 @@ public:
   /// number on `s`.
   virtual caf::expected<uint64_t> record(stream_ref s) = 0;
 
+  /// How many fences were recorded on `s` so far (the last one's number).
+  virtual uint64_t recorded(stream_ref s) const = 0;
+
   /// True once `s` has passed its fence `seq`. Polls; never blocks.
   virtual bool reached(stream_ref s, uint64_t seq) = 0;
 
@@ -41,6 +44,11 @@ public:
   /// Forgets every fence (the device was reset: its streams and events are
   /// gone); numbering goes on where it was.
   virtual void reset() = 0;
+
+  /// The stream the memory layer's own zero fills go on (new slabs; freed
+  /// blocks of devices that free only idle blocks). A GPU keeps one apart
+  /// from its launches, so that reusing memory never waits for a launch.
+  virtual stream_ref fill_stream() const { return stream_ref{0}; }
 };
 
 /// Streams whose work is done on the host by the time it is enqueued
@@ -53,6 +61,9 @@ public:
 
   uint32_t streams() const override { return streams_; }
   caf::expected<uint64_t> record(stream_ref s) override;
+  uint64_t recorded(stream_ref s) const override {
+    return s.index < next_.size() ? next_[s.index] : 0;
+  }
   bool reached(stream_ref s, uint64_t seq) override;
   caf::error wait(stream_ref waiter, stream_ref s, uint64_t seq) override;
   caf::error zero(void* p, size_t bytes, stream_ref s) override;

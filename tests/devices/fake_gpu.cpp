@@ -287,7 +287,7 @@ result fake_gpu_api::zero_device(void* p, size_t bytes,
   });
 }
 
-result fake_gpu_api::event_create(devices::gpu::event_t& e) {
+result fake_gpu_api::event_create(devices::gpu::event_t& e, bool) {
   e = new event;
   return {};
 }
@@ -301,16 +301,20 @@ result fake_gpu_api::event_record(devices::gpu::event_t e,
                                   devices::gpu::stream_t s) {
   auto* ev = static_cast<event*>(e);
   ev->at_ns = -1;
+  auto gen = ++ev->recorded;
   int dev = static_cast<stream*>(s)->dev;
-  return enqueue(s, [this, dev, ev] {
+  return enqueue(s, [this, dev, ev, gen] {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (devs_[dev].sticky == status::ok)
+    if (devs_[dev].sticky == status::ok) {
       ev->at_ns = now_ns();
+      ev->completed = gen;
+    }
   });
 }
 
 result fake_gpu_api::event_query(devices::gpu::event_t e, bool& done) {
-  done = static_cast<event*>(e)->at_ns.load() >= 0;
+  auto* ev = static_cast<event*>(e);
+  done = ev->completed.load() >= ev->recorded.load();
   std::lock_guard<std::mutex> guard{mtx_};
   return sticky_of(current());
 }
@@ -320,9 +324,12 @@ result fake_gpu_api::stream_wait_event(devices::gpu::stream_t s,
   ++stream_waits_;
   auto* ev = static_cast<event*>(e);
   int dev = static_cast<stream*>(s)->dev;
-  // The stream's thread waits, as a GPU stream would; the host does not.
-  return enqueue(s, [this, dev, ev] {
-    while (ev->at_ns.load() < 0) {
+  // The record this wait is for is the latest at the call (CUDA captures
+  // it then). The stream's thread waits, as a GPU stream would; the host
+  // does not.
+  auto gen = ev->recorded.load();
+  return enqueue(s, [this, dev, ev, gen] {
+    while (ev->completed.load() < gen) {
       {
         std::lock_guard<std::mutex> guard{mtx_};
         if (devs_[dev].sticky != status::ok)

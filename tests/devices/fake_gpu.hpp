@@ -95,7 +95,8 @@ public:
                                     devices::gpu::stream_t s) override;
   devices::gpu::result zero_device(void* p, size_t bytes,
                                    devices::gpu::stream_t s) override;
-  devices::gpu::result event_create(devices::gpu::event_t& e) override;
+  devices::gpu::result event_create(devices::gpu::event_t& e,
+                                    bool timing) override;
   devices::gpu::result event_destroy(devices::gpu::event_t e) override;
   devices::gpu::result event_record(devices::gpu::event_t e,
                                     devices::gpu::stream_t s) override;
@@ -120,6 +121,10 @@ private:
   struct stream;
   struct event {
     std::atomic<int64_t> at_ns{-1};
+    /// Records asked for (on the host) and done (on the stream): a wait
+    /// enqueued after record k waits for record k, as in CUDA.
+    std::atomic<uint64_t> recorded{0};
+    std::atomic<uint64_t> completed{0};
   };
   struct device_state {
     device_spec spec;

@@ -2,16 +2,13 @@
 // input.
 #include <catch2/catch.hpp>
 
-#include <array>
-#include <cstdio>
-#include <fstream>
-#include <sys/wait.h>
-
 #include "messages/convert.hpp"
-#include "tests/runtime_fixture.hpp"
+#include "tests/tools/cli_fixture.hpp"
 #include "tools/pipeline.hpp"
 
 using namespace cohort;
+using test::cohort_cli;
+using test::write;
 
 namespace {
 
@@ -37,33 +34,6 @@ runtime {
   tenant { tenant: "t" kernels: "*" devices: "*" }
 }
 )";
-
-std::string write(const test::temp_dir& dir, const std::string& name,
-                  const std::string& text) {
-  auto path = dir.file(name);
-  std::ofstream{path} << text;
-  return path;
-}
-
-struct cli_result {
-  int status = -1;
-  std::string output;
-};
-
-// Runs the built `cohort` binary with `args`, capturing stdout and stderr.
-cli_result cohort_cli(const std::string& args) {
-  cli_result out;
-  std::string cmd = std::string{COHORT_BINARY} + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
-    out.output.append(buf.data(), n);
-  int st = ::pclose(p);
-  out.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
 
 } // namespace
 
@@ -185,6 +155,10 @@ TEST_CASE("cohort run: the example pipeline passes", "[tools][cli]") {
   CHECK_THAT(res.output, Catch::Contains("match the CPU reference"));
   CHECK_THAT(res.output, Catch::Contains("audit chain        verified"));
   CHECK_THAT(res.output, Catch::Contains("simulated"));
+  // Each simulated GPU's memory: every launch gave its block back, zeroed.
+  CHECK_THAT(res.output, Catch::Contains("peak used"));
+  CHECK_THAT(res.output, Catch::Contains("yes  none"));
+  CHECK_THAT(res.output, !Catch::Contains("LEAKED"));
   auto verify = cohort_cli("audit verify " + dir.file("demo.log"));
   CHECK(verify.status == 0);
   CHECK_THAT(verify.output, Catch::Contains("OK"));

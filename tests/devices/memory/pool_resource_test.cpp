@@ -34,6 +34,7 @@ public:
   caf::expected<uint64_t> record(stream_ref s) override {
     return ++recorded_[s.index];
   }
+  uint64_t recorded(stream_ref s) const override { return recorded_[s.index]; }
   bool reached(stream_ref s, uint64_t seq) override {
     return seq <= passed_[s.index];
   }
@@ -42,6 +43,8 @@ public:
     return caf::none;
   }
   caf::error zero(void*, size_t bytes, stream_ref) override {
+    if (fail_zero)
+      return make_error(errc::device_lost, "zero fill failed (test)");
     zeroed += bytes;
     return caf::none;
   }
@@ -56,6 +59,7 @@ public:
   };
   std::vector<wait_call> waits;
   uint64_t zeroed = 0;
+  bool fail_zero = false;
 
 private:
   std::vector<uint64_t> passed_;
@@ -332,6 +336,66 @@ TEST_CASE("freed memory is reused in stream order", "[devices][memory]") {
     CHECK(streams.waits.empty());
   }
   CHECK(pool.check_invariants() == "");
+}
+
+TEST_CASE("a pool made on a used device continues its fence numbers",
+          "[devices][memory]") {
+  virtual_resource upstream{"virtual", 1ull << 30};
+  manual_streams streams{2};
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(streams.record(stream_ref{0}));
+  pool_resource pool{upstream, streams, {}};
+  auto p = pool.allocate(MiB, stream_ref{0}, owner());
+  REQUIRE(p);
+  REQUIRE_FALSE(pool.deallocate(*p, MiB, stream_ref{0}));
+  REQUIRE(pool.allocate(MiB, stream_ref{1}, owner()));
+  // Fences 1 to 5 were passed long ago; the wait is for the 6th.
+  REQUIRE(streams.waits.size() == 1);
+  CHECK(streams.waits[0].seq == 6);
+}
+
+TEST_CASE("an upstream's own error is passed on, not called out of memory",
+          "[devices][memory]") {
+  struct lost_upstream final : memory_resource {
+    caf::expected<void*> do_allocate(size_t, stream_ref,
+                                     const owner_tag&) override {
+      ++calls;
+      return make_error(errc::device_lost, "the context is gone (test)");
+    }
+    caf::error do_deallocate(void*, size_t, stream_ref) override {
+      return caf::none;
+    }
+    int calls = 0;
+  } upstream;
+  host_stream_ordering streams{1, false};
+  pool_resource pool{upstream, streams, {}};
+  auto p = pool.allocate(4096, stream_ref{0}, owner());
+  REQUIRE_FALSE(p);
+  CHECK(code_of(p.error()) == errc::device_lost);
+  // No second try at another size for a device that is gone.
+  CHECK(upstream.calls == 1);
+}
+
+TEST_CASE("a block whose zero fill failed is never handed out again",
+          "[devices][memory]") {
+  virtual_resource upstream{"virtual", 1ull << 30};
+  manual_streams streams{1};
+  pool_resource pool{upstream, streams, {}};
+  auto p = pool.allocate(8192, stream_ref{0}, owner("a"));
+  REQUIRE(p);
+  streams.fail_zero = true;
+  auto err = pool.deallocate(*p, 8192, stream_ref{0});
+  CHECK(code_of(err) == errc::device_lost);
+  streams.fail_zero = false;
+  CHECK(pool.stats().quarantined_bytes == 8192);
+  CHECK(pool.stats().live_blocks == 0);
+  CHECK(pool.check_invariants() == "");
+  // The same class again: not the unzeroed block.
+  auto q = pool.allocate(8192, stream_ref{0}, owner("b"));
+  REQUIRE(q);
+  CHECK(*q != *p);
+  CHECK(pool.reset(false) == 1);
+  CHECK(pool.stats().quarantined_bytes == 0);
 }
 
 TEST_CASE("a reset forgets every block", "[devices][memory]") {
