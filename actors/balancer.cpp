@@ -147,7 +147,7 @@ void send_queued(self_ptr self, size_t index) {
     auto r = st.outstanding.find(s.queued[i]);
     // Skip tickets that ended or moved on since they were queued.
     if (r != st.outstanding.end() && r->second.device == int32_t(index))
-      batch.push_back({s.queued[i], r->second.bytes, r->second.item});
+      batch.push_back({s.queued[i], r->second.item});
   }
   s.queued.erase(s.queued.begin(), s.queued.begin() + std::ptrdiff_t(n));
   if (batch.empty())

@@ -135,9 +135,9 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           return;
         auto pending = std::move(i->second);
         st.pending.erase(i);
-        if (!st.dev->asynchronous())
+        if (!st.dev->asynchronous()) {
           st.dev->finish(ticket);
-        else {
+        } else {
           auto res = st.dev->collect(ticket);
           if (!res) {
             if (is_device_loss(res.error())) {

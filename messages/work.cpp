@@ -68,16 +68,26 @@ std::string validate_item(const work_item& item) {
 }
 
 uint64_t item_bytes(const work_item& item) {
+  auto aligned = [](uint64_t b) {
+    return (b + item_alignment - 1) / item_alignment * item_alignment;
+  };
+  uint64_t total = 0;
+  for (auto& in : item.inputs)
+    total += aligned(in.bytes());
+  for (auto& st : item.then)
+    for (auto& in : st.inputs)
+      total += aligned(in.bytes());
   auto lens = kernels::lengths(item.views());
-  uint64_t total = item.input_bytes();
-  auto out = kernels::output_bytes(item.kernel, item.args,
-                                   kernels::input_lengths{lens});
-  total += out;
+  auto out_elems = kernels::output_elements(item.kernel, item.args,
+                                            kernels::input_lengths{lens});
+  total += aligned(kernels::output_bytes(item.kernel, item.args,
+                                         kernels::input_lengths{lens}));
   for (auto& st : item.then) {
-    lens = stage_lengths(st, out / sizeof(float));
-    out =
-        kernels::output_bytes(st.kernel, st.args, kernels::input_lengths{lens});
-    total += out;
+    lens = stage_lengths(st, out_elems);
+    out_elems = kernels::output_elements(st.kernel, st.args,
+                                         kernels::input_lengths{lens});
+    total += aligned(kernels::output_bytes(st.kernel, st.args,
+                                           kernels::input_lengths{lens}));
   }
   return total;
 }

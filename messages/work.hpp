@@ -91,8 +91,12 @@ struct work_item {
 /// input from the previous stage by its length); empty when valid.
 std::string validate_item(const work_item& item);
 
-/// Device memory the item holds at most: every input, every intermediate
-/// output and the result.
+/// Device buffers are aligned to this many bytes.
+inline constexpr uint64_t item_alignment = 256;
+
+/// Device memory the item holds: every input, every intermediate output and
+/// the result, each aligned to `item_alignment` (what a simulated GPU
+/// allocates; a real GPU adds the kernel's scratch).
 uint64_t item_bytes(const work_item& item);
 
 /// Modeled work of all stages.
@@ -156,18 +160,17 @@ typename Inspector::result_type inspect(Inspector& f, work_done& x) {
   return f(caf::meta::type_name("work_done"), x.id, x.output, x.device_ns);
 }
 
-/// One launch the balancer asks a device actor for.
+/// One launch the balancer asks a device actor for. The device allocates
+/// what the item needs from its own memory, tagged with the item's owner.
 struct run_request {
   /// The balancer's ticket for the item (unique per runtime).
   uint64_t ticket = 0;
-  /// Device memory to reserve for it.
-  uint64_t bytes = 0;
   work_item item;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
-  return f(caf::meta::type_name("run_request"), x.ticket, x.bytes, x.item);
+  return f(caf::meta::type_name("run_request"), x.ticket, x.item);
 }
 
 } // namespace cohort

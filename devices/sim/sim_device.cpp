@@ -5,6 +5,7 @@
 
 #include "devices/memory/host_slab_resource.hpp"
 #include "messages/errc.hpp"
+#include "messages/work.hpp"
 
 namespace cohort::devices::sim {
 
@@ -25,6 +26,10 @@ device_info make_info(const sim_params& p) {
 uint64_t aligned(uint64_t bytes) {
   return memory::align_up(bytes, memory::block_alignment);
 }
+
+// What the balancer charges a tenant (item_bytes) is what this device
+// allocates.
+static_assert(item_alignment == memory::block_alignment);
 
 } // namespace
 

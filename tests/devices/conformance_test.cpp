@@ -291,7 +291,6 @@ TEST_CASE("every backend's device actor reports each launch once",
     for (uint64_t t = 1; t <= n; ++t) {
       run_request req;
       req.ticket = t;
-      req.bytes = 4096;
       req.item.id = t;
       req.item.kernel = kernel_id::dot;
       req.item.inputs.emplace_back(data(t, 500 + t));

@@ -7,6 +7,7 @@
 #include "devices/sim/sim_device.hpp"
 #include "devices/topology.hpp"
 #include "messages/errc.hpp"
+#include "messages/work.hpp"
 
 using namespace cohort;
 using namespace cohort::devices;
@@ -182,4 +183,31 @@ TEST_CASE("hwloc finds at least one core", "[devices]") {
   CHECK(topo.cores >= 1);
   CHECK(topo.numa_nodes >= 1);
   CHECK(topo.core_numa_node.size() == topo.cores);
+}
+
+TEST_CASE("a simulated launch holds exactly what the balancer charges for it",
+          "[devices][sim]") {
+  auto dp = make_small([] {
+    auto p = small_sim();
+    p.memory_bytes = 64ull << 20;
+    return p;
+  }());
+  // A chain: axpy of 1,000 floats, then a scan and a sum of its output.
+  work_item item;
+  item.kernel = kernels::kernel_id::axpy;
+  item.args.alpha = 2;
+  item.inputs = {host_buffer{std::vector<float>(1000, 1.0f)},
+                 host_buffer{std::vector<float>(1000, 2.0f)}};
+  item.then.push_back({kernels::kernel_id::inclusive_scan, {}, {}, 0});
+  item.then.push_back({kernels::kernel_id::reduce_sum, {}, {}, 0});
+  REQUIRE(validate_item(item) == "");
+  auto views = item.views();
+  std::vector<stage_view> chain{
+      {item.kernel, item.args, views, -1},
+      {kernels::kernel_id::inclusive_scan, {}, {{}}, 0},
+      {kernels::kernel_id::reduce_sum, {}, {{}}, 0}};
+  REQUIRE(dp->launch_chain(0, 1, chain, {"t", 1, "chain"}));
+  CHECK(dp->memory()->snapshot().used == item_bytes(item));
+  dp->finish(1);
+  CHECK(dp->memory()->snapshot().used == 0);
 }
