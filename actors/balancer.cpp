@@ -37,12 +37,6 @@ bool is_gpu(const device_info& info) {
   return info.kind != device_kind::cpu;
 }
 
-std::string ms_text(clock::duration d) {
-  return std::to_string(
-             std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) +
-         " ms";
-}
-
 void audit(self_ptr self, audit_kind kind, const work_item& item,
            std::string device, std::string detail = {}) {
   auto& st = self->state;
@@ -374,8 +368,7 @@ void drain_held(self_ptr self, clock::time_point now) {
         break;
       auto h = std::move(q.front());
       q.pop_front();
-      auto bytes = item_bytes(h.item);
-      admit(self, int(t), std::move(h.item), std::move(h.sink), bytes, now,
+      admit(self, int(t), std::move(h.item), std::move(h.sink), h.bytes, now,
             " (was held back)");
     }
   }
@@ -478,10 +471,7 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
                   make_error(errc::shutting_down, "the runtime is stopping"));
   auto t = st.book.tenant_index(item.tenant);
   if (t < 0)
-    return reject(self, item, sink,
-                  make_error(errc::unknown_tenant,
-                             "tenant '" + item.tenant +
-                                 "' has no grant (grants are default-deny)"));
+    return reject(self, item, sink, no_grant(item.tenant));
   auto& pol = st.book.policy(t);
   for (size_t i = 0; i <= item.then.size(); ++i) {
     auto k = i == 0 ? item.kernel : item.then[i - 1].kernel;
@@ -524,7 +514,7 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
                                          std::to_string(pol.queue_limit) +
                                          " held-back items is full"));
   ++st.counters.admission.held;
-  q.push_back({std::move(item), std::move(sink),
+  q.push_back({std::move(item), std::move(sink), bytes,
                now + std::chrono::milliseconds(pol.queue_timeout_ms),
                std::move(blocked)});
   schedule_retry(self);

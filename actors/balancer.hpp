@@ -110,6 +110,8 @@ struct balancer_state {
   struct held_item {
     work_item item;
     client_sink sink;
+    /// Its item_bytes, computed when it was submitted.
+    uint64_t bytes = 0;
     clock::time_point deadline;
     /// The limit that held it back.
     caf::error why;

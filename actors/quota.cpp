@@ -16,10 +16,6 @@ using self_ptr = quota_actor::stateful_pointer<quota_state>;
 
 constexpr uint64_t MiB = uint64_t{1} << 20;
 
-std::string bytes_text(uint64_t b) {
-  return std::to_string(b) + " bytes";
-}
-
 // The share of a device's memory the runtime hands out.
 double memory_fraction(const pb::RuntimeConfig& cfg, const device_info& d) {
   if (cfg.limits().device_memory_fraction() > 0)
@@ -169,6 +165,15 @@ devices::memory::pool_options pool_options_for(const pb::RuntimeConfig& cfg,
   return p;
 }
 
+std::vector<devices::memory::pool_options>
+pool_options_for(const pb::RuntimeConfig& cfg, const quota_lease& lease) {
+  std::vector<devices::memory::pool_options> out(lease.devices.size());
+  for (size_t i = 0; i < out.size(); ++i)
+    if (lease.devices[i].has_memory)
+      out[i] = pool_options_for(cfg, lease.devices[i].capacity);
+  return out;
+}
+
 caf::expected<quota_lease>
 compile_quotas(const pb::RuntimeConfig& cfg,
                const std::vector<device_info>& devices) {
@@ -231,10 +236,7 @@ quota_impl(quota_actor::stateful_pointer<quota_state> self, quota_lease lease,
         auto rp = self->make_response_promise<headroom_report>();
         quota_book probe{self->state.lease};
         if (!tenant.empty() && probe.tenant_index(tenant) < 0) {
-          rp.deliver(
-              make_error(errc::unknown_tenant,
-                         "tenant '" + tenant +
-                             "' has no grant (grants are default-deny)"));
+          rp.deliver(no_grant(tenant));
           return rp;
         }
         with_live_usage(self, rp, [=](quota_book book, const quota_usage& u) {

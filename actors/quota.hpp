@@ -42,6 +42,11 @@ compile_quotas(const pb::RuntimeConfig& cfg,
 devices::memory::pool_options pool_options_for(const pb::RuntimeConfig& cfg,
                                                uint64_t capacity);
 
+/// The pool of every device of `lease`, by index (defaults for devices
+/// without device memory).
+std::vector<devices::memory::pool_options>
+pool_options_for(const pb::RuntimeConfig& cfg, const quota_lease& lease);
+
 struct quota_state {
   quota_lease lease;
   /// Pool options per device (index), for dry runs.

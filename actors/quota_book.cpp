@@ -7,14 +7,6 @@
 
 namespace cohort::actors {
 
-namespace {
-
-std::string bytes_text(uint64_t b) {
-  return std::to_string(b) + " bytes";
-}
-
-} // namespace
-
 quota_book::quota_book(quota_lease lease)
     : max_inflight_(lease.max_inflight), policies_(std::move(lease.policies)),
       devices_(std::move(lease.devices)) {
@@ -168,9 +160,12 @@ uint64_t quota_book::room(int t, size_t d, bool idle) const {
   auto& p = policies_[size_t(t)];
   auto& st = state_[size_t(t)];
   uint64_t others = 0;
-  for (size_t u = 0; u < policies_.size(); ++u)
-    if (int(u) != t)
-      others += idle ? policies_[u].device_reserve[d] : unclaimed(int(u), d);
+  if (!idle)
+    others = reserved_for_others(t, d);
+  else
+    for (size_t u = 0; u < policies_.size(); ++u)
+      if (int(u) != t)
+        others += policies_[u].device_reserve[d];
   auto placed = idle ? 0 : placed_[d];
   uint64_t r = dev.limit > placed + others ? dev.limit - placed - others : 0;
   if (auto q = p.device_quota[d]; q > 0) {

@@ -16,6 +16,11 @@
 
 namespace cohort::actors {
 
+/// "1048576 bytes": the exact figure, for error messages about quotas.
+inline std::string bytes_text(uint64_t b) {
+  return std::to_string(b) + " bytes";
+}
+
 class quota_book {
 public:
   using clock = std::chrono::steady_clock;
@@ -74,6 +79,9 @@ public:
 
   /// Bytes placed on device `d` by all tenants.
   uint64_t placed(size_t d) const { return placed_[d]; }
+
+  /// Device memory tenant `t` holds across devices.
+  uint64_t memory(int t) const { return state_[size_t(t)].memory; }
 
   // -- reporting
   // ------------------------------------------------------------------

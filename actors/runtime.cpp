@@ -82,11 +82,6 @@ make_devices(const pb::RuntimeConfig& cfg) {
     if (g.streams() == 0 || g.memory_mib() == 0 || !(g.speed() > 0))
       return bad("simulated GPU '" + g.name() +
                  "' needs positive memory_mib, streams and speed");
-    if (g.streams() > devices::memory::pool_resource::max_streams)
-      return bad("simulated GPU '" + g.name() + "' has " +
-                 std::to_string(g.streams()) + " streams, at most " +
-                 std::to_string(devices::memory::pool_resource::max_streams) +
-                 " are supported");
     if (g.memory_mib() > (uint64_t{1} << 30))
       return bad("simulated GPU '" + g.name() + "': memory_mib " +
                  std::to_string(g.memory_mib()) + " is too large");
@@ -139,16 +134,14 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   for (auto& p : lease->policies)
     global[p.tenant] = p.memory_quota;
   auto ledger = std::make_shared<devices::memory::tenant_ledger>(global);
-  std::vector<devices::memory::pool_options> pools(infos.size());
+  auto pools = pool_options_for(cfg, *lease);
   for (size_t i = 0; i < devs->size(); ++i) {
     auto* mem = (*devs)[i]->memory();
     if (mem == nullptr)
       continue;
     devices::memory::memory_options opts;
     opts.limit = lease->devices[i].limit;
-    opts.pool = pools[i] = pool_options_for(cfg, infos[i].memory_bytes);
-    // A real GPU's fresh memory is not cleared; fresh host mappings are.
-    opts.pool.zero_new_slabs = opts.pool.zero_on_free && !infos[i].simulated;
+    opts.pool = pools[i];
     for (auto& p : lease->policies) {
       if (p.device_quota[i] > 0)
         opts.tenant_limits[p.tenant] = p.device_quota[i];

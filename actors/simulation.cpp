@@ -65,7 +65,6 @@ simulation_report simulate(quota_book book, const allocation_plan& plan,
   }
   std::map<std::string, live_allocation> live;
   std::vector<uint64_t> tenant_peak(book.tenants(), 0);
-  auto usage_of = [&](int t) { return book.usage().tenants[size_t(t)].memory; };
   for (auto& step : plan.steps) {
     if (!step.free.empty()) {
       auto i = live.find(step.free);
@@ -84,10 +83,7 @@ simulation_report simulate(quota_book book, const allocation_plan& plan,
     }
     auto t = book.tenant_index(step.tenant);
     if (t < 0) {
-      out.steps.push_back(
-          refusal(errc::unknown_tenant,
-                  "tenant '" + step.tenant +
-                      "' has no grant (grants are default-deny)"));
+      out.steps.push_back(refused(no_grant(step.tenant), false));
       continue;
     }
     size_t d = 0;
@@ -166,7 +162,7 @@ simulation_report simulate(quota_book book, const allocation_plan& plan,
       m.peak = book.placed(d);
       m.at_peak = m.pool->stats();
     }
-    tenant_peak[size_t(t)] = std::max(tenant_peak[size_t(t)], usage_of(t));
+    tenant_peak[size_t(t)] = std::max(tenant_peak[size_t(t)], book.memory(t));
   }
   for (size_t d = 0; d < devs.size(); ++d) {
     if (!devs[d].has_memory)

@@ -59,6 +59,12 @@ caf::error make_error(errc x) {
   return {static_cast<uint8_t>(x), errc_category};
 }
 
+caf::error no_grant(const std::string& tenant, const std::string& where) {
+  return make_error(errc::unknown_tenant,
+                    (where.empty() ? "" : where + ": ") + "tenant '" + tenant +
+                        "' has no grant (grants are default-deny)");
+}
+
 caf::error make_error(errc x, std::string detail) {
   return {static_cast<uint8_t>(x), errc_category,
           caf::make_message(std::move(detail))};

@@ -78,4 +78,8 @@ errc code_of(const caf::error& err);
 /// Renders any error as "name: detail" without needing an actor system.
 std::string describe(const caf::error& err);
 
+/// unknown_tenant for `tenant`, saying that grants are default-deny; `where`
+/// (a device, say) prefixes the message when given.
+caf::error no_grant(const std::string& tenant, const std::string& where = {});
+
 } // namespace cohort

@@ -273,9 +273,7 @@ int cmd_quota(const std::vector<std::string>& args) {
     return bad_input(setup.error());
   actors::quota_book book{setup->lease};
   if (!only.empty() && book.tenant_index(only) < 0)
-    return bad_input(make_error(
-        errc::unknown_tenant,
-        "tenant '" + only + "' has no grant (grants are default-deny)"));
+    return bad_input(no_grant(only));
   auto& devs = setup->lease.devices;
   std::printf(
       "devices with device memory (limit: what the runtime hands out)\n");
@@ -363,11 +361,9 @@ int cmd_simulate(const std::vector<std::string>& args) {
   auto setup = setup_quotas(cfg);
   if (!setup)
     return bad_input(setup.error());
-  std::vector<devices::memory::pool_options> pools;
-  for (auto& d : setup->lease.devices)
-    pools.push_back(actors::pool_options_for(cfg, d.capacity));
-  auto rep = actors::simulate(actors::quota_book{setup->lease},
-                              from_proto(*plan), pools);
+  auto rep =
+      actors::simulate(actors::quota_book{setup->lease}, from_proto(*plan),
+                       actors::pool_options_for(cfg, setup->lease));
   std::printf("== cohort simulate: %s (dry run, nothing runs) ==\n\n",
               rep.name.empty() ? path.c_str() : rep.name.c_str());
   std::printf("%4s  %-5s %-12s %-8s %10s  %s\n", "step", "op", "tenant",

@@ -117,8 +117,6 @@ gpu_device::open(std::shared_ptr<api> rt, int ordinal, device_kind kind,
                                         std::to_string(props.cc_minor);
   info.numa_node = numa_node_of_pci(props.pci_bus_id);
   auto mem_opts = opts.memory;
-  // cudaMalloc / hipMalloc do not clear memory.
-  mem_opts.pool.zero_new_slabs = mem_opts.pool.zero_on_free;
   auto dev = std::make_shared<gpu_device>(rt, ordinal, std::move(info),
                                           std::move(props), std::move(opts));
   if (auto err = dev->create_streams(__LINE__))

@@ -20,12 +20,8 @@ device_memory::make(std::string device, bool simulated, uint64_t capacity,
   auto out = std::make_unique<device_memory>(
       std::move(device), simulated, capacity, std::move(upstream),
       std::move(streams), std::move(opts));
-  for (auto& [tenant, bytes] : reservations)
-    if (auto err = out->pool_->reserve(tenant, bytes))
-      return make_error(errc::out_of_memory,
-                        out->device_ + ": reserving " + std::to_string(bytes) +
-                            " bytes for tenant '" + tenant +
-                            "': " + describe(err));
+  if (auto err = out->take_reservations(reservations))
+    return err;
   return out;
 }
 
@@ -41,6 +37,9 @@ device_memory::device_memory(std::string device, bool simulated,
 }
 
 void device_memory::build(memory_options opts) {
+  // A simulated GPU's slabs are fresh host mappings, which read zero; a
+  // real GPU's driver does not clear memory.
+  opts.pool.zero_new_slabs = opts.pool.zero_on_free && !simulated_;
   pool_ = std::make_unique<pool_resource>(*upstream_, *streams_, opts.pool);
   // A limit at or above the capacity is no limit: the device itself refuses
   // (hard OOM) before it could be reached.
@@ -65,12 +64,13 @@ caf::error device_memory::configure(memory_options opts) {
   if (opts.observer)
     observer_ = std::move(opts.observer);
   auto reservations = opts.reservations;
-  statistics_.reset();
-  tracking_.reset();
-  faults_.reset();
-  limiting_.reset();
-  pool_.reset();
+  tear_down();
   build(std::move(opts));
+  return take_reservations(reservations);
+}
+
+caf::error device_memory::take_reservations(
+    const std::map<std::string, uint64_t>& reservations) {
   for (auto& [tenant, bytes] : reservations)
     if (auto err = pool_->reserve(tenant, bytes)) {
       for (auto& [t, b] : reservations)
@@ -83,13 +83,17 @@ caf::error device_memory::configure(memory_options opts) {
   return caf::none;
 }
 
-device_memory::~device_memory() {
+void device_memory::tear_down() {
   // Adaptors go first (they refer to the pool), the pool before its upstream.
   statistics_.reset();
   tracking_.reset();
   faults_.reset();
   limiting_.reset();
   pool_.reset();
+}
+
+device_memory::~device_memory() {
+  tear_down();
 }
 
 caf::expected<void*> device_memory::allocate(size_t bytes, stream_ref stream,

@@ -93,6 +93,11 @@ public:
 
 private:
   void build(memory_options opts);
+  /// Reserves each tenant's bytes; on a failure drops them all again.
+  caf::error
+  take_reservations(const std::map<std::string, uint64_t>& reservations);
+  /// Destroys the stack, top first.
+  void tear_down();
 
   std::string device_;
   bool simulated_;

@@ -58,9 +58,7 @@ caf::expected<void*> limiting_adaptor::do_allocate(size_t bytes,
                                                    const owner_tag& owner) {
   auto& use = use_of(owner.tenant);
   if (ledger_ && use.ledger_slot < 0)
-    return make_error(errc::unknown_tenant,
-                      device_ + ": tenant '" + owner.tenant +
-                          "' has no grant (grants are default-deny)");
+    return no_grant(owner.tenant, device_);
   if (limit_ != 0 && (bytes > limit_ || used_ > limit_ - bytes))
     return make_error(
         errc::memory_limit,

@@ -90,11 +90,17 @@ uint16_t pool_resource::class_of(uint64_t bytes) const {
   return uint16_t(i - class_sizes_.begin());
 }
 
+uint16_t pool_resource::class_index(uint64_t bytes) const {
+  if (class_sizes_.empty() || bytes > opts_.small_limit ||
+      bytes > class_sizes_.back())
+    return 0;
+  return uint16_t(class_of(bytes) + 1);
+}
+
 uint64_t pool_resource::rounded_size(uint64_t bytes) const {
-  if (bytes <= opts_.small_limit && !class_sizes_.empty() &&
-      bytes <= class_sizes_.back())
-    return class_size(class_of(bytes));
-  return align_up(bytes, block_alignment);
+  auto cls = class_index(bytes);
+  return cls != 0 ? class_size(uint16_t(cls - 1))
+                  : align_up(bytes, block_alignment);
 }
 
 caf::error pool_resource::out_of_memory(uint64_t bytes,
@@ -117,10 +123,9 @@ uint64_t pool_resource::unclaimed_reservations() const {
 uint64_t pool_resource::reserved_for_others(const std::string& tenant) const {
   if (reservations_.empty())
     return 0;
-  uint64_t total = 0;
-  for (auto& [who, r] : reservations_)
-    if (who != tenant)
-      total += r.bytes - std::min(r.bytes, r.drawn);
+  auto total = unclaimed_reservations();
+  if (auto i = reservations_.find(tenant); i != reservations_.end())
+    total -= i->second.bytes - std::min(i->second.bytes, i->second.drawn);
   return total;
 }
 
@@ -415,7 +420,9 @@ caf::expected<void*> pool_resource::do_allocate(size_t bytes, stream_ref stream,
                       "pool: stream " + std::to_string(stream.index) +
                           " does not exist (the device has " +
                           std::to_string(streams_.streams()) + ")");
-  auto size = rounded_size(bytes);
+  auto cls = class_index(bytes);
+  auto size = cls != 0 ? class_size(uint16_t(cls - 1))
+                       : align_up(bytes, block_alignment);
   reservation_entry* mine = nullptr;
   uint64_t others = 0;
   if (!reservations_.empty()) {
@@ -426,10 +433,6 @@ caf::expected<void*> pool_resource::do_allocate(size_t bytes, stream_ref stream,
   uintptr_t addr = 0;
   uint32_t slab = 0;
   fence_set fences{};
-  uint16_t cls = size <= opts_.small_limit && !class_sizes_.empty() &&
-                         size <= class_sizes_.back()
-                     ? uint16_t(class_of(size) + 1)
-                     : 0;
   auto room = [&] {
     return free_bytes() >= size && free_bytes() - size >= others;
   };
@@ -521,26 +524,20 @@ caf::error pool_resource::do_deallocate(void* p, size_t bytes,
   caf::error err;
   if (opts_.zero_on_free)
     err = streams_.zero(p, lb.size, stream);
-  auto fences = fences_after(stream);
-  if (err) {
-    // Not zeroed: it may not go to anyone. It stays out of the free lists
-    // (quarantined) until the device is reset.
-    if (lb.from_reservation > 0)
-      if (auto r = reservations_.find(lb.tenant); r != reservations_.end())
-        r->second.drawn -= std::min(r->second.drawn, lb.from_reservation);
-    live_bytes_ -= lb.size;
-    requested_bytes_ -= lb.requested;
-    quarantined_bytes_ += lb.size;
-    quarantined_.push_back({addr, lb.size, lb.slab});
-    ++counters_.deallocations;
-    return err;
-  }
   if (lb.from_reservation > 0)
     if (auto r = reservations_.find(lb.tenant); r != reservations_.end())
       r->second.drawn -= std::min(r->second.drawn, lb.from_reservation);
   live_bytes_ -= lb.size;
   requested_bytes_ -= lb.requested;
   ++counters_.deallocations;
+  if (err) {
+    // Not zeroed: it may not go to anyone. It stays out of the free lists
+    // (quarantined) until the device is reset.
+    quarantined_bytes_ += lb.size;
+    quarantined_.push_back({addr, lb.size, lb.slab});
+    return err;
+  }
+  auto fences = fences_after(stream);
   if (lb.cls != 0 && cached_bytes_ + lb.size <= opts_.class_cache_bytes) {
     caches_[lb.cls - 1].push_back({addr, lb.slab, fences});
     cached_bytes_ += lb.size;
@@ -548,7 +545,7 @@ caf::error pool_resource::do_deallocate(void* p, size_t bytes,
     slabs_[lb.slab].busy -= lb.size;
     give_to_heap(addr, lb.size, lb.slab, fences);
   }
-  return err;
+  return caf::none;
 }
 
 pool_stats pool_resource::stats() const {

@@ -32,7 +32,8 @@ struct pool_options {
   /// no tenant ever reads what another left behind.
   bool zero_on_free = true;
   /// Zero every new slab before use (devices whose fresh memory is not
-  /// cleared: real GPUs; fresh host mappings already are).
+  /// cleared: real GPUs; fresh host mappings already are). device_memory
+  /// sets it for the device it serves.
   bool zero_new_slabs = false;
   /// Fragmentation (0..1) above which `maintain` defragments.
   double defrag_threshold = 0.5;
@@ -194,6 +195,8 @@ private:
 
   /// Index of the class of `bytes` (small requests only).
   uint16_t class_of(uint64_t bytes) const;
+  /// Class index + 1 of a small request, 0 for one served by the heap.
+  uint16_t class_index(uint64_t bytes) const;
   uint64_t class_size(uint16_t cls) const { return class_sizes_[cls]; }
 
   /// Takes a block of `size` from the heap: best fit, lowest address first.

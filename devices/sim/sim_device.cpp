@@ -186,8 +186,8 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     // The device-to-host copy of the last output is the vector itself.
     res.output = std::move(out);
   }
-  if (auto old = held_.find(ticket); old != held_.end())
-    do_finish(ticket);
+  // A ticket launched again (after a reset) replaces its old block.
+  do_finish(ticket);
   held_.emplace(ticket,
                 held_block{*block, std::max<uint64_t>(total, 1), stream});
   res.hung = hung;
