@@ -47,6 +47,15 @@ case "$verb" in
     setup; build
     meson test -C "$build_dir" --print-errorlogs -v --num-processes 1 "$@"
     ;;
+  chaos)
+    # Every shipped scenario; pass --soak for the long manual run, or
+    # scenario files and options of `cohort chaos`.
+    setup; build
+    if [ $# -eq 0 ] || [ "${1#--}" != "$1" ]; then
+      set -- chaos/scenarios "$@"
+    fi
+    "$build_dir/tools/cohort" chaos "$@"
+    ;;
   bench)
     # ./dev.sh bench [dispatch|kernels|pool] [options]
     setup; build
@@ -56,5 +65,5 @@ case "$verb" in
     [ -x "$bin" ] || bin="$build_dir/bench/$which/bench_$which"
     "$bin" "$@"
     ;;
-  *) echo "usage: ./dev.sh [run|test|setup|build|bench]" >&2; exit 2 ;;
+  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos]" >&2; exit 2 ;;
 esac

@@ -139,7 +139,9 @@ caf::error audit_log::flush(bool sync) {
   return caf::none;
 }
 
-audit_verdict audit_log::verify(const std::string& path) {
+audit_verdict audit_log::verify(
+    const std::string& path,
+    const std::function<void(const pb::AuditRecord&)>& on_record) {
   audit_verdict v;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -197,6 +199,10 @@ audit_verdict audit_log::verify(const std::string& path) {
     }
     prev = h;
     ++v.good_records;
+    if (on_record) {
+      rec.set_hash(std::move(stored));
+      on_record(rec);
+    }
   }
   v.head = prev;
   return v;

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -64,8 +65,11 @@ public:
   const digest& head() const { return head_; }
 
   /// Reads and checks a whole log: every record parses, numbers follow each
-  /// other, links to its predecessor and hashes to its stored hash.
-  static audit_verdict verify(const std::string& path);
+  /// other, links to its predecessor and hashes to its stored hash. Each
+  /// record that verified is passed to `on_record`, in order.
+  static audit_verdict
+  verify(const std::string& path,
+         const std::function<void(const pb::AuditRecord&)>& on_record = {});
 
 private:
   audit_log(std::string path, int fd, uint32_t batch);

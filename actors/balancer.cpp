@@ -27,6 +27,8 @@ bool is_retryable(errc code) {
   // (its exact layout is a little larger): another device may take it.
   case errc::memory_limit:
   case errc::over_memory_quota:
+  case errc::context_poisoned:
+  case errc::device_offline:
     return true;
   default:
     return false;
@@ -35,6 +37,25 @@ bool is_retryable(errc code) {
 
 bool is_gpu(const device_info& info) {
   return info.kind != device_kind::cpu;
+}
+
+// Failures that speak of the device (and count against its circuit), as
+// opposed to limits a tenant met there.
+bool is_device_failure(errc code) {
+  switch (code) {
+  case errc::out_of_memory:
+  case errc::device_lost:
+  case errc::kernel_fault:
+  case errc::kernel_timeout:
+  case errc::context_poisoned:
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool takes_work(device_status s) {
+  return s == device_status::available || s == device_status::degraded;
 }
 
 void audit(self_ptr self, audit_kind kind, const work_item& item,
@@ -189,7 +210,9 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
   int best_cpu = -1;
   double best_ns = 0;
   double best_cpu_ns = 0;
-  bool restarting = false;
+  // Devices that may take it later: being reset, or their circuit is open.
+  bool may_return = false;
+  auto now = clock::now();
   bool memory_online = false;
   bool memory_fits = false;
   caf::error memory_why;
@@ -200,13 +223,18 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
       uint64_t bit = uint64_t{1} << i;
       if (!(r.device_mask & bit))
         continue;
-      if (s.status == device_status::restarting)
-        restarting = true;
-      if (s.status != device_status::online ||
-          (pass == 0 && (r.failed_on & bit)))
+      if (s.status == device_status::resetting)
+        may_return = true;
+      if (!takes_work(s.status) || (pass == 0 && (r.failed_on & bit)))
         continue;
+      if (!s.breaker.allows(now)) {
+        may_return = true;
+        continue;
+      }
       double t =
           s.backlog_ns / std::max(1u, s.info.streams) + predict_ns(st, s, r);
+      if (s.status == device_status::degraded)
+        t *= st.cfg.degraded_penalty;
       if (s.has_memory) {
         memory_online = true;
         if (auto err = st.book.check_place(r.tenant, i, r.bytes)) {
@@ -246,9 +274,10 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
     }
   }
   if (best < 0) {
-    if (restarting) {
+    if (may_return) {
       r.device = -1;
       st.parked.push_back(ticket);
+      schedule_retry(self);
       return;
     }
     end_failed(self, ticket,
@@ -263,6 +292,7 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
   r.waiting_memory = false;
   r.predicted_ns = predict_ns(st, s, r);
   s.backlog_ns += r.predicted_ns;
+  s.breaker.placed(now);
   st.book.charge(r.tenant, size_t(best), r.bytes);
   ++r.attempts;
   if (memory_fallback) {
@@ -285,6 +315,19 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
   dispatch(self, size_t(best), ticket);
 }
 
+// A launch failed on device `index` because of the device: its circuit
+// counts it.
+void note_failure(self_ptr self, size_t index, const caf::error& err) {
+  auto& s = self->state.devices[index];
+  if (!s.breaker.failed(clock::now()))
+    return;
+  ++s.stats.circuit_opens;
+  device_event(self, s.info.name,
+               "circuit open for " +
+                   std::to_string(s.breaker.config().open_for.count()) +
+                   " ms after: " + describe(err));
+}
+
 // Records that the item's current placement failed and moves it on.
 void replace_after_failure(self_ptr self, uint64_t ticket,
                            const caf::error& err) {
@@ -293,6 +336,10 @@ void replace_after_failure(self_ptr self, uint64_t ticket,
   auto index = r.device;
   auto& s = st.devices[size_t(index)];
   ++s.stats.failed_placements;
+  if (is_device_failure(code_of(err)))
+    note_failure(self, size_t(index), err);
+  else
+    s.breaker.abandoned();
   r.failed_on |= uint64_t{1} << index;
   r.on_gpu_before = r.on_gpu_before || is_gpu(s.info);
   unplace(self, r);
@@ -318,7 +365,29 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
   }
   ++s.stats.completed;
   s.stats.busy_ns += done.device_ns;
+  auto now = clock::now();
+  if (s.breaker.succeeded(now))
+    device_event(self, s.info.name, "circuit closed: its probes passed");
   bool fallback = !is_gpu(s.info) && (r.on_gpu_before || r.memory_fallback);
+  if (fallback) {
+    // The price of falling back, against the tenant's budget.
+    auto& fb = st.counters.fallback_by_tenant[r.item.tenant];
+    auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    now - r.admitted_at)
+                    .count();
+    fb.budget_ns =
+        int64_t(st.book.policy(r.tenant).fallback_budget_ms) * 1000000;
+    ++fb.items;
+    fb.total_ns += took;
+    fb.max_ns = std::max(fb.max_ns, took);
+    if (fb.budget_ns > 0 && took > fb.budget_ns) {
+      ++fb.over_budget;
+      audit(self, audit_kind::fallback, r.item, s.info.name,
+            "over the fallback latency budget: " +
+                std::to_string(took / 1000000) + " ms against " +
+                std::to_string(fb.budget_ns / 1000000) + " ms");
+    }
+  }
   audit(self, audit_kind::completed, r.item, s.info.name,
         r.attempts > 1 ? "after " + std::to_string(r.attempts) + " placements"
                        : std::string{});
@@ -352,6 +421,7 @@ void admit(self_ptr self, int t, work_item item, client_sink sink,
   r.tenant = t;
   r.device_mask = st.book.policy(t).device_mask;
   r.bytes = bytes;
+  r.admitted_at = now;
   r.item = std::move(item);
   r.sink = std::move(sink);
   st.outstanding.emplace(ticket, std::move(r));
@@ -535,13 +605,15 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
     s.stats.name = info.name;
     s.stats.kind = to_string(info.kind);
     s.stats.simulated = info.simulated;
-    s.stats.status = device_status::offline;
+    s.stats.status = device_status::resetting;
     st.devices.push_back(std::move(s));
   }
   st.book = quota_book{std::move(lease)};
   st.held.resize(st.book.tenants());
   st.audit = audit_buffer{std::move(audit_dest)};
   st.cfg = cfg;
+  for (auto& s : st.devices)
+    s.breaker = circuit_breaker{cfg.circuit};
   // Stopped with items still in flight (the runtime drained what it could
   // first): each ends now, once, with shutting_down.
   self->set_exit_handler([=](caf::exit_msg& msg) {
@@ -620,12 +692,12 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](up_atom, uint32_t index, device_actor& handle) {
         auto& st = self->state;
         auto& s = st.devices.at(index);
-        if (s.status == device_status::restarting) {
+        if (s.stats.losses > 0 || s.status == device_status::offline) {
           ++s.stats.restarts;
           device_event(self, s.info.name, "device restarted and back online");
         }
         s.handle = std::move(handle);
-        s.status = device_status::online;
+        s.status = device_status::available;
         s.stats.status = s.status;
         s.backlog_ns = 0;
         s.sent = 0;
@@ -636,10 +708,14 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](down_atom, uint32_t index, caf::error& reason, bool permanent) {
         auto& st = self->state;
         auto& s = st.devices.at(index);
-        if (s.status == device_status::online)
+        if ((takes_work(s.status) || s.status == device_status::draining) &&
+            code_of(reason) != errc::device_offline) {
           ++s.stats.losses;
+          if (is_device_failure(code_of(reason)))
+            note_failure(self, index, reason);
+        }
         s.status =
-            permanent ? device_status::offline : device_status::restarting;
+            permanent ? device_status::offline : device_status::resetting;
         s.stats.status = s.status;
         s.handle = device_actor{};
         s.backlog_ns = 0;
@@ -659,6 +735,31 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         // Parked items whose devices are all gone for good cannot wait longer.
         if (permanent)
           retry_parked(self);
+        wake(self);
+      },
+      [=](status_atom, uint32_t index, uint8_t status, std::string& why) {
+        auto& st = self->state;
+        auto& s = st.devices.at(index);
+        if (!s.handle)
+          return;
+        s.status = static_cast<device_status>(status);
+        s.stats.status = s.status;
+        if (s.status == device_status::draining) {
+          // What runs there finishes; what waits for it moves on now.
+          auto queued = std::move(s.queued);
+          s.queued = {};
+          for (auto ticket : queued) {
+            auto i = st.outstanding.find(ticket);
+            if (i == st.outstanding.end() || i->second.device != int32_t(index))
+              continue;
+            s.breaker.abandoned();
+            unplace(self, i->second);
+            --i->second.attempts;
+            place(self, ticket, "device draining: " + why);
+          }
+        } else {
+          retry_parked(self);
+        }
         wake(self);
       },
       [=](down_atom) {
@@ -685,8 +786,11 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](stats_atom) {
         auto& st = self->state;
         auto out = st.counters;
-        for (auto& s : st.devices)
+        auto now = clock::now();
+        for (auto& s : st.devices) {
           out.devices.push_back(s.stats);
+          out.devices.back().circuit = s.breaker.state(now);
+        }
         out.outstanding = st.outstanding.size();
         auto u = st.book.usage();
         for (auto& tu : u.tenants)
@@ -713,8 +817,11 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         auto& st = self->state;
         st.retry_scheduled = false;
         expire(self, clock::now());
+        // Items parked behind an open circuit or a reset get another look.
+        if (!st.parked.empty())
+          retry_parked(self);
         wake(self);
-        if (anything_held(st))
+        if (anything_held(st) || !st.parked.empty())
           schedule_retry(self);
       },
   };

@@ -17,6 +17,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/audit.hpp"
+#include "actors/circuit_breaker.hpp"
 #include "actors/client_sink.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/quota_book.hpp"
@@ -40,6 +41,9 @@ using balancer_actor = device_listener::extend<
     caf::reacts_to<up_atom, uint32_t, device_actor>,
     /// Device `index` left with `reason`; `permanent` when it will not return.
     caf::reacts_to<down_atom, uint32_t, caf::error, bool>,
+    /// Device `index` is now `status` (a device_status: available, degraded
+    /// or draining) while its actor keeps running, because of `why`.
+    caf::reacts_to<status_atom, uint32_t, uint8_t, std::string>,
     /// Stops admitting: later submissions, and items held back or waiting
     /// for memory, end with shutting_down. Replies when done.
     caf::replies_to<down_atom>::with<bool>,
@@ -58,6 +62,10 @@ using balancer_actor = device_listener::extend<
 struct balancer_config {
   /// Placements per item before it fails with retries_exhausted.
   uint32_t max_attempts = 4;
+  /// Every device's circuit breaker.
+  circuit_config circuit;
+  /// Predicted run times on a degraded device are multiplied by this.
+  double degraded_penalty = 4.0;
 };
 
 struct balancer_state {
@@ -67,7 +75,8 @@ struct balancer_state {
   struct slot {
     device_info info;
     device_actor handle;
-    device_status status = device_status::offline;
+    device_status status = device_status::resetting;
+    circuit_breaker breaker;
     bool has_memory = false;
     /// Sum of predicted run times of items placed and not yet ended.
     double backlog_ns = 0;
@@ -105,6 +114,7 @@ struct balancer_state {
     /// Waiting for device memory, until.
     bool waiting_memory = false;
     clock::time_point deadline{};
+    clock::time_point admitted_at{};
   };
   /// An item held back before admission (in-flight cap, rate limit).
   struct held_item {

@@ -1,6 +1,7 @@
 #include "actors/device_actor.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <caf/all.hpp>
 
@@ -23,6 +24,33 @@ bool is_device_loss(const caf::error& err) {
 }
 
 using self_ptr = device_actor::stateful_pointer<device_state>;
+
+std::chrono::milliseconds timeout_of(const device_actor_config& cfg,
+                                     kernels::kernel_id k) {
+  auto i = static_cast<size_t>(k);
+  if (i < cfg.kernel_timeouts.size() && cfg.kernel_timeouts[i].count() > 0)
+    return cfg.kernel_timeouts[i];
+  return cfg.kernel_timeout;
+}
+
+// A chain runs its stages one after the other: it gets their sum.
+std::chrono::milliseconds timeout_of(const device_actor_config& cfg,
+                                     const work_item& item) {
+  auto t = timeout_of(cfg, item.kernel);
+  for (auto& st : item.then)
+    t += timeout_of(cfg, st.kernel);
+  return t;
+}
+
+// True while a launch older than `p` is still pending on its stream: `p`
+// has not started yet.
+bool queued_behind(const device_state& st,
+                   const device_state::pending_launch& p) {
+  for (auto& [ticket, other] : st.pending)
+    if (other.stream == p.stream && other.seq < p.seq)
+      return true;
+  return false;
+}
 
 // Launches an item: one kernel, or its chain of kernels whose intermediate
 // outputs stay on the device. Its device memory is tagged with its owner.
@@ -66,24 +94,37 @@ caf::error launch_one(self_ptr self, run_request& req,
     return caf::none;
   }
   work_done done{req.ticket, std::move(res->output), res->device_time.count()};
-  if (res->pending || res->hung) {
-    // Enqueued on a GPU (its completion arrives as a message) or hung.
+  auto now = clock::now();
+  auto timeout = timeout_of(st.cfg, req.item);
+  auto hold = [&] {
     st.pending.emplace(req.ticket,
-                       device_state::pending_launch{std::move(done)});
-    self->delayed_send(self, st.cfg.kernel_timeout, watchdog_atom::value,
+                       device_state::pending_launch{std::move(done), stream,
+                                                    ++st.next_seq, timeout});
+  };
+  if (res->pending || res->hung) {
+    // Enqueued on a GPU (its completion arrives as a message) or hung. The
+    // watchdog counts from the launch's start: on a simulated GPU when its
+    // stream gets to it; on a GPU it re-arms while an older launch holds the
+    // stream.
+    auto start = st.dev->info().simulated ? std::max(now, *s) : now;
+    hold();
+    self->delayed_send(self, (start - now) + timeout, watchdog_atom::value,
                        req.ticket);
     return caf::none;
   }
-  auto now = clock::now();
   if (st.dev->info().simulated) {
     // Modeled time: the launch finishes when its stream gets to it.
-    auto finish = std::max(now, *s) + res->device_time;
+    auto start = std::max(now, *s);
+    auto finish = start + res->device_time;
     *s = finish;
     if (finish - now > timer_threshold) {
       // It holds its device memory until then.
-      st.pending.emplace(req.ticket,
-                         device_state::pending_launch{std::move(done)});
+      hold();
       self->delayed_send(self, finish - now, complete_atom::value, req.ticket);
+      // A launch modeled to run past its timeout hangs as a real one would.
+      if (res->device_time > timeout)
+        self->delayed_send(self, (start - now) + timeout, watchdog_atom::value,
+                           req.ticket);
       return caf::none;
     }
   }
@@ -113,6 +154,21 @@ device_impl(device_actor::stateful_pointer<device_state> self,
   if (cfg.bind_numa && st.dev->info().numa_node >= 0)
     devices::bind_thread_to_numa(st.dev->info().numa_node);
   self->delayed_send(self, cfg.health_interval, tick_atom::value);
+  // A crash (an exception out of a handler) ends the actor with what it
+  // said; the supervisor restarts it.
+  self->set_exception_handler(
+      [](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
+        try {
+          std::rethrow_exception(eptr);
+        } catch (std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error,
+                                 std::string{"device actor crashed: "} +
+                                     e.what());
+        } catch (...) {
+          return caf::make_error(caf::sec::runtime_error,
+                                 "device actor crashed");
+        }
+      });
   return {
       [=](run_atom, std::vector<run_request>& batch) {
         auto& st = self->state;
@@ -156,8 +212,14 @@ device_impl(device_actor::stateful_pointer<device_state> self,
       },
       [=](watchdog_atom, uint64_t ticket) {
         auto& st = self->state;
-        if (st.pending.count(ticket) == 0)
+        auto i = st.pending.find(ticket);
+        if (i == st.pending.end())
           return;
+        if (st.dev->asynchronous() && queued_behind(st, i->second)) {
+          self->delayed_send(self, i->second.timeout, watchdog_atom::value,
+                             ticket);
+          return;
+        }
         // A fault the device can name beats "it hangs".
         if (auto err = st.dev->health()) {
           self->quit(err);
@@ -165,15 +227,20 @@ device_impl(device_actor::stateful_pointer<device_state> self,
         }
         self->quit(
             make_error(errc::kernel_timeout,
-                       st.dev->info().name + ": a launch ran past the " +
-                           std::to_string(st.cfg.kernel_timeout.count()) +
+                       st.dev->info().name + ": a launch ran past its " +
+                           std::to_string(i->second.timeout.count()) +
                            " ms kernel timeout; the device hangs"));
       },
       [=](tick_atom) {
-        if (auto err = self->state.dev->health()) {
+        auto& st = self->state;
+        if (auto err = st.dev->health()) {
           self->quit(err);
           return;
         }
+        if (auto warnings = st.dev->take_warnings();
+            !warnings.empty() && st.cfg.health)
+          self->send(st.cfg.health, health_atom::value, st.cfg.index,
+                     std::move(warnings));
         // Trimming gives slabs back to the driver, which waits for the whole
         // device (cudaFree): only when nothing runs here.
         if (auto* mem = self->state.dev->memory();
@@ -181,6 +248,10 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           mem->maintain();
         self->delayed_send(self, self->state.cfg.health_interval,
                            tick_atom::value);
+      },
+      [=](crash_atom) {
+        throw std::runtime_error(self->state.dev->info().name +
+                                 ": device actor crashed (injected)");
       },
       [=](info_atom) { return self->state.dev->info(); },
       [=](memory_atom) {

@@ -25,6 +25,11 @@ using device_listener = caf::typed_actor<
     /// elsewhere.
     caf::reacts_to<failed_atom, uint32_t, uint64_t, caf::error>>;
 
+/// Where a device actor reports warnings (the supervisor).
+using health_listener = caf::typed_actor<
+    /// Device `index` reported warnings that do not take it down.
+    caf::reacts_to<health_atom, uint32_t, std::vector<std::string>>>;
+
 using device_actor = caf::typed_actor<
     /// Runs each request in order. Launches that finish at once are reported
     /// together in one `done` message.
@@ -35,6 +40,8 @@ using device_actor = caf::typed_actor<
     caf::reacts_to<watchdog_atom, uint64_t>,
     /// Internal: periodic health check.
     caf::reacts_to<tick_atom>,
+    /// Chaos: the actor crashes (throws) while the device stays fine.
+    caf::reacts_to<crash_atom>,
     /// Returns the device's static facts.
     caf::replies_to<info_atom>::with<device_info>,
     /// Returns the device's memory (pool, limits, statistics, leaks); an
@@ -44,8 +51,13 @@ using device_actor = caf::typed_actor<
 /// Settings of one device actor.
 struct device_actor_config {
   uint32_t index = 0;
-  /// A launch not finished after this long means the device hangs.
+  /// A launch not finished this long after it started on its stream means
+  /// the device hangs; `kernel_timeouts` (by kernel id, 0 = this default)
+  /// overrides it per kernel, and a chain gets the sum of its stages'.
   std::chrono::milliseconds kernel_timeout{5000};
+  std::vector<std::chrono::milliseconds> kernel_timeouts;
+  /// Gets the device's warnings; may be null.
+  health_listener health;
   /// How often the device's health is polled (and its pool kept up).
   std::chrono::milliseconds health_interval{50};
   /// Binds the actor's thread to the device's NUMA node (detached actors).
@@ -55,6 +67,10 @@ struct device_actor_config {
 struct device_state {
   struct pending_launch {
     work_done done;
+    /// Its stream, its order among launches, and its watchdog timeout.
+    uint32_t stream = 0;
+    uint64_t seq = 0;
+    std::chrono::milliseconds timeout{0};
   };
   std::shared_ptr<devices::device> dev;
   device_listener listener;
@@ -62,6 +78,7 @@ struct device_state {
   /// When each stream finishes its queued work (simulated devices).
   std::vector<std::chrono::steady_clock::time_point> stream_free_at;
   std::unordered_map<uint64_t, pending_launch> pending;
+  uint64_t next_seq = 0;
   static inline const char* name = "cohort.device";
 };
 

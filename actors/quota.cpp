@@ -127,6 +127,7 @@ caf::error compile_one(const pb::TenantGrant& g,
     out.queue_limit = g.queue_limit();
   if (g.queue_timeout_ms() > 0)
     out.queue_timeout_ms = g.queue_timeout_ms();
+  out.fallback_budget_ms = g.fallback_budget_ms();
   return caf::none;
 }
 

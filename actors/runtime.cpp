@@ -104,6 +104,61 @@ make_devices(const pb::RuntimeConfig& cfg) {
   return out;
 }
 
+caf::expected<std::pair<balancer_config, supervisor_config>>
+supervision_of(const pb::RuntimeConfig& cfg) {
+  using ms = std::chrono::milliseconds;
+  auto bad = [](const std::string& what) {
+    return make_error(errc::malformed_config, "supervision: " + what);
+  };
+  balancer_config b;
+  supervisor_config s;
+  if (cfg.max_attempts() > 0)
+    b.max_attempts = cfg.max_attempts();
+  if (cfg.kernel_timeout_ms() > 0)
+    s.kernel_timeout = ms{cfg.kernel_timeout_ms()};
+  if (cfg.max_restarts() > 0)
+    s.max_restarts = cfg.max_restarts();
+  if (cfg.restart_period_ms() > 0)
+    s.restart_period = ms{cfg.restart_period_ms()};
+  auto& sv = cfg.supervision();
+  s.strategy = sv.strategy() == pb::ONE_FOR_ALL ? restart_strategy::one_for_all
+                                                : restart_strategy::one_for_one;
+  if (sv.restart_delay_ms() > 0)
+    s.restart_delay = ms{sv.restart_delay_ms()};
+  if (sv.max_restart_delay_ms() > 0)
+    s.max_restart_delay = ms{sv.max_restart_delay_ms()};
+  if (s.max_restart_delay < s.restart_delay)
+    return bad("max_restart_delay_ms is below restart_delay_ms");
+  if (sv.degraded_quiet_ms() > 0)
+    s.degraded_quiet = ms{sv.degraded_quiet_ms()};
+  if (sv.degraded_penalty() < 0 ||
+      (sv.degraded_penalty() > 0 && sv.degraded_penalty() < 1))
+    return bad("degraded_penalty must be at least 1");
+  if (sv.degraded_penalty() >= 1)
+    b.degraded_penalty = sv.degraded_penalty();
+  auto& c = sv.circuit();
+  if (c.failures() > 0)
+    b.circuit.failures = c.failures();
+  if (c.window_ms() > 0)
+    b.circuit.window = ms{c.window_ms()};
+  if (c.open_ms() > 0)
+    b.circuit.open_for = ms{c.open_ms()};
+  if (c.probes() > 0)
+    b.circuit.probes = c.probes();
+  for (auto& kt : sv.kernel_timeout()) {
+    auto k = kernels::parse_kernel(kt.kernel());
+    if (!k)
+      return bad("kernel_timeout names unknown kernel '" + kt.kernel() + "'");
+    if (kt.timeout_ms() == 0)
+      return bad("kernel_timeout for " + kt.kernel() + " is 0 ms");
+    auto i = static_cast<size_t>(*k);
+    if (s.kernel_timeouts.size() <= i)
+      s.kernel_timeouts.resize(i + 1, ms{0});
+    s.kernel_timeouts[i] = ms{kt.timeout_ms()};
+  }
+  return std::make_pair(b, s);
+}
+
 runtime::runtime(caf::actor_system& sys) : sys_(sys) {
   // nop
 }
@@ -114,7 +169,8 @@ runtime::~runtime() {
 
 caf::expected<std::unique_ptr<runtime>>
 runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
-               std::vector<std::shared_ptr<devices::device>> extra) {
+               std::vector<std::shared_ptr<devices::device>> extra,
+               std::shared_ptr<devices::memory::memory_observer> observer) {
   kernels::use_single_threaded_blas();
   auto devs = make_devices(cfg);
   if (!devs)
@@ -149,6 +205,7 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
         opts.reservations[p.tenant] = p.device_reserve[i];
     }
     opts.ledger = ledger;
+    opts.observer = observer;
     if (auto err = mem->configure(std::move(opts)))
       return make_error(errc::malformed_config, describe(err));
   }
@@ -165,22 +222,16 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   rt->audit_path_ = path;
   rt->audit_ =
       sys.spawn(audit_impl, std::shared_ptr<audit_log>{std::move(*log)});
-  balancer_config bcfg;
-  if (cfg.max_attempts() > 0)
-    bcfg.max_attempts = cfg.max_attempts();
+  auto sup = supervision_of(cfg);
+  if (!sup)
+    return sup.error();
+  auto& [bcfg, scfg] = *sup;
   // The quota actor leases every tenant's terms to the balancer, which
   // admits under them without a message per item.
   rt->balancer_ =
       sys.spawn(balancer_impl, rt->infos_, *lease, rt->audit_, bcfg);
   rt->quota_ =
       sys.spawn(quota_impl, std::move(*lease), std::move(pools), rt->balancer_);
-  supervisor_config scfg;
-  if (cfg.kernel_timeout_ms() > 0)
-    scfg.kernel_timeout = std::chrono::milliseconds{cfg.kernel_timeout_ms()};
-  if (cfg.max_restarts() > 0)
-    scfg.max_restarts = cfg.max_restarts();
-  if (cfg.restart_period_ms() > 0)
-    scfg.restart_period = std::chrono::milliseconds{cfg.restart_period_ms()};
   rt->supervisor_ =
       sys.spawn(supervisor_impl, rt->devs_, rt->balancer_, rt->audit_, scfg);
   caf::scoped_actor self{sys};
@@ -223,6 +274,10 @@ caf::expected<T> ask(caf::actor_system& sys, const Handle& dest, Ts... xs) {
   return out;
 }
 
+caf::error error_of(const caf::expected<bool>& x) {
+  return x ? caf::error{} : x.error();
+}
+
 } // namespace
 
 caf::expected<balancer_stats> runtime::placement_stats() {
@@ -248,6 +303,22 @@ caf::expected<simulation_report> runtime::simulate(allocation_plan plan) {
 caf::expected<std::vector<memory_snapshot>> runtime::memory_stats() {
   return ask<std::vector<memory_snapshot>>(sys_, supervisor_,
                                            memory_atom::value);
+}
+
+caf::error runtime::drain(const std::string& device) {
+  return error_of(ask<bool>(sys_, supervisor_, drain_atom::value, device));
+}
+
+caf::error runtime::set_offline(const std::string& device) {
+  return error_of(ask<bool>(sys_, supervisor_, offline_atom::value, device));
+}
+
+caf::error runtime::set_online(const std::string& device) {
+  return error_of(ask<bool>(sys_, supervisor_, online_atom::value, device));
+}
+
+caf::error runtime::crash_device_actor(const std::string& device) {
+  return error_of(ask<bool>(sys_, supervisor_, crash_atom::value, device));
 }
 
 caf::expected<uint64_t> runtime::flush_audit() {

@@ -31,16 +31,25 @@ void add_sim_gpus(pb::RuntimeConfig& cfg, uint32_t n);
 caf::expected<std::vector<std::shared_ptr<devices::device>>>
 make_devices(const pb::RuntimeConfig& cfg);
 
+/// The balancer's and the supervisor's settings from `cfg` (restart
+/// strategy and intensity, circuit breakers, watchdog timeouts);
+/// malformed_config names the first problem.
+caf::expected<std::pair<balancer_config, supervisor_config>>
+supervision_of(const pb::RuntimeConfig& cfg);
+
 /// A running Cohort instance inside `sys`. Thread-safe: any thread may submit.
 /// Destroying it stops the actors after writing out the audit log.
 class runtime {
 public:
   ~runtime();
 
-  /// Checks `cfg`, opens the audit log and starts every actor.
+  /// Checks `cfg`, opens the audit log and starts every actor; `extra`
+  /// devices join after the config's, and `observer` (may be null) sees
+  /// every device allocation (the chaos harness checks quotas with it).
   static caf::expected<std::unique_ptr<runtime>>
   start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
-        std::vector<std::shared_ptr<devices::device>> extra = {});
+        std::vector<std::shared_ptr<devices::device>> extra = {},
+        std::shared_ptr<devices::memory::memory_observer> observer = nullptr);
 
   /// Submits one item as its tenant and waits for its end.
   caf::expected<work_result> run(work_item item);
@@ -72,6 +81,18 @@ public:
 
   /// Every device's memory (pool, limits, statistics, leaks), by index.
   caf::expected<std::vector<memory_snapshot>> memory_stats();
+
+  /// Operators: drain a device (what runs there finishes, nothing new goes
+  /// there), take it offline now (its work moves), bring it online again.
+  /// Errors: unknown_device; invalid_transition (draining an offline device,
+  /// bringing online one that is being reset).
+  caf::error drain(const std::string& device);
+  caf::error set_offline(const std::string& device);
+  caf::error set_online(const std::string& device);
+
+  /// Chaos: crashes the device's actor (the device is fine); the supervisor
+  /// restarts it.
+  caf::error crash_device_actor(const std::string& device);
 
   /// Writes every event so far to the audit log and syncs it; returns the
   /// number of records in the log.

@@ -1,5 +1,7 @@
 #include "actors/supervisor.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "devices/memory/device_memory.hpp"
@@ -10,13 +12,47 @@ namespace cohort::actors {
 namespace {
 
 using self_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
+using clock = std::chrono::steady_clock;
+
+void device_event(self_ptr self, const std::string& device,
+                  std::string detail) {
+  std::vector<audit_event> evs{{audit_kind::device_event, "", 0, device, "",
+                                std::move(detail), wall_clock_ns()}};
+  self->send(self->state.audit, record_atom::value, std::move(evs));
+}
+
+// Moves device `index` through its life cycle; tells the balancer and the
+// audit log when its status changes.
+caf::error transition(self_ptr self, uint32_t index, lifecycle_event ev,
+                      const std::string& why) {
+  auto& e = self->state.devices[index];
+  auto before = e.life.status();
+  auto after = e.life.apply(ev);
+  if (!after)
+    return after.error();
+  if (*after != before) {
+    device_event(self, e.dev->info().name,
+                 std::string{"supervisor: "} + to_string(before) + " -> " +
+                     to_string(*after) + " (" + to_string(ev) + ": " + why +
+                     ")");
+    // Losses and restarts reach the balancer as down and up.
+    if (*after == device_status::available ||
+        *after == device_status::degraded || *after == device_status::draining)
+      self->send(self->state.balancer, status_atom::value, index,
+                 static_cast<uint8_t>(*after), why);
+  }
+  return caf::none;
+}
 
 void spawn_device(self_ptr self, uint32_t index) {
-  auto& e = self->state.devices[index];
+  auto& st = self->state;
+  auto& e = st.devices[index];
   device_actor_config dcfg;
   dcfg.index = index;
-  dcfg.kernel_timeout = self->state.cfg.kernel_timeout;
-  device_listener listener = self->state.balancer;
+  dcfg.kernel_timeout = st.cfg.kernel_timeout;
+  dcfg.kernel_timeouts = st.cfg.kernel_timeouts;
+  dcfg.health = self;
+  device_listener listener = st.balancer;
   if (e.dev->asynchronous()) {
     // A GPU's actor gets its own thread, bound to the GPU's NUMA node; it
     // never blocks on the GPU (completions arrive as messages).
@@ -27,14 +63,7 @@ void spawn_device(self_ptr self, uint32_t index) {
   }
   e.addr = e.handle.address();
   self->monitor(e.handle);
-  self->send(self->state.balancer, up_atom::value, index, e.handle);
-}
-
-void device_event(self_ptr self, const std::string& device,
-                  std::string detail) {
-  std::vector<audit_event> evs{{audit_kind::device_event, "", 0, device, "",
-                                std::move(detail), wall_clock_ns()}};
-  self->send(self->state.audit, record_atom::value, std::move(evs));
+  self->send(st.balancer, up_atom::value, index, e.handle);
 }
 
 // A device's memory read without its actor (it has none now).
@@ -46,13 +75,92 @@ memory_snapshot snapshot_of(devices::device& dev) {
   return none;
 }
 
-void take_offline(self_ptr self, uint32_t index, caf::error reason) {
-  auto& e = self->state.devices[index];
-  e.offline = true;
-  device_event(self, e.dev->info().name,
-               "supervisor: offline for good: " + describe(reason));
+void give_up(self_ptr self, uint32_t index, caf::error reason) {
+  transition(self, index, lifecycle_event::gave_up, describe(reason));
   self->send(self->state.balancer, down_atom::value, index, std::move(reason),
              true);
+}
+
+// Recent restarts of `e` (within the period), oldest dropped.
+size_t recent_restarts(supervisor_state& st, supervisor_state::entry& e) {
+  auto now = clock::now();
+  while (!e.restarts.empty() &&
+         now - e.restarts.front() > st.cfg.restart_period)
+    e.restarts.pop_front();
+  return e.restarts.size();
+}
+
+// The pause before the next restart: doubled per recent restart.
+std::chrono::milliseconds backoff(const supervisor_config& cfg, size_t n) {
+  auto d = cfg.restart_delay;
+  for (size_t i = 0; i < n && d < cfg.max_restart_delay; ++i)
+    d *= 2;
+  return std::min(d, std::max(cfg.max_restart_delay, cfg.restart_delay));
+}
+
+int find_device(supervisor_state& st, const std::string& name) {
+  for (size_t i = 0; i < st.devices.size(); ++i)
+    if (st.devices[i].dev->info().name == name)
+      return int(i);
+  return -1;
+}
+
+caf::error unknown_device(const std::string& name) {
+  return make_error(errc::unknown_device, "no device is named '" + name + "'");
+}
+
+// The actor of device `index` went down.
+void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
+  auto& st = self->state;
+  auto& e = st.devices[index];
+  e.handle = device_actor{};
+  e.addr = caf::actor_addr{};
+  if (e.by_operator) {
+    // Taken offline on purpose. The reset gives back what its launches held.
+    e.by_operator = false;
+    e.dev->reset();
+    self->send(st.balancer, down_atom::value, index,
+               make_error(errc::device_offline, "taken offline by an operator"),
+               true);
+    return;
+  }
+  auto sibling = std::exchange(e.by_sibling, false);
+  if (!sibling && recent_restarts(st, e) >= st.cfg.max_restarts) {
+    give_up(self, index,
+            make_error(errc::device_lost,
+                       describe(reason) + " (restart limit of " +
+                           std::to_string(st.cfg.max_restarts) + " per " +
+                           std::to_string(st.cfg.restart_period.count()) +
+                           " ms reached)"));
+    return;
+  }
+  transition(self, index, lifecycle_event::lost, describe(reason));
+  self->send(st.balancer, down_atom::value, index, reason, false);
+  auto delay = sibling ? st.cfg.restart_delay
+                       : backoff(st.cfg, recent_restarts(st, e));
+  self->delayed_send(self, delay, restart_atom::value, index);
+  if (sibling || st.cfg.strategy != restart_strategy::one_for_all)
+    return;
+  // One for all: every other live device restarts with it.
+  for (uint32_t j = 0; j < st.devices.size(); ++j) {
+    auto& other = st.devices[j];
+    if (j == index || !other.handle)
+      continue;
+    other.by_sibling = true;
+    self->send_exit(other.handle,
+                    make_error(errc::device_lost,
+                               "restarted with " + e.dev->info().name +
+                                   " (one_for_all)"));
+  }
+}
+
+void schedule_quiet_tick(self_ptr self) {
+  auto& st = self->state;
+  if (st.quiet_tick_scheduled)
+    return;
+  st.quiet_tick_scheduled = true;
+  self->delayed_send(self, st.cfg.degraded_quiet / 4 + std::chrono::milliseconds(1),
+                     tick_atom::value);
 }
 
 } // namespace
@@ -70,32 +178,11 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
   st.cfg = cfg;
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
-    for (uint32_t i = 0; i < st.devices.size(); ++i) {
-      auto& e = st.devices[i];
-      if (e.addr != dm.source)
-        continue;
-      e.handle = device_actor{};
-      e.addr = caf::actor_addr{};
-      auto now = std::chrono::steady_clock::now();
-      while (!e.restarts.empty() &&
-             now - e.restarts.front() > st.cfg.restart_period)
-        e.restarts.pop_front();
-      if (e.restarts.size() >= st.cfg.max_restarts) {
-        take_offline(
-            self, i,
-            make_error(errc::device_lost,
-                       describe(dm.reason) + " (restart limit of " +
-                           std::to_string(st.cfg.max_restarts) + " per " +
-                           std::to_string(st.cfg.restart_period.count()) +
-                           " ms reached)"));
+    for (uint32_t i = 0; i < st.devices.size(); ++i)
+      if (st.devices[i].addr == dm.source) {
+        on_device_down(self, i, dm.reason);
         return;
       }
-      device_event(self, e.dev->info().name,
-                   "supervisor: device actor down: " + describe(dm.reason));
-      self->send(st.balancer, down_atom::value, i, dm.reason, false);
-      self->delayed_send(self, st.cfg.restart_delay, restart_atom::value, i);
-      return;
-    }
   });
   self->set_exit_handler([=](caf::exit_msg& msg) {
     for (auto& e : self->state.devices)
@@ -105,23 +192,130 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
   });
   return {
       [=](start_atom) {
-        for (uint32_t i = 0; i < self->state.devices.size(); ++i)
+        for (uint32_t i = 0; i < self->state.devices.size(); ++i) {
           spawn_device(self, i);
+          transition(self, i, lifecycle_event::restarted, "started");
+        }
         return true;
       },
       [=](restart_atom, uint32_t index) {
         auto& e = self->state.devices.at(index);
-        if (e.offline || e.handle)
+        if (e.life.status() != device_status::resetting || e.handle)
           return;
-        if (auto err = e.dev->reset()) {
-          take_offline(self, index, std::move(err));
+        auto err = e.dev->reset();
+        bool recreated = false;
+        if (code_of(err) == errc::context_poisoned) {
+          // A sticky error: only a new context clears it.
+          device_event(self, e.dev->info().name,
+                       "supervisor: " + describe(err) +
+                           "; recreating the context");
+          err = e.dev->recreate();
+          recreated = !err;
+        }
+        if (err) {
+          give_up(self, index, std::move(err));
           return;
         }
-        e.restarts.push_back(std::chrono::steady_clock::now());
-        device_event(self, e.dev->info().name,
-                     "supervisor: reset and restarted (restart " +
-                         std::to_string(e.restarts.size()) + ")");
+        e.restarts.push_back(clock::now());
         spawn_device(self, index);
+        transition(self, index, lifecycle_event::restarted,
+                   std::string{recreated ? "new context, " : "reset, "} +
+                       "restart " + std::to_string(e.restarts.size()) +
+                       " in its period");
+      },
+      [=](health_atom, uint32_t index, std::vector<std::string>& warnings) {
+        auto& st = self->state;
+        if (index >= st.devices.size() || warnings.empty())
+          return;
+        auto& e = st.devices[index];
+        e.last_warning = clock::now();
+        for (auto& w : warnings)
+          device_event(self, e.dev->info().name, "warning: " + w);
+        transition(self, index, lifecycle_event::warning, warnings.back());
+        if (e.life.status() == device_status::degraded)
+          schedule_quiet_tick(self);
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        st.quiet_tick_scheduled = false;
+        bool still = false;
+        auto now = clock::now();
+        for (uint32_t i = 0; i < st.devices.size(); ++i) {
+          auto& e = st.devices[i];
+          if (e.life.status() != device_status::degraded)
+            continue;
+          if (now - e.last_warning >= st.cfg.degraded_quiet)
+            transition(self, i, lifecycle_event::quiet,
+                       "no warning for " +
+                           std::to_string(st.cfg.degraded_quiet.count()) +
+                           " ms");
+          else
+            still = true;
+        }
+        if (still)
+          schedule_quiet_tick(self);
+      },
+      [=](drain_atom, const std::string& name) -> caf::result<bool> {
+        auto i = find_device(self->state, name);
+        if (i < 0)
+          return unknown_device(name);
+        if (auto err = transition(self, uint32_t(i), lifecycle_event::drain,
+                                  "operator"))
+          return err;
+        return true;
+      },
+      [=](offline_atom, const std::string& name) -> caf::result<bool> {
+        auto& st = self->state;
+        auto i = find_device(st, name);
+        if (i < 0)
+          return unknown_device(name);
+        auto& e = st.devices[size_t(i)];
+        auto was = e.life.status();
+        if (was == device_status::offline)
+          return true;
+        transition(self, uint32_t(i), lifecycle_event::offline, "operator");
+        if (e.handle) {
+          e.by_operator = true;
+          self->send_exit(e.handle, make_error(errc::device_offline,
+                                               "taken offline by an operator"));
+        } else {
+          // Resetting: the pending restart finds it offline and does nothing.
+          self->send(st.balancer, down_atom::value, uint32_t(i),
+                     make_error(errc::device_offline,
+                                "taken offline by an operator"),
+                     true);
+        }
+        return true;
+      },
+      [=](online_atom, const std::string& name) -> caf::result<bool> {
+        auto& st = self->state;
+        auto i = find_device(st, name);
+        if (i < 0)
+          return unknown_device(name);
+        auto& e = st.devices[size_t(i)];
+        auto was = e.life.status();
+        if (auto err = transition(self, uint32_t(i), lifecycle_event::online,
+                                  "operator"))
+          return err;
+        if (was == device_status::offline) {
+          // An operator's restart does not count against the intensity.
+          e.restarts.clear();
+          self->send(self, restart_atom::value, uint32_t(i));
+        }
+        return true;
+      },
+      [=](crash_atom, const std::string& name) -> caf::result<bool> {
+        auto& st = self->state;
+        auto i = find_device(st, name);
+        if (i < 0)
+          return unknown_device(name);
+        auto& e = st.devices[size_t(i)];
+        if (!e.handle)
+          return make_error(errc::invalid_transition,
+                            name + " has no actor to crash (" +
+                                to_string(e.life.status()) + ")");
+        self->send(e.handle, crash_atom::value);
+        return true;
       },
       [=](memory_atom) {
         using snapshots = std::vector<memory_snapshot>;

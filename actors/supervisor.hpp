@@ -1,10 +1,16 @@
-// The supervisor: owns the device actors, notices when one dies, re-routes
-// its work through the balancer and restarts it within limits.
+// The supervisor: owns the device actors and each device's life cycle
+// (available, degraded, draining, resetting, offline). It notices when a
+// device actor dies, tells the balancer (which re-places its work), resets
+// and restarts the device within an intensity limit, in the manner of OTP
+// supervisors, recreates a context a sticky error poisoned, turns warnings
+// into a degraded device, and carries out operators' drain, offline and
+// online.
 #pragma once
 
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <caf/typed_actor.hpp>
@@ -13,28 +19,56 @@
 #include "actors/audit.hpp"
 #include "actors/balancer.hpp"
 #include "actors/device_actor.hpp"
+#include "actors/device_lifecycle.hpp"
 
 namespace cohort::actors {
 
-using supervisor_actor = caf::typed_actor<
+using supervisor_actor = health_listener::extend<
     /// Spawns every device actor and announces it to the balancer; replies once
     /// all are announced.
     caf::replies_to<start_atom>::with<bool>,
     /// Internal: try to bring device `index` back.
     caf::reacts_to<restart_atom, uint32_t>,
+    /// Internal: degraded devices that stayed quiet become available.
+    caf::reacts_to<tick_atom>,
+    /// Operator: drain the named device (what runs finishes, nothing new is
+    /// placed there). Errors: unknown_device, invalid_transition.
+    caf::replies_to<drain_atom, std::string>::with<bool>,
+    /// Operator: take the named device out of service now; its work moves.
+    caf::replies_to<offline_atom, std::string>::with<bool>,
+    /// Operator: bring the named device back (a drained one at once, an
+    /// offline one after a reset).
+    caf::replies_to<online_atom, std::string>::with<bool>,
+    /// Chaos: crash the named device's actor.
+    caf::replies_to<crash_atom, std::string>::with<bool>,
     /// Returns every device's memory, by index (asked of live device actors,
     /// read directly from devices that have none).
     caf::replies_to<memory_atom>::with<std::vector<memory_snapshot>>>;
 
-/// Restart policy, in the manner of OTP supervisors.
+/// What a device loss restarts.
+enum class restart_strategy : uint8_t {
+  /// Only the lost device.
+  one_for_one,
+  /// Every device (devices that share a context or a host process).
+  one_for_all,
+};
+
+/// Restart policy and watchdog settings.
 struct supervisor_config {
-  /// At most this many restarts of one device within `restart_period`;
-  /// one more loss takes it offline for good.
+  restart_strategy strategy = restart_strategy::one_for_one;
+  /// Intensity: at most this many restarts of one device within
+  /// `restart_period`; one more loss takes it offline.
   uint32_t max_restarts = 3;
   std::chrono::milliseconds restart_period{10000};
-  /// Pause between a loss and the restart attempt.
+  /// Pause between a loss and the restart, doubled for each restart within
+  /// the period, up to `max_restart_delay`.
   std::chrono::milliseconds restart_delay{20};
+  std::chrono::milliseconds max_restart_delay{1000};
+  /// A degraded device with no warning for this long is available again.
+  std::chrono::milliseconds degraded_quiet{2000};
+  /// Watchdog: the default and per kernel id (0 = the default).
   std::chrono::milliseconds kernel_timeout{5000};
+  std::vector<std::chrono::milliseconds> kernel_timeouts;
 };
 
 struct supervisor_state {
@@ -42,13 +76,19 @@ struct supervisor_state {
     std::shared_ptr<devices::device> dev;
     device_actor handle;
     caf::actor_addr addr;
+    device_lifecycle life;
     std::deque<std::chrono::steady_clock::time_point> restarts;
-    bool offline = false;
+    std::chrono::steady_clock::time_point last_warning{};
+    /// Brought down by a sibling's loss (one_for_one) or an operator: its
+    /// restart does not count against its intensity.
+    bool by_sibling = false;
+    bool by_operator = false;
   };
   std::vector<entry> devices;
   balancer_actor balancer;
   audit_actor audit;
   supervisor_config cfg;
+  bool quiet_tick_scheduled = false;
   static inline const char* name = "cohort.supervisor";
 };
 

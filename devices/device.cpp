@@ -50,4 +50,12 @@ caf::expected<launch_result> device::do_collect(uint64_t ticket) {
                         " (the device runs launches synchronously)");
 }
 
+caf::error device::do_recreate() {
+  return make_error(errc::context_poisoned,
+                    info_.name +
+                        ": its context needs a new process to clear a sticky "
+                        "error, and this backend's device actor runs in the "
+                        "runtime's own process");
+}
+
 } // namespace cohort::devices

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
@@ -123,7 +125,19 @@ public:
   caf::error health() { return do_health(); }
 
   /// Tries to bring a lost device back into service; none on success.
+  /// context_poisoned when a sticky error survived the reset: only
+  /// `recreate` can bring it back.
   caf::error reset() { return do_reset(); }
+
+  /// Replaces the device's context with a new one, as a new process would:
+  /// the only cure for a sticky error. Everything on the device is gone. None
+  /// on success; context_poisoned from backends that cannot do it here.
+  caf::error recreate() { return do_recreate(); }
+
+  /// Warnings since the last call that do not take the device down
+  /// (application-level Xids, corrected ECC errors, thermal throttling);
+  /// they make it degraded. Polled by the device actor with `health`.
+  std::vector<std::string> take_warnings() { return do_take_warnings(); }
 
 protected:
   explicit device(device_info info) : info_(std::move(info)) {
@@ -156,6 +170,10 @@ private:
                   const memory::owner_tag& owner);
   virtual caf::error do_health() = 0;
   virtual caf::error do_reset() = 0;
+  /// The default: a real GPU's sticky error needs a new process, and device
+  /// actors are not hosted in child processes yet.
+  virtual caf::error do_recreate();
+  virtual std::vector<std::string> do_take_warnings() { return {}; }
 
   device_info info_;
   mutable std::mutex completion_mtx_;

@@ -31,5 +31,11 @@ using simulate_atom = caf::atom_constant<caf::atom("simulate")>;
 using lease_atom = caf::atom_constant<caf::atom("lease")>;
 using usage_atom = caf::atom_constant<caf::atom("usage")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using health_atom = caf::atom_constant<caf::atom("health")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
+using offline_atom = caf::atom_constant<caf::atom("offline")>;
+using online_atom = caf::atom_constant<caf::atom("online")>;
+using crash_atom = caf::atom_constant<caf::atom("crash")>;
 
 } // namespace cohort

@@ -63,12 +63,28 @@ const char* to_string(limit_policy x) {
 
 const char* to_string(device_status x) {
   switch (x) {
-  case device_status::online:
-    return "online";
-  case device_status::restarting:
-    return "restarting";
+  case device_status::available:
+    return "available";
+  case device_status::degraded:
+    return "degraded";
+  case device_status::draining:
+    return "draining";
+  case device_status::resetting:
+    return "resetting";
   case device_status::offline:
     return "offline";
+  }
+  return "unknown";
+}
+
+const char* to_string(circuit_state x) {
+  switch (x) {
+  case circuit_state::closed:
+    return "closed";
+  case circuit_state::open:
+    return "open";
+  case circuit_state::half_open:
+    return "half-open";
   }
   return "unknown";
 }

@@ -51,6 +51,14 @@ std::string to_string(errc x) {
     return "invalid_free";
   case errc::over_rate_limit:
     return "over_rate_limit";
+  case errc::unknown_device:
+    return "unknown_device";
+  case errc::invalid_transition:
+    return "invalid_transition";
+  case errc::context_poisoned:
+    return "context_poisoned";
+  case errc::device_offline:
+    return "device_offline";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

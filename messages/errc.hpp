@@ -58,6 +58,16 @@ enum class errc : uint8_t {
   invalid_free,
   /// The tenant submits faster than its rate limit allows.
   over_rate_limit,
+  /// No device has this name.
+  unknown_device,
+  /// The device cannot go from its state to the one asked for (an operator
+  /// bringing a device online that is gone for good, say).
+  invalid_transition,
+  /// A sticky error poisoned the device's context: every later call fails,
+  /// and only a new context (a new process on real GPUs) clears it.
+  context_poisoned,
+  /// An operator took the device offline; work on it moves elsewhere.
+  device_offline,
 };
 
 /// Returns the enumerator's name.

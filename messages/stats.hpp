@@ -12,25 +12,54 @@
 
 namespace cohort {
 
-/// Where a device stands, as the balancer sees it.
+/// Where a device stands in its life cycle. The supervisor drives it (health
+/// events, launch errors, losses, operators); the balancer places work by it.
 enum class device_status : uint8_t {
-  /// Accepting work.
-  online = 1,
-  /// Lost; the supervisor is trying to restart it.
-  restarting = 2,
-  /// Out of service for good (restart limit reached or reset failed).
-  offline = 3,
+  /// Healthy and accepting work.
+  available = 1,
+  /// Accepting work, but reported warnings (application-level Xids,
+  /// corrected ECC errors, thermal throttling): placed on only when it is
+  /// still the best choice at a penalty. Back to available after a quiet
+  /// period.
+  degraded = 2,
+  /// An operator asked it to drain: what runs there finishes, nothing new is
+  /// placed on it.
+  draining = 3,
+  /// Lost; the supervisor is resetting and restarting it. Work waits for it
+  /// or moves elsewhere.
+  resetting = 4,
+  /// Out of service: restart limit reached, reset failed, or taken offline
+  /// by an operator (who may bring it online again).
+  offline = 5,
 };
 
-/// Returns "online", "restarting" or "offline".
+/// Returns "available", "degraded", "draining", "resetting" or "offline".
 const char* to_string(device_status x);
+
+/// A device's circuit breaker, kept by the balancer.
+enum class circuit_state : uint8_t {
+  /// Work flows.
+  closed = 0,
+  /// Too many failures in the window: nothing is placed there until the
+  /// open period ends.
+  open = 1,
+  /// The open period ended: a few probe items go there; if they pass the
+  /// circuit closes, if one fails it opens again.
+  half_open = 2,
+};
+
+/// Returns "closed", "open" or "half-open".
+const char* to_string(circuit_state x);
 
 /// What one device did, as the balancer counted it.
 struct device_stats {
   std::string name;
   std::string kind;
   bool simulated = false;
-  device_status status = device_status::online;
+  device_status status = device_status::available;
+  circuit_state circuit = circuit_state::closed;
+  /// Times its circuit opened.
+  uint32_t circuit_opens = 0;
   /// Items that ended on this device with their result.
   uint64_t completed = 0;
   /// Placements that failed on this device (OOM, fault, loss) and moved on.
@@ -45,13 +74,15 @@ struct device_stats {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_stats& x) {
   auto status = static_cast<uint8_t>(x.status);
+  auto circuit = static_cast<uint8_t>(x.circuit);
   auto load = caf::meta::load_callback([&]() -> caf::error {
     x.status = static_cast<device_status>(status);
+    x.circuit = static_cast<circuit_state>(circuit);
     return caf::none;
   });
   return f(caf::meta::type_name("device_stats"), x.name, x.kind, x.simulated,
-           status, x.completed, x.failed_placements, x.busy_ns, x.losses,
-           x.restarts, load);
+           status, circuit, x.circuit_opens, x.completed, x.failed_placements,
+           x.busy_ns, x.losses, x.restarts, load);
 }
 
 /// Admission counters (the balancer admits under the quota actor's lease).
@@ -82,6 +113,24 @@ typename Inspector::result_type inspect(Inspector& f, quota_stats& x) {
            x.memory_fallbacks, x.timeouts);
 }
 
+/// One tenant's items that ran on a CPU worker in place of a GPU (after a GPU
+/// failed under them, or for device memory), against its latency budget.
+struct fallback_stats {
+  uint64_t items = 0;
+  /// Admission to end, summed and at most.
+  int64_t total_ns = 0;
+  int64_t max_ns = 0;
+  /// The tenant's budget per fallback item (0: none) and items past it.
+  int64_t budget_ns = 0;
+  uint64_t over_budget = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fallback_stats& x) {
+  return f(caf::meta::type_name("fallback_stats"), x.items, x.total_ns,
+           x.max_ns, x.budget_ns, x.over_budget);
+}
+
 /// Balancer-wide counters.
 struct balancer_stats {
   std::vector<device_stats> devices;
@@ -96,6 +145,8 @@ struct balancer_stats {
   uint64_t duplicates_dropped = 0;
   /// Items admitted and not yet ended.
   uint64_t outstanding = 0;
+  /// CPU fallbacks per tenant, with their latency against the budget.
+  std::map<std::string, fallback_stats> fallback_by_tenant;
   /// Admission under the lease.
   quota_stats admission;
 };
@@ -104,7 +155,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, balancer_stats& x) {
   return f(caf::meta::type_name("balancer_stats"), x.devices, x.fallbacks,
            x.retries, x.failed, x.duplicates_dropped, x.outstanding,
-           x.admission);
+           x.fallback_by_tenant, x.admission);
 }
 
 } // namespace cohort

@@ -32,6 +32,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<device_stats>>(
       "std::vector<cohort::device_stats>");
   cfg.add_message_type<balancer_stats>("cohort::balancer_stats");
+  cfg.add_message_type<fallback_stats>("cohort::fallback_stats");
   cfg.add_message_type<quota_stats>("cohort::quota_stats");
   cfg.add_message_type<memory_snapshot>("cohort::memory_snapshot");
   cfg.add_message_type<quota_lease>("cohort::quota_lease");

@@ -1,5 +1,7 @@
 // cohort: the command-line program. `cohort help` lists the commands.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -19,6 +21,7 @@
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
 #include "tools/byte_units.hpp"
+#include "tools/chaos_command.hpp"
 #include "tools/pipeline.hpp"
 
 using namespace cohort;
@@ -43,11 +46,25 @@ commands:
                                differs from the CPU reference
   audit verify FILE            check an audit log's hash chain; exit 1 and name
                                the first bad record if it does not verify
+  audit show FILE              print every record that verifies (seq, time in
+                               ns, kind, tenant, work id, device, kernel,
+                               detail), then the verdict
   quota [--config FILE] [--tenant NAME]
                                what the config grants each tenant: kernels,
                                devices, in-flight cap, rate, memory quotas,
                                reservations, policy, and the headroom per
                                tenant and device of an idle runtime
+  chaos SCENARIO... [--seed N] [--scale X] [--soak] [--repeat N]
+        [--audit-dir DIR] [--verbose]
+                               run chaos scenarios (protobuf text format,
+                               cohort.pb.ChaosScenario; a directory runs every
+                               .textproto in it) and check the invariants:
+                               every item ended exactly once, results correct,
+                               only allowed errors, no quota passed, the audit
+                               chain verifies with a record per item; prints
+                               recovery times; exit 1 if an invariant broke.
+                               --soak runs 10x the workload over 10x the time;
+                               --repeat runs each N times with seeds N, N+1..
   simulate PLAN [--config FILE]
                                dry run of an allocation plan (protobuf text
                                format, cohort.pb.AllocationPlan) against the
@@ -72,7 +89,9 @@ int bad_input(const caf::error& err) {
 struct command_args {
   std::map<std::string, std::string> values;
   std::set<std::string> switches;
+  /// The first positional argument, and all of them.
   std::string file;
+  std::vector<std::string> files;
 };
 
 // Parses `args` of command `cmd`; an unknown option, a missing value or a
@@ -81,7 +100,7 @@ caf::expected<command_args> parse_args(const std::string& cmd,
                                        const std::vector<std::string>& args,
                                        std::set<std::string> with_value,
                                        std::set<std::string> switches = {},
-                                       bool takes_file = false) {
+                                       size_t max_files = 0) {
   command_args out;
   auto bad = [&](const std::string& what) {
     return make_error(errc::invalid_arguments, cmd + ": " + what);
@@ -94,10 +113,11 @@ caf::expected<command_args> parse_args(const std::string& cmd,
       out.values[a] = args[++i];
     } else if (switches.count(a) > 0) {
       out.switches.insert(a);
-    } else if (a.rfind("--", 0) == 0 || !takes_file || !out.file.empty()) {
+    } else if (a.rfind("--", 0) == 0 || out.files.size() >= max_files) {
       return bad("unexpected argument '" + a + "'");
     } else {
-      out.file = a;
+      out.files.push_back(a);
+      out.file = out.files.front();
     }
   }
   return out;
@@ -403,12 +423,20 @@ int cmd_simulate(const std::vector<std::string>& args) {
 }
 
 int cmd_audit(const std::vector<std::string>& args) {
-  if (args.size() != 2 || args[0] != "verify")
-    return bad_input("usage: cohort audit verify FILE");
+  if (args.size() != 2 || (args[0] != "verify" && args[0] != "show"))
+    return bad_input("usage: cohort audit verify|show FILE");
   if (::access(args[1].c_str(), R_OK) != 0)
     return bad_input("audit: cannot read '" + args[1] +
                      "': " + std::strerror(errno));
-  auto v = actors::audit_log::verify(args[1]);
+  bool show = args[0] == "show";
+  auto v = actors::audit_log::verify(args[1], [&](const pb::AuditRecord& r) {
+    if (show)
+      std::printf("%llu %lld %s %s %llu %s %s %s\n",
+                  (unsigned long long)r.seq(), (long long)r.time_ns(),
+                  pb::AuditKind_Name(r.kind()).c_str(), r.tenant().c_str(),
+                  (unsigned long long)r.work_id(), r.device().c_str(),
+                  r.kernel().c_str(), r.detail().c_str());
+  });
   if (v.ok) {
     std::printf("%s: OK, %llu records, chain head %s\n", args[1].c_str(),
                 (unsigned long long)v.good_records,
@@ -442,5 +470,37 @@ int main(int argc, char** argv) {
     return cmd_quota(args);
   if (cmd == "simulate")
     return cmd_simulate(args);
+  if (cmd == "chaos") {
+    auto a = parse_args("chaos", args,
+                        {"--seed", "--scale", "--repeat", "--audit-dir"},
+                        {"--soak", "--verbose"}, size_t(-1));
+    if (!a)
+      return bad_input(a.error());
+    tools::chaos_options opts;
+    opts.files = a->files;
+    opts.soak = a->switches.count("--soak") > 0;
+    opts.verbose = a->switches.count("--verbose") > 0;
+    for (auto& [k, v] : a->values) {
+      if (k == "--audit-dir") {
+        opts.audit_dir = v;
+        continue;
+      }
+      char* end = nullptr;
+      errno = 0;
+      double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || errno != 0 || !(x > 0) ||
+          (k != "--scale" && x != double(uint64_t(x))))
+        return bad_input("chaos: " + k + " needs a positive " +
+                         (k == "--scale" ? "number" : "integer") + ", got '" +
+                         v + "'");
+      if (k == "--seed")
+        opts.seed = uint64_t(x);
+      else if (k == "--scale")
+        opts.scale = x;
+      else
+        opts.repeat = uint32_t(x);
+    }
+    return tools::run_chaos(opts, stdout);
+  }
   return bad_input("unknown command '" + cmd + "' (see `cohort help`)");
 }

@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 
 #include "actors/runtime.hpp"
+#include "chaos/fault_injector.hpp"
 #include "kernels/random_data.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
@@ -142,34 +143,22 @@ struct client_state {
   std::vector<pb::Fault> faults;
 };
 
+chaos::fault fault_of(const pb::Fault& f) {
+  chaos::fault out;
+  out.kind = f.kind();
+  out.device = f.device();
+  out.xid = f.xid();
+  out.allocations = std::max(1u, f.count());
+  out.factor = f.factor() > 0 ? f.factor() : 1.0;
+  out.stream = f.count();
+  return out;
+}
+
 void inject(client_state& st, const pb::Fault& f) {
-  auto dev = st.rt->sim_device(f.device());
-  std::string what = f.device() + ": " + pb::FaultKind_Name(f.kind());
-  switch (f.kind()) {
-  case pb::LOSE:
-    dev->lose(false);
-    break;
-  case pb::LOSE_PERMANENTLY:
-    dev->lose(true);
-    break;
-  case pb::FAIL_ALLOCATIONS:
-    dev->fail_next_allocations(std::max(1u, f.count()));
-    what += " x" + std::to_string(std::max(1u, f.count()));
-    break;
-  case pb::RAISE_XID:
-    dev->raise_xid(f.xid());
-    what += " " + std::to_string(f.xid());
-    break;
-  case pb::HANG_STREAM:
-    dev->hang_stream(f.count());
-    break;
-  case pb::SLOW_DOWN:
-    dev->slow_down(f.factor());
-    what += " x" + std::to_string(f.factor());
-    break;
-  default:
-    break;
-  }
+  auto cf = fault_of(f);
+  std::string what = chaos::describe(cf);
+  if (auto err = chaos::inject(*st.rt, cf))
+    what += " (refused: " + describe(err) + ")";
   st.shared->report.faults.push_back(what + " after batch " +
                                      std::to_string(f.after_batches()));
 }
@@ -350,10 +339,8 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   if (!rt)
     return rt.error();
   for (auto& f : spec.fault())
-    if (!(*rt)->sim_device(f.device()))
-      return make_error(errc::malformed_pipeline,
-                        "fault names device '" + f.device() +
-                            "', which is not a simulated GPU of this runtime");
+    if (auto err = chaos::check(**rt, fault_of(f)))
+      return make_error(errc::malformed_pipeline, describe(err));
   // Each tenant's window: the spec's, capped by the tenant's in-flight limit.
   std::map<std::string, uint64_t> cap;
   uint64_t window = spec.window() ? spec.window() : 64;

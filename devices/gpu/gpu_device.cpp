@@ -1,6 +1,7 @@
 #include "devices/gpu/gpu_device.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <cstring>
 
 #include "devices/gpu/gpu_memory_resource.hpp"
@@ -493,7 +494,15 @@ caf::error gpu_device::drain_health_events() {
     using kind = health::gpu_event::kind;
     bool fatal = ev.what == kind::lost || ev.what == kind::ecc_uncorrectable ||
                  (ev.what == kind::xid && is_device_level_xid(ev.xid));
-    if (fatal && !lost_)
+    if (!fatal) {
+      warnings_.push_back(
+          std::string{opts_.monitor->library()} + " reported " +
+          (ev.what == kind::xid ? "Xid " + std::to_string(ev.xid)
+                                : std::string{"a corrected ECC error"}) +
+          (ev.detail.empty() ? "" : ": " + ev.detail));
+      continue;
+    }
+    if (!lost_)
       lost_ = make_error(
           errc::device_lost,
           info().name + ": " + opts_.monitor->library() + " reported " +
@@ -557,9 +566,18 @@ caf::error gpu_device::do_reset() {
   if (!rc.failed())
     rc = rt_->stream_synchronize(streams_[0]);
   rt_->free_device(probe);
-  if (rc.failed())
-    return fail(rc, "probing the reset device", __LINE__);
+  if (rc.failed()) {
+    auto err = fail(rc, "probing the reset device", __LINE__);
+    if (is_sticky(rc.code))
+      return make_error(errc::context_poisoned, describe(err));
+    return err;
+  }
   return caf::none;
+}
+
+std::vector<std::string> gpu_device::do_take_warnings() {
+  drain_health_events();
+  return std::exchange(warnings_, {});
 }
 
 } // namespace cohort::devices::gpu

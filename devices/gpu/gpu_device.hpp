@@ -117,6 +117,7 @@ private:
   caf::expected<launch_result> do_collect(uint64_t ticket) override;
   caf::error do_health() override;
   caf::error do_reset() override;
+  std::vector<std::string> do_take_warnings() override;
 
   caf::error create_streams(int line);
   void destroy_streams();
@@ -147,6 +148,8 @@ private:
   std::shared_ptr<callback_hub> hub_;
   std::mutex events_mtx_;
   std::vector<health::gpu_event> events_;
+  /// Non-fatal events not yet taken.
+  std::vector<std::string> warnings_;
 };
 
 } // namespace cohort::devices::gpu

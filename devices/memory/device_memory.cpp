@@ -146,6 +146,8 @@ memory_snapshot device_memory::snapshot() const {
 
 std::string device_memory::reset(bool memory_gone) {
   auto report = tracking_->leak_report();
+  if (observer_)
+    observer_->on_reset(device_);
   dropped_ += tracking_->forget_all();
   statistics_->forget_all();
   limiting_->forget_all();

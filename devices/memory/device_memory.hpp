@@ -25,6 +25,8 @@ public:
                            const owner_tag& owner) = 0;
   virtual void on_deallocate(const std::string& device, void* p,
                              uint64_t bytes) = 0;
+  /// The device was reset: every allocation it had is gone.
+  virtual void on_reset(const std::string& /*device*/) {}
 };
 
 /// How one device's memory is set up.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "devices/memory/host_slab_resource.hpp"
 #include "messages/errc.hpp"
@@ -72,7 +73,26 @@ void sim_device::raise_xid(uint32_t xid) {
     lost_reason_ = "Xid " + std::to_string(xid) + " (device-level, injected)";
   } else {
     pending_xid_ = xid;
+    warnings_.push_back("Xid " + std::to_string(xid) +
+                        " (application-level, injected)");
   }
+}
+
+void sim_device::poison() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  lost_ = true;
+  poisoned_ = true;
+  lost_reason_ = "sticky error, the context is poisoned (injected)";
+}
+
+void sim_device::warn(std::string what) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  warnings_.push_back(std::move(what) + " (injected)");
+}
+
+std::vector<std::string> sim_device::do_take_warnings() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return std::exchange(warnings_, {});
 }
 
 void sim_device::hang_stream(uint32_t stream) {
@@ -213,6 +233,10 @@ caf::error sim_device::do_reset() {
   if (permanent_)
     return make_error(errc::device_lost,
                       info().name + ": reset failed, the device is gone");
+  if (poisoned_)
+    return make_error(errc::context_poisoned,
+                      info().name + ": a sticky error survived the reset; "
+                                    "only a new context clears it");
   lost_ = false;
   lost_reason_.clear();
   pending_xid_ = 0;
@@ -222,6 +246,19 @@ caf::error sim_device::do_reset() {
   held_.clear();
   memory_->reset(false);
   return caf::none;
+}
+
+caf::error sim_device::do_recreate() {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (permanent_)
+      return make_error(errc::device_lost,
+                        info().name + ": the device is gone");
+    // A new context: nothing of the old one survives, the poison included.
+    poisoned_ = false;
+    warnings_.clear();
+  }
+  return do_reset();
 }
 
 caf::expected<std::shared_ptr<sim_device>> make_sim_device(sim_params params) {

@@ -64,6 +64,14 @@ public:
   /// Multiplies modeled run times by `factor` (1.0 restores full speed).
   void slow_down(double factor);
 
+  /// Poisons the context with a sticky error: the device is lost, reset()
+  /// fails with context_poisoned, and only recreate() brings it back.
+  void poison();
+
+  /// Reports a warning that degrades the device without taking it down
+  /// (a corrected ECC error, thermal throttling).
+  void warn(std::string what);
+
   memory::device_memory* memory() override { return memory_.get(); }
 
 private:
@@ -84,6 +92,8 @@ private:
   void do_finish(uint64_t ticket) override;
   caf::error do_health() override;
   caf::error do_reset() override;
+  caf::error do_recreate() override;
+  std::vector<std::string> do_take_warnings() override;
 
   // Requires mtx_ held.
   caf::error lost_error_locked();
@@ -95,6 +105,8 @@ private:
   mutable std::mutex mtx_;
   bool lost_ = false;
   bool permanent_ = false;
+  bool poisoned_ = false;
+  std::vector<std::string> warnings_;
   std::string lost_reason_;
   std::chrono::steady_clock::time_point lose_at_ =
       std::chrono::steady_clock::time_point::max();

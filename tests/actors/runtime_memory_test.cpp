@@ -7,11 +7,9 @@
 // gets it again. Every item still ends exactly once with a correct result.
 #include <catch2/catch.hpp>
 
-#include <cstring>
-#include <map>
-#include <mutex>
 #include <random>
 
+#include "chaos/quota_observer.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "tests/runtime_fixture.hpp"
 
@@ -22,110 +20,9 @@ namespace {
 
 constexpr uint64_t MiB = uint64_t{1} << 20;
 
-// Checks every allocation of every device against the limits it was told.
-// Device actors call it from their threads, hence the lock.
-class invariant_observer final : public devices::memory::memory_observer {
-public:
-  std::map<std::string, uint64_t> device_limit;
-  std::map<std::string, uint64_t> tenant_quota;
-  std::map<std::pair<std::string, std::string>, uint64_t> device_quota;
-
-  void on_allocate(const std::string& device, void* p, uint64_t bytes,
-                   const devices::memory::owner_tag& owner) override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    ++allocations_;
-    auto& live = live_[device];
-    auto at = reinterpret_cast<uintptr_t>(p);
-    if (auto next = live.lower_bound(at);
-        next != live.end() && next->first < at + bytes)
-      fail(device + ": a block overlaps the next live one");
-    if (auto prev = live.lower_bound(at); prev != live.begin()) {
-      --prev;
-      if (prev->first + prev->second.bytes > at)
-        fail(device + ": a block overlaps the previous live one");
-    }
-    if (!zero(p, bytes))
-      fail(device + ": a block for '" + owner.tenant +
-           "' was handed out without being zeroed");
-    live[at] = {bytes, owner.tenant};
-    auto& on_device = device_bytes_[device] += bytes;
-    auto& tenant_dev = tenant_device_[{owner.tenant, device}] += bytes;
-    auto& tenant = tenant_bytes_[owner.tenant] += bytes;
-    peak_ = std::max(peak_, double(on_device) / double(device_limit[device]));
-    if (on_device > device_limit[device])
-      fail(device + ": " + std::to_string(on_device) +
-           " bytes live, past its limit");
-    if (auto q = device_quota[{owner.tenant, device}]; q > 0 && tenant_dev > q)
-      fail("'" + owner.tenant + "' past its quota on " + device);
-    if (auto q = tenant_quota[owner.tenant]; q > 0 && tenant > q)
-      fail("'" + owner.tenant + "' past its global quota");
-  }
-
-  void on_deallocate(const std::string& device, void* p,
-                     uint64_t bytes) override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto& live = live_[device];
-    auto i = live.find(reinterpret_cast<uintptr_t>(p));
-    if (i == live.end() || i->second.bytes != bytes) {
-      fail(device + ": a free of something not live");
-      return;
-    }
-    device_bytes_[device] -= bytes;
-    tenant_device_[{i->second.tenant, device}] -= bytes;
-    tenant_bytes_[i->second.tenant] -= bytes;
-    live.erase(i);
-  }
-
-  std::vector<std::string> violations() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return violations_;
-  }
-  uint64_t allocations() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return allocations_;
-  }
-  uint64_t live_bytes() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    uint64_t n = 0;
-    for (auto& [d, b] : device_bytes_)
-      n += b;
-    return n;
-  }
-  /// The fullest any device got, as a share of its limit.
-  double peak() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return peak_;
-  }
-
-private:
-  struct block {
-    uint64_t bytes;
-    std::string tenant;
-  };
-
-  static bool zero(const void* p, size_t n) {
-    static const std::vector<unsigned char> zeros(64 * 1024, 0);
-    auto* b = static_cast<const unsigned char*>(p);
-    for (size_t at = 0; at < n; at += zeros.size())
-      if (std::memcmp(b + at, zeros.data(), std::min(zeros.size(), n - at)))
-        return false;
-    return true;
-  }
-
-  void fail(std::string what) {
-    if (violations_.size() < 10)
-      violations_.push_back(std::move(what));
-  }
-
-  mutable std::mutex mtx_;
-  std::map<std::string, std::map<uintptr_t, block>> live_;
-  std::map<std::string, uint64_t> device_bytes_;
-  std::map<std::pair<std::string, std::string>, uint64_t> tenant_device_;
-  std::map<std::string, uint64_t> tenant_bytes_;
-  std::vector<std::string> violations_;
-  uint64_t allocations_ = 0;
-  double peak_ = 0;
-};
+// The chaos harness's observer checks every allocation of every device
+// against the limits it was told.
+using invariant_observer = chaos::quota_observer;
 
 work_item random_item(std::mt19937_64& rng, uint64_t id,
                       const std::string& tenant) {

@@ -237,7 +237,7 @@ TEST_CASE_METHOD(fixture, "a lost device is restarted and used again",
   REQUIRE(stats);
   CHECK(stats->devices[0].losses == 1);
   CHECK(stats->devices[0].restarts == 1);
-  CHECK(stats->devices[0].status == device_status::online);
+  CHECK(stats->devices[0].status == device_status::available);
   CHECK(stats->retries > 0);
   // After the restart it takes work again.
   auto more = gemv_items(10, 100);

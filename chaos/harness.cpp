@@ -1,0 +1,375 @@
+#include "chaos/harness.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <unistd.h>
+
+#include "actors/runtime.hpp"
+#include "chaos/quota_observer.hpp"
+#include "kernels/random_data.hpp"
+#include "messages/audit_event.hpp"
+#include "messages/convert.hpp"
+#include "messages/errc.hpp"
+
+namespace cohort::chaos {
+
+// Errors are described by cohort::describe, faults by ours.
+using cohort::describe;
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using ms = std::chrono::milliseconds;
+using kernels::kernel_id;
+
+constexpr kernel_id every_kernel[] = {
+    kernel_id::axpy,       kernel_id::dot,  kernel_id::nrm2,
+    kernel_id::reduce_sum, kernel_id::inclusive_scan,
+    kernel_id::gemv,       kernel_id::gemm, kernel_id::topk_cosine};
+
+ms scaled(uint32_t x, double scale) {
+  return ms{int64_t(std::llround(double(x) * scale))};
+}
+
+// One item of `kernel` with about `n` elements of input, its data drawn
+// from `seed`.
+work_item make_item(uint64_t id, const std::string& tenant, kernel_id k,
+                    uint64_t n, uint64_t seed) {
+  work_item item;
+  item.id = id;
+  item.tenant = tenant;
+  item.kernel = k;
+  auto add = [&](uint64_t len) {
+    item.inputs.emplace_back(kernels::random_floats(seed++, len));
+  };
+  n = std::max<uint64_t>(n, 64);
+  switch (k) {
+  case kernel_id::axpy:
+    item.args.alpha = 2.0f;
+    add(n);
+    add(n);
+    break;
+  case kernel_id::dot:
+    add(n);
+    add(n);
+    break;
+  case kernel_id::gemv: {
+    item.args.m = 32;
+    item.args.n = std::max<uint64_t>(1, n / 32);
+    add(item.args.m * item.args.n);
+    add(item.args.n);
+    break;
+  }
+  case kernel_id::gemm: {
+    auto d = std::clamp<uint64_t>(uint64_t(std::sqrt(double(n))) / 2, 4, 96);
+    item.args.m = item.args.n = item.args.k = d;
+    add(d * d);
+    add(d * d);
+    break;
+  }
+  case kernel_id::topk_cosine:
+    item.args.n = 16;
+    item.args.m = std::max<uint64_t>(8, n / 16);
+    item.args.top_k = 4;
+    add(item.args.m * item.args.n);
+    add(2 * item.args.n);
+    break;
+  default: // nrm2, reduce_sum, inclusive_scan
+    add(n);
+    break;
+  }
+  return item;
+}
+
+// A two-stage chain: axpy, then the sum of its output on the same device.
+work_item make_chain(uint64_t id, const std::string& tenant, uint64_t n,
+                     uint64_t seed) {
+  auto item = make_item(id, tenant, kernel_id::axpy, n, seed);
+  chained_stage sum;
+  sum.kernel = kernel_id::reduce_sum;
+  sum.input_slot = 0;
+  item.then.push_back(std::move(sum));
+  return item;
+}
+
+struct planned_item {
+  ms at;
+  work_item item;
+};
+
+std::vector<planned_item> make_workload(const pb::ChaosScenario& s,
+                                        uint64_t seed, double scale) {
+  std::vector<planned_item> out;
+  uint64_t id = 0;
+  std::mt19937_64 rng{seed};
+  for (auto& load : s.load()) {
+    auto n = uint64_t(std::llround(double(load.items()) * scale));
+    auto over = scaled(load.submit_over_ms(), scale);
+    std::vector<kernel_id> ks;
+    for (auto k : load.kernel())
+      ks.push_back(static_cast<kernel_id>(k));
+    if (ks.empty())
+      ks.assign(std::begin(every_kernel), std::end(every_kernel));
+    auto size = load.size() > 0 ? load.size() : 4096;
+    for (uint64_t i = 0; i < n; ++i) {
+      ++id;
+      auto data_seed = seed * 7919 + id * 16;
+      bool chain = load.chain_every() > 0 && (i + 1) % load.chain_every() == 0;
+      auto item = chain ? make_chain(id, load.tenant(), size, data_seed)
+                        : make_item(id, load.tenant(), ks[rng() % ks.size()],
+                                    size, data_seed);
+      out.push_back({n > 0 ? ms{over.count() * int64_t(i) / int64_t(n)} : ms{0},
+                     std::move(item)});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](auto& a, auto& b) { return a.at < b.at; });
+  return out;
+}
+
+fault fault_of(const pb::ChaosEvent& ev) {
+  fault f;
+  f.kind = ev.kind();
+  f.device = ev.device();
+  f.xid = ev.xid();
+  f.allocations = std::max(1u, ev.allocations());
+  f.factor = ev.factor() > 0 ? ev.factor() : 1.0;
+  f.stream = ev.stream();
+  return f;
+}
+
+// Checks what a scenario asks for before anything runs.
+caf::error check_scenario(const pb::ChaosScenario& s) {
+  auto bad = [&](const std::string& what) {
+    return make_error(errc::malformed_config,
+                      "scenario '" + s.name() + "': " + what);
+  };
+  if (s.name().empty())
+    return make_error(errc::malformed_config, "a scenario needs a name");
+  if (s.load_size() == 0)
+    return bad("it has no load");
+  std::set<std::string> tenants;
+  for (auto& g : s.runtime().tenant())
+    tenants.insert(g.tenant());
+  for (auto& load : s.load()) {
+    if (load.items() == 0)
+      return bad("a load of tenant '" + load.tenant() + "' has no items");
+    if (load.size() > (uint64_t{1} << 24))
+      return bad("a load's size is above 16M elements");
+    for (auto k : load.kernel())
+      if (k == pb::KERNEL_UNSPECIFIED)
+        return bad("a load lists KERNEL_UNSPECIFIED");
+  }
+  auto check_codes = [&](const auto& codes) -> caf::error {
+    for (auto& code : codes) {
+      bool known = false;
+      for (uint8_t c = 1; c < 64 && !known; ++c)
+        known = to_string(static_cast<errc>(c)) == code;
+      if (!known)
+        return bad("allowed_error '" + code + "' is not an error name");
+    }
+    return caf::none;
+  };
+  if (auto err = check_codes(s.allowed_error()))
+    return err;
+  for (auto& load : s.load())
+    if (auto err = check_codes(load.allowed_error()))
+      return err;
+  if (s.random().count() > 0 && s.random().kind_size() == 0)
+    return bad("random faults need at least one kind");
+  return caf::none;
+}
+
+std::string temp_audit_path(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path();
+  return (dir / ("cohort-chaos-" + name + "-" + std::to_string(::getpid()) +
+                 "-" + std::to_string(wall_clock_ns()) + ".log"))
+      .string();
+}
+
+void fill_observer(quota_observer& obs, const pb::RuntimeConfig& cfg) {
+  for (auto& g : cfg.devices().sim_gpu())
+    obs.device_limit[g.name()] = g.memory_mib() << 20;
+  for (auto& t : cfg.tenant()) {
+    if (t.memory_quota_bytes() > 0)
+      obs.tenant_quota[t.tenant()] = t.memory_quota_bytes();
+    for (auto& dq : t.device_quota())
+      if (dq.memory_quota_bytes() > 0)
+        obs.device_quota[{t.tenant(), dq.device()}] = dq.memory_quota_bytes();
+  }
+}
+
+} // namespace
+
+caf::expected<pb::ChaosScenario> load_scenario(const std::string& path) {
+  pb::ChaosScenario s;
+  if (auto err = load_text_file(path, s, errc::malformed_config))
+    return err;
+  if (auto err = check_scenario(s))
+    return make_error(errc::malformed_config, path + ": " + describe(err));
+  return s;
+}
+
+std::vector<timed_fault> expand_timeline(const pb::ChaosScenario& s,
+                                         uint64_t seed, double scale) {
+  std::vector<timed_fault> out;
+  for (auto& ev : s.event()) {
+    auto f = fault_of(ev);
+    for (uint32_t i = 0; i < std::max(1u, ev.count()); ++i)
+      out.push_back(
+          {scaled(ev.at_ms(), scale) + scaled(ev.every_ms() * i, 1.0), f});
+  }
+  auto& r = s.random();
+  std::vector<std::string> sims;
+  for (auto& g : s.runtime().devices().sim_gpu())
+    sims.push_back(g.name());
+  if (r.count() > 0 && r.kind_size() > 0 && !sims.empty()) {
+    // Plain modulo draws from a fixed engine: the same on every platform.
+    std::mt19937_64 rng{seed ^ 0x9e3779b97f4a7c15ull};
+    auto over = uint64_t(std::max<int64_t>(1, scaled(r.over_ms(), scale).count()));
+    for (uint32_t i = 0; i < r.count(); ++i) {
+      fault f;
+      f.kind = static_cast<pb::FaultKind>(r.kind(int(rng() % r.kind_size())));
+      f.device = sims[rng() % sims.size()];
+      static constexpr uint32_t xids[] = {13, 31, 43, 48, 79, 94};
+      f.xid = xids[rng() % std::size(xids)];
+      f.allocations = 1 + uint32_t(rng() % 8);
+      f.factor = double(2 + rng() % 9);
+      f.stream = 0;
+      out.push_back({ms{int64_t(rng() % over)}, f});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](auto& a, auto& b) { return a.at < b.at; });
+  return out;
+}
+
+caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
+                                         const pb::ChaosScenario& s,
+                                         const run_options& opts) {
+  if (auto err = check_scenario(s))
+    return err;
+  chaos_report rep;
+  rep.name = s.name();
+  rep.seed = opts.seed != 0 ? opts.seed : s.seed();
+  rep.timeline = expand_timeline(s, rep.seed, opts.scale);
+  auto cfg = s.runtime();
+  rep.audit_path =
+      opts.audit_path.empty() ? temp_audit_path(s.name()) : opts.audit_path;
+  std::filesystem::remove(rep.audit_path);
+  cfg.set_audit_path(rep.audit_path);
+  auto obs = std::make_shared<quota_observer>();
+  fill_observer(*obs, cfg);
+  auto rt = actors::runtime::start(sys, cfg, {}, obs);
+  if (!rt)
+    return rt.error();
+  for (auto& tf : rep.timeline)
+    if (auto err = check(**rt, tf.f))
+      return make_error(errc::malformed_config,
+                        "scenario '" + s.name() + "': " + describe(err));
+  auto work = make_workload(s, rep.seed, opts.scale);
+  run_record run;
+  for (auto& p : work)
+    run.items.push_back(p.item);
+  for (auto& g : cfg.tenant())
+    run.inflight_cap[g.tenant()] = g.max_inflight();
+  run.global_inflight_cap = cfg.limits().max_inflight();
+  run.allowed_errors.insert(s.allowed_error().begin(), s.allowed_error().end());
+  for (auto& load : s.load())
+    run.allowed_by_tenant[load.tenant()].insert(load.allowed_error().begin(),
+                                                load.allowed_error().end());
+  run.audit_path = rep.audit_path;
+  auto start = clock::now();
+  // The timeline runs on its own thread, beside the submissions.
+  std::vector<loss_mark> losses;
+  std::vector<std::string> refused;
+  std::thread timeline{[&] {
+    for (auto& tf : rep.timeline) {
+      std::this_thread::sleep_until(start + tf.at);
+      auto at = wall_clock_ns();
+      if (auto err = inject(**rt, tf.f)) {
+        refused.push_back(describe(tf.f) + ": " + describe(err));
+        continue;
+      }
+      if (is_loss(tf.f))
+        losses.push_back({tf.f.device, at, describe(tf.f),
+                          tf.f.kind == pb::HANG_STREAM});
+    }
+  }};
+  caf::scoped_actor self{sys};
+  auto sink = caf::actor_cast<actors::client_sink>(self);
+  size_t received = 0;
+  auto on_result = [&](result_atom, work_result& res) {
+    auto id = res.id;
+    run.ends[id].push_back({true, std::move(res), {}});
+    ++received;
+  };
+  auto on_error = [&](failed_atom, uint64_t id, caf::error& err) {
+    run.ends[id].push_back({false, {}, std::move(err)});
+    ++received;
+  };
+  for (auto& p : work) {
+    std::this_thread::sleep_until(start + p.at);
+    self->send((*rt)->entry(), submit_atom::value, std::move(p.item), sink);
+  }
+  auto deadline = start + ms{s.deadline_ms() > 0 ? s.deadline_ms() : 60000};
+  bool timed_out = false;
+  while (received < work.size() && !timed_out) {
+    auto left = std::chrono::duration_cast<ms>(deadline - clock::now());
+    if (left.count() <= 0)
+      break;
+    self->receive(on_result, on_error,
+                  caf::after(left) >> [&] { timed_out = true; });
+  }
+  timeline.join();
+  // Late duplicates would arrive now.
+  bool quiet = false;
+  while (!quiet)
+    self->receive(on_result, on_error,
+                  caf::after(ms{100}) >> [&] { quiet = true; });
+  rep.wall = std::chrono::duration_cast<ms>(clock::now() - start);
+  if (auto st = (*rt)->placement_stats()) {
+    rep.retries = st->retries;
+    rep.fallbacks = st->fallbacks;
+    for (auto& d : st->devices) {
+      rep.device_notes.push_back(
+          d.name + ": " + std::to_string(d.completed) + " completed, " +
+          std::to_string(d.failed_placements) + " failed placements, " +
+          std::to_string(d.losses) + " losses, " +
+          std::to_string(d.restarts) + " restarts, " +
+          std::to_string(d.circuit_opens) + " circuit opens, ends " +
+          to_string(d.status));
+      rep.losses += d.losses;
+      rep.restarts += d.restarts;
+      rep.circuit_opens += d.circuit_opens;
+    }
+    for (auto& [tenant, fb] : st->fallback_by_tenant) {
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "%s: %llu fallbacks, worst %.1f ms, %llu over a %lld ms "
+                    "budget",
+                    tenant.c_str(), (unsigned long long)fb.items,
+                    double(fb.max_ns) / 1e6,
+                    (unsigned long long)fb.over_budget,
+                    (long long)(fb.budget_ns / 1000000));
+      rep.fallback_notes.push_back(line);
+    }
+  }
+  (*rt)->stop();
+  rt->reset();
+  run.losses = std::move(losses);
+  run.memory_violations = obs->violations();
+  rep.refused = std::move(refused);
+  rep.check = check_invariants(run);
+  if (!opts.keep_audit && opts.audit_path.empty())
+    std::filesystem::remove(rep.audit_path);
+  return rep;
+}
+
+} // namespace cohort::chaos

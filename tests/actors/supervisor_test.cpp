@@ -1,0 +1,309 @@
+// Supervision end to end: operators' drain, offline and online; a sticky
+// error cleared by a new context; warnings that degrade; the watchdog counted
+// from a launch's start; circuits; one_for_all; the fallback latency budget.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <thread>
+
+#include "tests/runtime_fixture.hpp"
+
+using namespace cohort;
+using namespace cohort::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+using fixture = test::actor_fixture;
+
+std::vector<work_item> gemv_items(size_t n, uint64_t first_id = 1) {
+  std::vector<work_item> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(test::gemv_item(first_id + i));
+  return out;
+}
+
+// Polls the balancer until device `index` reports `want` (or 3 s pass).
+device_status wait_status(runtime& rt, size_t index, device_status want) {
+  device_status now = device_status::resetting;
+  for (int i = 0; i < 300; ++i) {
+    auto s = rt.placement_stats();
+    REQUIRE(s);
+    now = s->devices[index].status;
+    if (now == want)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  return now;
+}
+
+bool audit_mentions(runtime& rt, const std::string& text) {
+  REQUIRE(rt.flush_audit());
+  std::ifstream in{rt.audit_path(), std::ios::binary};
+  std::string all{std::istreambuf_iterator<char>{in}, {}};
+  return all.find(text) != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "operators drain, take offline and bring online",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}, {"sim2", 1}});
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  REQUIRE_FALSE(r.drain("sim0"));
+  CHECK(wait_status(r, 0, device_status::draining) == device_status::draining);
+  REQUIRE_FALSE(r.set_offline("sim1"));
+  CHECK(wait_status(r, 1, device_status::offline) == device_status::offline);
+  auto items = gemv_items(40);
+  auto e = test::submit_all(sys, r, items, [] {});
+  test::check_exactly_once(items, e);
+  CHECK(e.errors.empty());
+  for (auto& [id, res] : e.results)
+    CHECK(res.device == "sim2");
+  // Bad requests: an unknown device, draining an offline one.
+  CHECK(code_of(r.drain("nope")) == errc::unknown_device);
+  CHECK(code_of(r.drain("sim1")) == errc::invalid_transition);
+  // Both come back and take work again.
+  REQUIRE_FALSE(r.set_online("sim0"));
+  REQUIRE_FALSE(r.set_online("sim1"));
+  CHECK(wait_status(r, 0, device_status::available) ==
+        device_status::available);
+  CHECK(wait_status(r, 1, device_status::available) ==
+        device_status::available);
+  (*rt)->sim_device("sim2")->slow_down(1000);
+  auto more = gemv_items(40, 100);
+  auto e2 = test::submit_all(sys, r, more, [] {});
+  test::check_exactly_once(more, e2);
+  std::set<std::string> used;
+  for (auto& [id, res] : e2.results)
+    used.insert(res.device);
+  CHECK(used.count("sim0") == 1);
+  CHECK(used.count("sim1") == 1);
+  CHECK(audit_mentions(r, "draining -> available (online: operator)"));
+}
+
+TEST_CASE_METHOD(fixture, "taking a busy device offline moves its work",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  (*rt)->sim_device("sim0")->slow_down(3000);
+  (*rt)->sim_device("sim1")->slow_down(3000);
+  auto items = gemv_items(30);
+  auto e = test::submit_all(sys, **rt, items, [&] {
+    std::this_thread::sleep_for(20ms);
+    REQUIRE_FALSE((*rt)->set_offline("sim0"));
+  });
+  test::check_exactly_once(items, e);
+  CHECK(e.errors.empty());
+  auto stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].status == device_status::offline);
+  // An operator's offline is not a loss and opens no circuit.
+  CHECK(stats->devices[0].losses == 0);
+  CHECK(stats->devices[0].circuit_opens == 0);
+  CHECK(stats->retries > 0);
+}
+
+TEST_CASE_METHOD(fixture, "a sticky error is cleared by a new context",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}});
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto sim = (*rt)->sim_device("sim0");
+  sim->poison();
+  // In-process reset cannot clear it.
+  CHECK(code_of(sim->reset()) == errc::context_poisoned);
+  auto items = gemv_items(10);
+  auto e = test::submit_all(sys, **rt, items, [] {});
+  test::check_exactly_once(items, e);
+  CHECK(e.errors.empty());
+  auto stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].losses == 1);
+  CHECK(stats->devices[0].restarts == 1);
+  CHECK(stats->devices[0].status == device_status::available);
+  CHECK(audit_mentions(**rt, "recreating the context"));
+  CHECK(audit_mentions(**rt, "new context, restart 1"));
+}
+
+TEST_CASE_METHOD(fixture, "warnings degrade a device until it is quiet",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  cfg.mutable_supervision()->set_degraded_quiet_ms(150);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  (*rt)->sim_device("sim0")->warn("thermal throttling");
+  CHECK(wait_status(**rt, 0, device_status::degraded) ==
+        device_status::degraded);
+  CHECK(audit_mentions(**rt, "warning: thermal throttling (injected)"));
+  CHECK(wait_status(**rt, 0, device_status::available) ==
+        device_status::available);
+  // An application-level Xid fails one kernel and degrades the device too.
+  (*rt)->sim_device("sim1")->raise_xid(31);
+  auto items = gemv_items(5);
+  auto e = test::submit_all(sys, **rt, items, [] {});
+  test::check_exactly_once(items, e);
+  CHECK(wait_status(**rt, 1, device_status::degraded) ==
+        device_status::degraded);
+}
+
+TEST_CASE_METHOD(fixture, "the watchdog counts from a launch's start",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {});
+  auto* g = cfg.mutable_devices()->add_sim_gpu();
+  g->set_name("sim0");
+  g->set_memory_mib(64);
+  g->set_streams(1);
+  g->set_speed(1);
+  auto* kt = cfg.mutable_supervision()->add_kernel_timeout();
+  kt->set_kernel("gemv");
+  kt->set_timeout_ms(400);
+  cfg.set_kernel_timeout_ms(50); // every other kernel
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto sim = (*rt)->sim_device("sim0");
+  // About 150 ms each, one stream: the fourth ends 600 ms after it was
+  // queued, yet each runs well inside its 400 ms from its own start.
+  sim->slow_down(12000);
+  auto items = gemv_items(4);
+  auto e = test::submit_all(sys, **rt, items, [] {});
+  test::check_exactly_once(items, e);
+  CHECK(e.errors.empty());
+  auto stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].losses == 0);
+  // A launch that runs past its own timeout hangs the device: 4x slower,
+  // about 600 ms against 400.
+  sim->slow_down(48000);
+  auto slow = gemv_items(1, 10);
+  auto e2 = test::submit_all(sys, **rt, slow, [] {});
+  test::check_exactly_once(slow, e2);
+  stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].losses >= 1);
+  CHECK(audit_mentions(**rt, "ran past its 400 ms kernel timeout"));
+}
+
+TEST_CASE_METHOD(fixture, "a circuit opens on repeated faults and closes on "
+                          "passing probes",
+                 "[actors][supervisor]") {
+  // The tenant may use only sim0: while its circuit is open, items wait.
+  auto cfg = test::make_config(dir, 1, {{"sim0", 100}});
+  cfg.mutable_tenant(0)->clear_devices();
+  cfg.mutable_tenant(0)->add_devices("sim0");
+  auto* c = cfg.mutable_supervision()->mutable_circuit();
+  c->set_failures(3);
+  c->set_open_ms(200);
+  c->set_probes(2);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto sim = (*rt)->sim_device("sim0");
+  // Each Xid fails one launch; the item then runs there on its retry.
+  for (int i = 0; i < 2; ++i) {
+    sim->raise_xid(13);
+    auto one = gemv_items(1, uint64_t(i + 1));
+    auto e = test::submit_all(sys, **rt, one, [] {});
+    test::check_exactly_once(one, e);
+    CHECK(e.errors.empty());
+  }
+  auto stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[1].circuit == circuit_state::closed);
+  // The third failure opens it: the item waits out the open period.
+  sim->raise_xid(13);
+  auto third = gemv_items(1, 3);
+  auto t0 = std::chrono::steady_clock::now();
+  caf::scoped_actor self{sys};
+  self->send((*rt)->entry(), submit_atom::value, third[0],
+             caf::actor_cast<client_sink>(self));
+  std::this_thread::sleep_for(50ms);
+  stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[1].circuit_opens == 1);
+  CHECK(stats->devices[1].circuit == circuit_state::open);
+  bool ended = false;
+  self->receive([&](result_atom, work_result&) { ended = true; },
+                [&](failed_atom, uint64_t, caf::error&) {});
+  CHECK(ended);
+  CHECK(std::chrono::steady_clock::now() - t0 >= 190ms);
+  auto after = gemv_items(20, 100);
+  auto e2 = test::submit_all(sys, **rt, after, [] {});
+  test::check_exactly_once(after, e2);
+  stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[1].circuit == circuit_state::closed);
+  CHECK(audit_mentions(**rt, "circuit closed: its probes passed"));
+}
+
+TEST_CASE_METHOD(fixture, "one_for_all restarts every device with the lost one",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  cfg.mutable_supervision()->set_strategy(pb::ONE_FOR_ALL);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  (*rt)->sim_device("sim0")->lose();
+  CHECK(wait_status(**rt, 0, device_status::available) ==
+        device_status::available);
+  std::this_thread::sleep_for(100ms);
+  auto stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].restarts == 1);
+  CHECK(stats->devices[1].restarts == 1);
+  CHECK(audit_mentions(**rt, "(one_for_all)"));
+  auto items = gemv_items(10);
+  auto e = test::submit_all(sys, **rt, items, [] {});
+  test::check_exactly_once(items, e);
+}
+
+TEST_CASE_METHOD(fixture, "fallbacks are timed against the tenant's budget",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 1, {{"sim0", 100}});
+  cfg.mutable_tenant(0)->set_fallback_budget_ms(20);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto sim = (*rt)->sim_device("sim0");
+  sim->slow_down(20000);
+  // Once the GPU is lost for good its items end on the CPU, more than 20 ms
+  // after they were admitted.
+  auto items = gemv_items(10);
+  auto e = test::submit_all(sys, **rt, items, [&] {
+    std::this_thread::sleep_for(40ms);
+    sim->lose(true);
+  });
+  test::check_exactly_once(items, e);
+  auto stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  auto& fb = stats->fallback_by_tenant["t"];
+  CHECK(fb.items > 0);
+  CHECK(fb.budget_ns == 20'000'000);
+  CHECK(fb.over_budget > 0);
+  CHECK(fb.max_ns > fb.budget_ns);
+  CHECK(audit_mentions(**rt, "over the fallback latency budget"));
+}
+
+TEST_CASE("supervision settings are checked at start", "[actors][supervisor]") {
+  test::temp_dir dir;
+  auto cfg = test::make_config(dir, 1, {});
+  auto* kt = cfg.mutable_supervision()->add_kernel_timeout();
+  kt->set_kernel("nope");
+  kt->set_timeout_ms(10);
+  auto x = supervision_of(cfg);
+  REQUIRE_FALSE(x);
+  CHECK(code_of(x.error()) == errc::malformed_config);
+  CHECK(describe(x.error()).find("unknown kernel 'nope'") != std::string::npos);
+  cfg.mutable_supervision()->clear_kernel_timeout();
+  cfg.mutable_supervision()->set_restart_delay_ms(500);
+  cfg.mutable_supervision()->set_max_restart_delay_ms(100);
+  CHECK_FALSE(supervision_of(cfg));
+  cfg.mutable_supervision()->set_max_restart_delay_ms(0);
+  cfg.mutable_supervision()->set_degraded_penalty(0.5);
+  CHECK_FALSE(supervision_of(cfg));
+  cfg.mutable_supervision()->set_degraded_penalty(2);
+  auto ok = supervision_of(cfg);
+  REQUIRE(ok);
+  CHECK(ok->first.degraded_penalty == 2);
+  CHECK(ok->second.restart_delay == 500ms);
+}

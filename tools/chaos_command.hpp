@@ -1,0 +1,32 @@
+// `cohort chaos`: runs chaos scenarios and prints what the invariant checker
+// found, with recovery times.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace cohort::tools {
+
+struct chaos_options {
+  /// Scenario files, or directories of them (every .textproto inside).
+  std::vector<std::string> files;
+  /// Replaces each scenario's seed when non-zero.
+  uint64_t seed = 0;
+  double scale = 1.0;
+  /// 10x the workload over 10x the time.
+  bool soak = false;
+  /// Runs each scenario this often, with seeds seed, seed + 1, ...
+  uint32_t repeat = 1;
+  /// Keeps each run's audit log there (empty: removed after the check).
+  std::string audit_dir;
+  /// Also prints the timeline and each device's counters.
+  bool verbose = false;
+};
+
+/// Runs every scenario and prints a table to `out`. Returns 0 when every
+/// invariant held, 1 when one broke, 2 for bad input.
+int run_chaos(const chaos_options& opts, std::FILE* out);
+
+} // namespace cohort::tools
