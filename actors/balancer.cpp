@@ -40,10 +40,10 @@ bool is_gpu(const device_info& info) {
 }
 
 // Failures that speak of the device (and count against its circuit), as
-// opposed to limits a tenant met there.
+// opposed to limits a tenant met there. A full device (hard OOM) is not
+// failing: the item just moves.
 bool is_device_failure(errc code) {
   switch (code) {
-  case errc::out_of_memory:
   case errc::device_lost:
   case errc::kernel_fault:
   case errc::kernel_timeout:

@@ -114,3 +114,45 @@ TEST_CASE("cohort simulate refuses bad plans with exit 2", "[tools][cli]") {
   CHECK(stranger.status == 1);
   CHECK_THAT(stranger.output, Catch::Contains("unknown_tenant"));
 }
+
+TEST_CASE("cohort chaos runs scenarios and checks their invariants",
+          "[tools][cli]") {
+  test::temp_dir dir;
+  auto scenario = std::string{COHORT_SOURCE_DIR} +
+                  "/chaos/scenarios/sticky_error.textproto";
+  auto res = cohort_cli("chaos " + scenario + " --verbose --audit-dir " +
+                        dir.path.string());
+  INFO(res.output);
+  CHECK(res.status == 0);
+  CHECK_THAT(res.output, Catch::Contains("sticky_error"));
+  CHECK_THAT(res.output, Catch::Contains("at 120 ms sim3: STICKY_ERROR"));
+  CHECK_THAT(res.output, Catch::Contains("0 lost, 0 duplicated, 0 wrong"));
+  CHECK_THAT(res.output, Catch::Contains("every invariant held"));
+  // The audit log it kept verifies, and shows the recovery.
+  auto log = dir.file("sticky_error-0.log");
+  auto show = cohort_cli("audit show " + log);
+  INFO(show.output);
+  CHECK(show.status == 0);
+  CHECK_THAT(show.output, Catch::Contains("recreating the context"));
+  CHECK_THAT(show.output, Catch::Contains(": OK, "));
+}
+
+TEST_CASE("cohort chaos refuses bad input with exit 2", "[tools][cli]") {
+  test::temp_dir dir;
+  auto missing = cohort_cli("chaos " + dir.file("absent.textproto"));
+  CHECK(missing.status == 2);
+  CHECK_THAT(missing.output, Catch::Contains("cannot open"));
+  auto none = cohort_cli("chaos");
+  CHECK(none.status == 2);
+  auto empty_dir = cohort_cli("chaos " + dir.path.string());
+  CHECK(empty_dir.status == 2);
+  CHECK_THAT(empty_dir.output, Catch::Contains("no .textproto scenario"));
+  auto bad_seed = cohort_cli("chaos " + std::string{COHORT_SOURCE_DIR} +
+                             "/chaos/scenarios --seed -3");
+  CHECK(bad_seed.status == 2);
+  CHECK_THAT(bad_seed.output, Catch::Contains("--seed needs a positive"));
+  auto no_load = cohort_cli(
+      "chaos " + write(dir, "s.textproto", "name: \"x\"\n"));
+  CHECK(no_load.status == 2);
+  CHECK_THAT(no_load.output, Catch::Contains("it has no load"));
+}
