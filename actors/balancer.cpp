@@ -29,6 +29,7 @@ bool is_retryable(errc code) {
   case errc::over_memory_quota:
   case errc::context_poisoned:
   case errc::device_offline:
+  case errc::device_restarted:
     return true;
   default:
     return false;
@@ -212,7 +213,15 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
   double best_cpu_ns = 0;
   // Devices that may take it later: being reset, or their circuit is open.
   bool may_return = false;
-  auto now = clock::now();
+  // Read only when a circuit is not closed.
+  clock::time_point now{};
+  auto circuit_allows = [&](circuit_breaker& b) {
+    if (b.closed())
+      return true;
+    if (now == clock::time_point{})
+      now = clock::now();
+    return b.allows(now);
+  };
   bool memory_online = false;
   bool memory_fits = false;
   caf::error memory_why;
@@ -227,7 +236,7 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
         may_return = true;
       if (!takes_work(s.status) || (pass == 0 && (r.failed_on & bit)))
         continue;
-      if (!s.breaker.allows(now)) {
+      if (!circuit_allows(s.breaker)) {
         may_return = true;
         continue;
       }
@@ -292,7 +301,8 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
   r.waiting_memory = false;
   r.predicted_ns = predict_ns(st, s, r);
   s.backlog_ns += r.predicted_ns;
-  s.breaker.placed(now);
+  if (!s.breaker.closed())
+    s.breaker.placed(clock::now());
   st.book.charge(r.tenant, size_t(best), r.bytes);
   ++r.attempts;
   if (memory_fallback) {
@@ -365,11 +375,11 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
   }
   ++s.stats.completed;
   s.stats.busy_ns += done.device_ns;
-  auto now = clock::now();
-  if (s.breaker.succeeded(now))
+  if (!s.breaker.closed() && s.breaker.succeeded(clock::now()))
     device_event(self, s.info.name, "circuit closed: its probes passed");
   bool fallback = !is_gpu(s.info) && (r.on_gpu_before || r.memory_fallback);
   if (fallback) {
+    auto now = clock::now();
     // The price of falling back, against the tenant's budget.
     auto& fb = st.counters.fallback_by_tenant[r.item.tenant];
     auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -692,10 +702,11 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](up_atom, uint32_t index, device_actor& handle) {
         auto& st = self->state;
         auto& s = st.devices.at(index);
-        if (s.stats.losses > 0 || s.status == device_status::offline) {
+        if (s.started) {
           ++s.stats.restarts;
           device_event(self, s.info.name, "device restarted and back online");
         }
+        s.started = true;
         s.handle = std::move(handle);
         s.status = device_status::available;
         s.stats.status = s.status;
@@ -708,8 +719,12 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](down_atom, uint32_t index, caf::error& reason, bool permanent) {
         auto& st = self->state;
         auto& s = st.devices.at(index);
+        // Taken down on purpose (an operator, a sibling's restart): not a
+        // loss of this device.
+        auto on_purpose = code_of(reason) == errc::device_offline ||
+                          code_of(reason) == errc::device_restarted;
         if ((takes_work(s.status) || s.status == device_status::draining) &&
-            code_of(reason) != errc::device_offline) {
+            !on_purpose) {
           ++s.stats.losses;
           if (is_device_failure(code_of(reason)))
             note_failure(self, index, reason);
@@ -723,8 +738,9 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         s.sent = 0;
         s.queued.clear();
         device_event(self, s.info.name,
-                     std::string{permanent ? "device offline: "
-                                           : "device lost, restarting: "} +
+                     std::string{permanent    ? "device offline: "
+                                 : on_purpose ? "device restarting: "
+                                              : "device lost, restarting: "} +
                          describe(reason));
         std::vector<uint64_t> moving;
         for (auto& [ticket, r] : st.outstanding)

@@ -76,6 +76,8 @@ struct balancer_state {
     device_info info;
     device_actor handle;
     device_status status = device_status::resetting;
+    /// Had an actor before (a later `up` is a restart).
+    bool started = false;
     circuit_breaker breaker;
     bool has_memory = false;
     /// Sum of predicted run times of items placed and not yet ended.

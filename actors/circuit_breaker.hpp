@@ -37,6 +37,9 @@ public:
   /// The state at `now` (an open circuit whose period ended is half-open).
   circuit_state state(clock::time_point now);
 
+  /// True while closed: the hot path needs no clock then.
+  bool closed() const { return state_ == circuit_state::closed; }
+
   /// True if an item may be placed on the device now. In half-open state
   /// only `probes` items may be out at once.
   bool allows(clock::time_point now);

@@ -95,8 +95,7 @@ caf::error launch_one(self_ptr self, run_request& req,
   }
   work_done done{req.ticket, std::move(res->output), res->device_time.count()};
   auto now = clock::now();
-  auto timeout = timeout_of(st.cfg, req.item);
-  auto hold = [&] {
+  auto hold = [&](std::chrono::milliseconds timeout) {
     st.pending.emplace(req.ticket,
                        device_state::pending_launch{std::move(done), stream,
                                                     ++st.next_seq, timeout});
@@ -107,7 +106,8 @@ caf::error launch_one(self_ptr self, run_request& req,
     // stream gets to it; on a GPU it re-arms while an older launch holds the
     // stream.
     auto start = st.dev->info().simulated ? std::max(now, *s) : now;
-    hold();
+    auto timeout = timeout_of(st.cfg, req.item);
+    hold(timeout);
     self->delayed_send(self, (start - now) + timeout, watchdog_atom::value,
                        req.ticket);
     return caf::none;
@@ -119,7 +119,8 @@ caf::error launch_one(self_ptr self, run_request& req,
     *s = finish;
     if (finish - now > timer_threshold) {
       // It holds its device memory until then.
-      hold();
+      auto timeout = timeout_of(st.cfg, req.item);
+      hold(timeout);
       self->delayed_send(self, finish - now, complete_atom::value, req.ticket);
       // A launch modeled to run past its timeout hangs as a real one would.
       if (res->device_time > timeout)

@@ -135,7 +135,11 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
     return;
   }
   transition(self, index, lifecycle_event::lost, describe(reason));
-  self->send(st.balancer, down_atom::value, index, reason, false);
+  self->send(st.balancer, down_atom::value, index,
+             sibling ? make_error(errc::device_restarted,
+                                  e.dev->info().name + ": " + describe(reason))
+                     : reason,
+             false);
   auto delay = sibling ? st.cfg.restart_delay
                        : backoff(st.cfg, recent_restarts(st, e));
   self->delayed_send(self, delay, restart_atom::value, index);
@@ -148,7 +152,7 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
       continue;
     other.by_sibling = true;
     self->send_exit(other.handle,
-                    make_error(errc::device_lost,
+                    make_error(errc::device_restarted,
                                "restarted with " + e.dev->info().name +
                                    " (one_for_all)"));
   }

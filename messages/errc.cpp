@@ -59,6 +59,8 @@ std::string to_string(errc x) {
     return "context_poisoned";
   case errc::device_offline:
     return "device_offline";
+  case errc::device_restarted:
+    return "device_restarted";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

@@ -68,6 +68,9 @@ enum class errc : uint8_t {
   context_poisoned,
   /// An operator took the device offline; work on it moves elsewhere.
   device_offline,
+  /// The supervisor restarted the device on purpose (with a lost sibling,
+  /// strategy ONE_FOR_ALL); work on it moves elsewhere.
+  device_restarted,
 };
 
 /// Returns the enumerator's name.
