@@ -131,6 +131,9 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   audit(self, audit_kind::failed, r.item,
         r.device >= 0 ? st.devices[size_t(r.device)].info.name : "",
         describe(err));
+  // A half-open circuit's probe that ends here frees its slot.
+  if (r.device >= 0)
+    st.devices[size_t(r.device)].breaker.abandoned();
   // Quota first: a client that resubmits on hearing of the end must find
   // it already released.
   unplace(self, r);
@@ -338,15 +341,17 @@ void note_failure(self_ptr self, size_t index, const caf::error& err) {
                    " ms after: " + describe(err));
 }
 
-// Records that the item's current placement failed and moves it on.
+// Records that the item's current placement failed and moves it on. A loss
+// of the whole device counts once against its circuit, not once per item:
+// `counted` says it was.
 void replace_after_failure(self_ptr self, uint64_t ticket,
-                           const caf::error& err) {
+                           const caf::error& err, bool counted = false) {
   auto& st = self->state;
   auto& r = st.outstanding.at(ticket);
   auto index = r.device;
   auto& s = st.devices[size_t(index)];
   ++s.stats.failed_placements;
-  if (is_device_failure(code_of(err)))
+  if (!counted && is_device_failure(code_of(err)))
     note_failure(self, size_t(index), err);
   else
     s.breaker.abandoned();
@@ -708,7 +713,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         }
         s.started = true;
         s.handle = std::move(handle);
-        s.status = device_status::available;
+        s.status = s.draining ? device_status::draining
+                              : device_status::available;
         s.stats.status = s.status;
         s.backlog_ns = 0;
         s.sent = 0;
@@ -731,6 +737,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         }
         s.status =
             permanent ? device_status::offline : device_status::resetting;
+        if (permanent)
+          s.draining = false;
         s.stats.status = s.status;
         s.handle = device_actor{};
         s.backlog_ns = 0;
@@ -747,7 +755,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           if (r.device == int32_t(index))
             moving.push_back(ticket);
         for (auto ticket : moving)
-          replace_after_failure(self, ticket, reason);
+          replace_after_failure(self, ticket, reason, true);
         // Parked items whose devices are all gone for good cannot wait longer.
         if (permanent)
           retry_parked(self);
@@ -756,10 +764,15 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](status_atom, uint32_t index, uint8_t status, std::string& why) {
         auto& st = self->state;
         auto& s = st.devices.at(index);
-        if (!s.handle)
+        if (!s.handle) {
+          // Drained while it is being reset: it comes back draining.
+          s.draining = static_cast<device_status>(status) ==
+                       device_status::draining;
           return;
+        }
         s.status = static_cast<device_status>(status);
         s.stats.status = s.status;
+        s.draining = s.status == device_status::draining;
         if (s.status == device_status::draining) {
           // What runs there finishes; what waits for it moves on now.
           auto queued = std::move(s.queued);

@@ -78,6 +78,8 @@ struct balancer_state {
     device_status status = device_status::resetting;
     /// Had an actor before (a later `up` is a restart).
     bool started = false;
+    /// An operator drains it: it comes back from a restart draining.
+    bool draining = false;
     circuit_breaker breaker;
     bool has_memory = false;
     /// Sum of predicted run times of items placed and not yet ended.

@@ -52,6 +52,18 @@ bool queued_behind(const device_state& st,
   return false;
 }
 
+// A launch on `stream` ended: the oldest one still pending there has the
+// stream now, and its watchdog counts from here.
+void stamp_next_start(device_state& st, uint32_t stream,
+                      clock::time_point now) {
+  device_state::pending_launch* next = nullptr;
+  for (auto& [ticket, p] : st.pending)
+    if (p.stream == stream && (next == nullptr || p.seq < next->seq))
+      next = &p;
+  if (next != nullptr && next->started == clock::time_point{})
+    next->started = now;
+}
+
 // Launches an item: one kernel, or its chain of kernels whose intermediate
 // outputs stay on the device. Its device memory is tagged with its owner.
 caf::expected<devices::launch_result>
@@ -108,6 +120,9 @@ caf::error launch_one(self_ptr self, run_request& req,
     auto start = st.dev->info().simulated ? std::max(now, *s) : now;
     auto timeout = timeout_of(st.cfg, req.item);
     hold(timeout);
+    auto& p = st.pending.at(req.ticket);
+    if (!queued_behind(st, p))
+      p.started = now;
     self->delayed_send(self, (start - now) + timeout, watchdog_atom::value,
                        req.ticket);
     return caf::none;
@@ -192,6 +207,8 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           return;
         auto pending = std::move(i->second);
         st.pending.erase(i);
+        if (st.dev->asynchronous())
+          stamp_next_start(st, pending.stream, clock::now());
         if (!st.dev->asynchronous()) {
           st.dev->finish(ticket);
         } else {
@@ -216,10 +233,21 @@ device_impl(device_actor::stateful_pointer<device_state> self,
         auto i = st.pending.find(ticket);
         if (i == st.pending.end())
           return;
-        if (st.dev->asynchronous() && queued_behind(st, i->second)) {
-          self->delayed_send(self, i->second.timeout, watchdog_atom::value,
-                             ticket);
-          return;
+        if (st.dev->asynchronous()) {
+          // Still waiting for its stream: look again a timeout later. Given
+          // its stream late: it gets its full timeout from then.
+          auto& p = i->second;
+          auto now = clock::now();
+          bool waits = queued_behind(st, p);
+          if (!waits && p.started == clock::time_point{})
+            p.started = now;
+          auto rearm = waits ? p.timeout
+                             : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   p.started + p.timeout - now);
+          if (rearm.count() > 0) {
+            self->delayed_send(self, rearm, watchdog_atom::value, ticket);
+            return;
+          }
         }
         // A fault the device can name beats "it hangs".
         if (auto err = st.dev->health()) {

@@ -71,6 +71,9 @@ struct device_state {
     uint32_t stream = 0;
     uint64_t seq = 0;
     std::chrono::milliseconds timeout{0};
+    /// When it got its stream (on a GPU): at launch if nothing older was
+    /// pending there, else when the older launch ended. Unset while queued.
+    std::chrono::steady_clock::time_point started{};
   };
   std::shared_ptr<devices::device> dev;
   device_listener listener;

@@ -115,16 +115,21 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
   auto& e = st.devices[index];
   e.handle = device_actor{};
   e.addr = caf::actor_addr{};
-  if (e.by_operator) {
+  auto sibling = std::exchange(e.by_sibling, false);
+  if (std::exchange(e.by_operator, false)) {
     // Taken offline on purpose. The reset gives back what its launches held.
-    e.by_operator = false;
     e.dev->reset();
-    self->send(st.balancer, down_atom::value, index,
-               make_error(errc::device_offline, "taken offline by an operator"),
-               true);
+    auto why = make_error(errc::device_offline, "taken offline by an operator");
+    if (e.life.status() == device_status::resetting) {
+      // Brought online again before its actor was gone: restart it now.
+      e.own_loss = false;
+      self->send(st.balancer, down_atom::value, index, std::move(why), false);
+      self->send(self, restart_atom::value, index);
+      return;
+    }
+    self->send(st.balancer, down_atom::value, index, std::move(why), true);
     return;
   }
-  auto sibling = std::exchange(e.by_sibling, false);
   if (!sibling && recent_restarts(st, e) >= st.cfg.max_restarts) {
     give_up(self, index,
             make_error(errc::device_lost,
@@ -135,6 +140,7 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
     return;
   }
   transition(self, index, lifecycle_event::lost, describe(reason));
+  e.own_loss = !sibling;
   self->send(st.balancer, down_atom::value, index,
              sibling ? make_error(errc::device_restarted,
                                   e.dev->info().name + ": " + describe(reason))
@@ -220,12 +226,19 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           give_up(self, index, std::move(err));
           return;
         }
-        e.restarts.push_back(clock::now());
+        // Only restarts after its own losses count against the intensity.
+        auto counted = std::exchange(e.own_loss, false);
+        if (counted)
+          e.restarts.push_back(clock::now());
         spawn_device(self, index);
+        auto& cfg = self->state.cfg;
         transition(self, index, lifecycle_event::restarted,
                    std::string{recreated ? "new context, " : "reset, "} +
-                       "restart " + std::to_string(e.restarts.size()) +
-                       " in its period");
+                       (counted ? "restart " +
+                                      std::to_string(e.restarts.size()) +
+                                      " of " + std::to_string(cfg.max_restarts) +
+                                      " in its period"
+                                : std::string{"restart not counted"}));
       },
       [=](health_atom, uint32_t index, std::vector<std::string>& warnings) {
         auto& st = self->state;
@@ -263,9 +276,15 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         auto i = find_device(self->state, name);
         if (i < 0)
           return unknown_device(name);
+        auto& e = self->state.devices[size_t(i)];
         if (auto err = transition(self, uint32_t(i), lifecycle_event::drain,
                                   "operator"))
           return err;
+        // Drained while being reset: the balancer brings it back draining.
+        if (e.life.status() == device_status::resetting)
+          self->send(self->state.balancer, status_atom::value, uint32_t(i),
+                     static_cast<uint8_t>(device_status::draining),
+                     std::string{"operator"});
         return true;
       },
       [=](offline_atom, const std::string& name) -> caf::result<bool> {
@@ -302,8 +321,10 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
                                   "operator"))
           return err;
         if (was == device_status::offline) {
-          // An operator's restart does not count against the intensity.
+          // An operator's restart does not count against the intensity, and
+          // the operator starts it with a clean record.
           e.restarts.clear();
+          e.own_loss = false;
           self->send(self, restart_atom::value, uint32_t(i));
         }
         return true;

@@ -79,10 +79,13 @@ struct supervisor_state {
     device_lifecycle life;
     std::deque<std::chrono::steady_clock::time_point> restarts;
     std::chrono::steady_clock::time_point last_warning{};
-    /// Brought down by a sibling's loss (one_for_one) or an operator: its
-    /// restart does not count against its intensity.
+    /// Brought down by a sibling's loss (one_for_all) or an operator: not a
+    /// loss of its own. Both are cleared by the next down of its actor.
     bool by_sibling = false;
     bool by_operator = false;
+    /// The pending restart follows a loss of its own: it counts against
+    /// the restart intensity.
+    bool own_loss = false;
   };
   std::vector<entry> devices;
   balancer_actor balancer;

@@ -126,7 +126,7 @@ TEST_CASE_METHOD(fixture, "a sticky error is cleared by a new context",
   CHECK(stats->devices[0].restarts == 1);
   CHECK(stats->devices[0].status == device_status::available);
   CHECK(audit_mentions(**rt, "recreating the context"));
-  CHECK(audit_mentions(**rt, "new context, restart 1"));
+  CHECK(audit_mentions(**rt, "new context, restart 1 of"));
 }
 
 TEST_CASE_METHOD(fixture, "warnings degrade a device until it is quiet",
@@ -306,4 +306,112 @@ TEST_CASE("supervision settings are checked at start", "[actors][supervisor]") {
   REQUIRE(ok);
   CHECK(ok->first.degraded_penalty == 2);
   CHECK(ok->second.restart_delay == 500ms);
+}
+
+TEST_CASE_METHOD(fixture, "a device brought online before its actor is gone "
+                          "comes back",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  // Online follows offline at once: the old actor may still be alive.
+  REQUIRE_FALSE(r.set_offline("sim0"));
+  REQUIRE_FALSE(r.set_online("sim0"));
+  CHECK(wait_status(r, 0, device_status::available) ==
+        device_status::available);
+  r.sim_device("sim1")->slow_down(1000);
+  auto items = gemv_items(20);
+  auto e = test::submit_all(sys, r, items, [] {});
+  test::check_exactly_once(items, e);
+  CHECK(e.errors.empty());
+  std::set<std::string> used;
+  for (auto& [id, res] : e.results)
+    used.insert(res.device);
+  CHECK(used.count("sim0") == 1);
+}
+
+TEST_CASE_METHOD(fixture, "restarts caused by a sibling do not count against "
+                          "a device's intensity",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  cfg.mutable_supervision()->set_strategy(pb::ONE_FOR_ALL);
+  cfg.set_max_restarts(2);
+  cfg.set_restart_period_ms(60000);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  // sim0 is lost twice: sim1 restarts with it each time.
+  for (uint32_t n = 1; n <= 2; ++n) {
+    r.sim_device("sim0")->lose();
+    for (int i = 0; i < 300; ++i) {
+      auto s = r.placement_stats();
+      REQUIRE(s);
+      if (s->devices[1].restarts == n &&
+          s->devices[1].status == device_status::available)
+        break;
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  // sim1's own first loss is within its limit: it restarts.
+  r.sim_device("sim1")->lose();
+  std::this_thread::sleep_for(100ms);
+  CHECK(wait_status(r, 1, device_status::available) ==
+        device_status::available);
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[1].restarts == 3);
+  CHECK_FALSE(audit_mentions(r, "restart limit of 2"));
+}
+
+TEST_CASE_METHOD(fixture, "a device loss counts once against its circuit",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  cfg.mutable_supervision()->mutable_circuit()->set_failures(3);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  r.sim_device("sim0")->slow_down(3000);
+  r.sim_device("sim1")->slow_down(3000);
+  auto items = gemv_items(30);
+  // Many items are on sim0 when it is lost.
+  auto e = test::submit_all(sys, r, items, [&] {
+    std::this_thread::sleep_for(20ms);
+    r.sim_device("sim0")->lose();
+  });
+  test::check_exactly_once(items, e);
+  CHECK(e.errors.empty());
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].losses == 1);
+  CHECK(stats->devices[0].failed_placements > 3);
+  CHECK(stats->devices[0].circuit_opens == 0);
+}
+
+TEST_CASE_METHOD(fixture, "a drained device comes back from a restart draining",
+                 "[actors][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  REQUIRE_FALSE(r.drain("sim0"));
+  CHECK(wait_status(r, 0, device_status::draining) == device_status::draining);
+  r.sim_device("sim0")->lose();
+  for (int i = 0; i < 300; ++i) {
+    auto s = r.placement_stats();
+    REQUIRE(s);
+    if (s->devices[0].restarts == 1)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].restarts == 1);
+  CHECK(stats->devices[0].status == device_status::draining);
+  r.sim_device("sim1")->slow_down(1000);
+  auto items = gemv_items(20);
+  auto e = test::submit_all(sys, r, items, [] {});
+  test::check_exactly_once(items, e);
+  for (auto& [id, res] : e.results)
+    CHECK(res.device == "sim1");
 }
