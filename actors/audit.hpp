@@ -10,28 +10,38 @@
 #include "actors/audit_log.hpp"
 #include "messages/atoms.hpp"
 #include "messages/audit_event.hpp"
+#include "messages/audit_stats.hpp"
 
 namespace cohort::actors {
 
 using audit_actor = caf::typed_actor<
     /// Appends a batch of events to the log, in order.
     caf::reacts_to<record_atom, std::vector<audit_event>>,
-    /// Writes and syncs everything received so far; replies with the number of
-    /// records in the log.
+    /// Writes and syncs everything received so far (no sync under
+    /// audit_fsync::never); replies with the number of records in the log.
+    /// The reply acknowledges every record received before the flush.
     caf::replies_to<flush_atom>::with<uint64_t>,
-    /// Periodic write of buffered records.
+    /// The log's counters.
+    caf::replies_to<stats_atom>::with<audit_stats>,
+    /// Periodic write of buffered records (and sync, under
+    /// audit_fsync::interval).
     caf::reacts_to<tick_atom>>;
 
 struct audit_state {
   std::shared_ptr<audit_log> log;
-  bool tick_scheduled = false;
+  /// When the earliest tick in flight arrives (none when max()).
+  std::chrono::steady_clock::time_point next_tick =
+      std::chrono::steady_clock::time_point::max();
   /// First write error, reported by every later flush.
   caf::error write_error;
   static inline const char* name = "cohort.audit";
 };
 
 /// Owns `log` and appends what it is sent. Buffered records are written at
-/// the log's batch size, at most 20 ms after they arrive, and on flush.
+/// the log's batch size, at most 20 ms after they arrive, and on flush;
+/// under audit_fsync::interval, written records are synced when their
+/// interval is up. The log blocks on write(2) and fdatasync: spawn it
+/// detached, off the scheduler's threads.
 audit_actor::behavior_type
 audit_impl(audit_actor::stateful_pointer<audit_state> self,
            std::shared_ptr<audit_log> log);

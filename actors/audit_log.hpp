@@ -1,16 +1,22 @@
-// The audit log file: length-delimited `cohort.pb.AuditRecord`s, each chained
-// to the one before by SHA-256.
+// The audit log: length-delimited `cohort.pb.AuditRecord`s, each chained to
+// the one before by SHA-256, in an active file and its rotated segments.
+// docs/audit.md describes the format, the fsync policies, recovery and
+// rotation.
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <caf/expected.hpp>
 
 #include "messages/audit_event.hpp"
+#include "messages/audit_stats.hpp"
 #include "messages/cohort.pb.h"
 
 namespace cohort::actors {
@@ -21,39 +27,134 @@ using digest = std::array<uint8_t, 32>;
 /// Lower-case hex of a digest.
 std::string to_hex(const digest& d);
 
-/// What `verify` found.
-struct audit_verdict {
-  /// Records that verified, in order, before the first bad one.
-  uint64_t good_records = 0;
-  /// True when every record verified and the file ended cleanly.
-  bool ok = false;
-  /// 1-based index of the first bad record (0 when ok).
-  uint64_t first_bad = 0;
-  /// Why the first bad record is bad.
-  std::string reason;
-  /// Hash of the last good record (the chain head).
-  digest head{};
+/// Which batch writes are followed by fdatasync; values match
+/// `cohort.pb.AuditFsync`. A flush syncs under every policy but `never`.
+enum class audit_fsync : uint8_t {
+  /// Every batch write: a written batch is durable.
+  every_batch = 0,
+  /// Written records are synced within `fsync_interval` of their write.
+  interval = 1,
+  /// Only a flush syncs.
+  on_flush_only = 2,
+  /// Nothing syncs, not even a flush.
+  never = 3,
 };
 
-/// Appends chained records to one file. Not thread-safe: owned by the audit
-/// actor. Records are buffered and written by `flush` (or when `batch` are
-/// pending); a written batch is one write(2) call.
+/// Returns "every_batch", "interval", "on_flush_only" or "never".
+const char* to_string(audit_fsync x);
+
+/// How an audit log writes, syncs and rotates.
+struct audit_options {
+  /// Records buffered before a batch is written (one write(2)).
+  uint32_t batch = 256;
+  audit_fsync fsync = audit_fsync::every_batch;
+  /// audit_fsync::interval: the longest a written record stays unsynced
+  /// while the log is in use.
+  std::chrono::milliseconds fsync_interval{1000};
+  /// Rotate once the active file has this many bytes; 0 never.
+  uint64_t rotate_bytes = 0;
+  /// Rotated segments kept (the oldest go first); 0 keeps all.
+  uint32_t keep_files = 0;
+};
+
+/// The audit options of `cfg` (`audit_batch` and `audit { ... }`);
+/// malformed_config names the first bad value.
+caf::expected<audit_options> audit_options_of(const pb::RuntimeConfig& cfg);
+
+/// The largest record the log writes or accepts; longer strings in an event
+/// are cut to fit. A length prefix announcing more is corruption.
+inline constexpr uint32_t max_record_bytes = 1 << 20;
+
+/// The rotated segments of the log whose active file is `path`: the files
+/// `path.N` (N a positive number), oldest (lowest N) first.
+std::vector<std::string> audit_segments(const std::string& path);
+
+/// One file of a log, as `verify` read it.
+struct audit_file {
+  std::string path;
+  /// Records of this file that verified, and their sequence numbers (0 when
+  /// none did).
+  uint64_t records = 0;
+  uint64_t first_seq = 0;
+  uint64_t last_seq = 0;
+  /// The file's size.
+  uint64_t bytes = 0;
+};
+
+/// What `verify` found.
+struct audit_verdict {
+  /// True when every record of every file verified and the chain is whole.
+  bool ok = false;
+  /// Records that verified, in order, before the first bad one.
+  uint64_t good_records = 0;
+  /// Sequence numbers of the first and the last record that verified.
+  uint64_t first_seq = 0;
+  uint64_t last_seq = 0;
+  /// The oldest kept file starts mid-chain (at `first_seq` > 1, older
+  /// segments pruned): its first record links to a hash that is not on disk.
+  bool mid_chain = false;
+  /// Hash of the last good record (the chain head).
+  digest head{};
+  /// The first bad record (all 0 or empty when ok): the sequence number it
+  /// should carry, why it is bad, its file, the byte offset of its length
+  /// prefix in that file and its 1-based index among the file's records.
+  uint64_t first_bad = 0;
+  std::string reason;
+  std::string bad_file;
+  uint64_t bad_offset = 0;
+  uint64_t bad_index = 0;
+  /// The bad record is a torn write: an incomplete record (or zero fill) at
+  /// the end of the last file, with no complete record after it. Opening
+  /// the log cuts it off; anything else bad is refused.
+  bool torn_tail = false;
+  /// Every file read, in chain order (segments, then the active file).
+  std::vector<audit_file> files;
+};
+
+/// Appends chained records to the active file `path`, rotating it into
+/// segments. Not thread-safe: owned by the audit actor. Records are buffered
+/// and written as one write(2) per batch: when `batch` are pending, on
+/// `flush` and on `tick`; `audit_options::fsync` says which writes are
+/// synced.
 class audit_log {
 public:
   ~audit_log();
 
-  /// Opens `path` for appending, creating it if needed. An existing file must
-  /// verify: the chain continues from its last record.
+  /// Opens the log at `path` for appending, creating it if needed. An
+  /// existing log must verify and its chain continues; a torn write at the
+  /// end of the active file (an incomplete last record after a crash) is
+  /// cut off and the cut audited as a RECOVERY record. Any other bad record
+  /// is refused with audit_chain_broken naming it.
+  static caf::expected<std::unique_ptr<audit_log>> open(const std::string& path,
+                                                        audit_options opts);
+
+  /// `open` with default options but the batch size.
   static caf::expected<std::unique_ptr<audit_log>> open(const std::string& path,
                                                         uint32_t batch);
 
-  /// Chains and buffers one record; writes the buffer when it is full.
-  caf::error append(const audit_event& ev);
+  /// Chains and buffers one record; writes the batch when it is full. With
+  /// `more_coming` (the caller holds more records to append right away) a
+  /// full batch waits for them, up to `max_group` batches: one write and one
+  /// fdatasync then cover them all (group commit).
+  caf::error append(const audit_event& ev, bool more_coming = false);
 
-  /// Writes buffered records; `sync` also asks the kernel to persist them.
+  /// How many batches group commit may join into one write.
+  static constexpr uint32_t max_group = 16;
+
+  /// Writes every buffered record; `sync` also makes every written record
+  /// durable (fdatasync), except under audit_fsync::never. A record is
+  /// acknowledged once a `flush(true)` after it returned without error.
   caf::error flush(bool sync);
 
-  /// Records appended (written or buffered), including those found at open.
+  /// The periodic write: writes buffered records and, under
+  /// audit_fsync::interval, syncs written ones whose time is up.
+  caf::error tick();
+
+  /// Under audit_fsync::interval with written records not yet synced: the
+  /// time until they must be; otherwise nothing.
+  std::optional<std::chrono::milliseconds> sync_due_in() const;
+
+  /// Records in the chain (the newest record's sequence number).
   uint64_t records() const { return seq_; }
 
   /// Records buffered but not yet written.
@@ -61,28 +162,62 @@ public:
 
   const std::string& path() const { return path_; }
 
+  const audit_options& options() const { return opts_; }
+
   /// Hash of the newest record.
   const digest& head() const { return head_; }
 
-  /// Reads and checks a whole log: every record parses, numbers follow each
-  /// other, links to its predecessor and hashes to its stored hash. Each
-  /// record that verified is passed to `on_record`, in order.
+  /// Counters since open, and where the log stands.
+  cohort::audit_stats stats() const;
+
+  /// Reads and checks a whole log: its segments in order, then the active
+  /// file `path` (either may be missing, not both). Every record parses,
+  /// numbers follow each other, links to its predecessor (across files too)
+  /// and hashes to its stored hash. The oldest file may start mid-chain only
+  /// at a ROTATED record (older segments pruned). Each record that verified
+  /// is passed to `on_record` in order; `on_file` is told each file before
+  /// its records.
   static audit_verdict
   verify(const std::string& path,
-         const std::function<void(const pb::AuditRecord&)>& on_record = {});
+         const std::function<void(const pb::AuditRecord&)>& on_record = {},
+         const std::function<void(const std::string&)>& on_file = {});
 
 private:
-  audit_log(std::string path, int fd, uint32_t batch);
+  audit_log(std::string path, int fd, audit_options opts);
+
+  // Numbers, chains and buffers one record, without writing.
+  void chain(const audit_event& ev);
+
+  // One write(2) of the buffer, synced as the policy says, then rotation
+  // when the file is full.
+  caf::error write_batch();
+
+  caf::error sync();
+
+  // Renames the active file to the next segment, starts a new one and
+  // prunes old segments.
+  caf::error rotate();
 
   std::string path_;
   int fd_ = -1;
-  uint32_t batch_;
+  audit_options opts_;
   uint64_t seq_ = 0;
   uint64_t pending_ = 0;
   digest head_{};
   std::string buffer_;
   pb::AuditRecord scratch_;
   std::string body_;
+  /// Size of the active file, as far as this process wrote it.
+  uint64_t file_bytes_ = 0;
+  /// Number of the newest segment, and how many are on disk.
+  uint64_t last_segment_ = 0;
+  uint32_t segments_ = 0;
+  /// Sequence numbers of the last record written and the last one synced.
+  uint64_t written_seq_ = 0;
+  uint64_t synced_seq_ = 0;
+  /// When the oldest written but unsynced record was written.
+  std::chrono::steady_clock::time_point unsynced_since_;
+  cohort::audit_stats stats_;
 };
 
 } // namespace cohort::actors

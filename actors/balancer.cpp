@@ -311,6 +311,7 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
   if (memory_fallback) {
     r.memory_fallback = true;
     ++st.counters.fallbacks;
+    ++st.counters.fallbacks_by_reason["device_memory"];
     ++st.counters.admission.memory_fallbacks;
     audit(self, audit_kind::fallback, r.item, s.info.name,
           "device memory: " + describe(memory_why));
@@ -320,6 +321,7 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
     ++st.counters.retries;
     if (!is_gpu(s.info) && r.on_gpu_before) {
       ++st.counters.fallbacks;
+      ++st.counters.fallbacks_by_reason[to_string(r.last_failure)];
       audit(self, audit_kind::fallback, r.item, s.info.name, why);
     } else {
       audit(self, audit_kind::placed, r.item, s.info.name, "retry: " + why);
@@ -357,6 +359,7 @@ void replace_after_failure(self_ptr self, uint64_t ticket,
     s.breaker.abandoned();
   r.failed_on |= uint64_t{1} << index;
   r.on_gpu_before = r.on_gpu_before || is_gpu(s.info);
+  r.last_failure = code_of(err);
   unplace(self, r);
   place(self, ticket, describe(err));
 }
@@ -379,12 +382,24 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
                      : (1 - rate_weight) * rate + rate_weight * measured;
   }
   ++s.stats.completed;
+  ++st.counters.completed;
   s.stats.busy_ns += done.device_ns;
-  if (!s.breaker.closed() && s.breaker.succeeded(clock::now()))
+  auto now = clock::now();
+  if (!s.breaker.closed() && s.breaker.succeeded(now))
     device_event(self, s.info.name, "circuit closed: its probes passed");
+  {
+    auto& cell = st.latency[index * kernels::kernel_id_limit +
+                            static_cast<size_t>(r.item.kernel)];
+    double took_s = std::chrono::duration<double>(now - r.admitted_at).count();
+    size_t b = 0;
+    while (b < latency_bounds_s.size() && took_s > latency_bounds_s[b])
+      ++b;
+    ++cell.buckets[b];
+    ++cell.count;
+    cell.sum_s += took_s;
+  }
   bool fallback = !is_gpu(s.info) && (r.on_gpu_before || r.memory_fallback);
   if (fallback) {
-    auto now = clock::now();
     // The price of falling back, against the tenant's budget.
     auto& fb = st.counters.fallback_by_tenant[r.item.tenant];
     auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -629,6 +644,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   st.cfg = cfg;
   for (auto& s : st.devices)
     s.breaker = circuit_breaker{cfg.circuit};
+  st.latency.resize(st.devices.size() * kernels::kernel_id_limit);
   // Stopped with items still in flight (the runtime drained what it could
   // first): each ends now, once, with shutting_down.
   self->set_exit_handler([=](caf::exit_msg& msg) {
@@ -713,8 +729,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         }
         s.started = true;
         s.handle = std::move(handle);
-        s.status = s.draining ? device_status::draining
-                              : device_status::available;
+        s.status =
+            s.draining ? device_status::draining : device_status::available;
         s.stats.status = s.status;
         s.backlog_ns = 0;
         s.sent = 0;
@@ -766,8 +782,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         auto& s = st.devices.at(index);
         if (!s.handle) {
           // Drained while it is being reset: it comes back draining.
-          s.draining = static_cast<device_status>(status) ==
-                       device_status::draining;
+          s.draining =
+              static_cast<device_status>(status) == device_status::draining;
           return;
         }
         s.status = static_cast<device_status>(status);
@@ -820,6 +836,23 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           out.devices.push_back(s.stats);
           out.devices.back().circuit = s.breaker.state(now);
         }
+        for (auto& [ticket, r] : st.outstanding)
+          if (r.device >= 0)
+            ++out.devices[size_t(r.device)].queued;
+        for (size_t d = 0; d < st.devices.size(); ++d)
+          for (size_t k = 0; k < kernels::kernel_id_limit; ++k) {
+            auto& cell = st.latency[d * kernels::kernel_id_limit + k];
+            if (cell.count == 0)
+              continue;
+            latency_histogram h;
+            h.kernel =
+                std::string{kernels::name(static_cast<kernels::kernel_id>(k))};
+            h.device = st.devices[d].info.name;
+            h.buckets.assign(cell.buckets.begin(), cell.buckets.end());
+            h.count = cell.count;
+            h.sum_s = cell.sum_s;
+            out.latency.push_back(std::move(h));
+          }
         out.outstanding = st.outstanding.size();
         auto u = st.book.usage();
         for (auto& tu : u.tenants)

@@ -21,6 +21,7 @@
 #include "actors/client_sink.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/quota_book.hpp"
+#include "messages/errc.hpp"
 #include "messages/stats.hpp"
 
 namespace cohort::actors {
@@ -85,7 +86,7 @@ struct balancer_state {
     /// Sum of predicted run times of items placed and not yet ended.
     double backlog_ns = 0;
     /// Learned device time per unit of cost, per kernel (EWMA); 0 = no data.
-    std::array<double, 9> ns_per_unit{};
+    std::array<double, kernels::kernel_id_limit> ns_per_unit{};
     /// Run requests sent to the device actor and not yet answered, and
     /// tickets placed here that wait for the device to answer some: they go
     /// out together, one message for many items, when it does.
@@ -113,6 +114,8 @@ struct balancer_state {
     /// left).
     uint64_t failed_on = 0;
     bool on_gpu_before = false;
+    /// What made its last placement fail (none before the first failure).
+    errc last_failure = errc::none;
     /// Sent to a CPU worker because device memory was its limit.
     bool memory_fallback = false;
     /// Waiting for device memory, until.
@@ -142,6 +145,15 @@ struct balancer_state {
   audit_buffer audit;
   balancer_config cfg;
   balancer_stats counters;
+  /// Latency histograms, one per (device, kernel): index
+  /// device * kernels + kernel; bucket counts as in latency_histogram plus
+  /// the sum in seconds.
+  struct latency_cell {
+    std::array<uint64_t, latency_bounds_s.size() + 1> buckets{};
+    uint64_t count = 0;
+    double sum_s = 0;
+  };
+  std::vector<latency_cell> latency;
   uint64_t next_ticket = 0;
   bool closed = false;
   /// Set by the exit handler: nothing is admitted or placed any more.

@@ -172,19 +172,17 @@ device_impl(device_actor::stateful_pointer<device_state> self,
   self->delayed_send(self, cfg.health_interval, tick_atom::value);
   // A crash (an exception out of a handler) ends the actor with what it
   // said; the supervisor restarts it.
-  self->set_exception_handler(
-      [](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
-        try {
-          std::rethrow_exception(eptr);
-        } catch (std::exception& e) {
-          return caf::make_error(caf::sec::runtime_error,
-                                 std::string{"device actor crashed: "} +
-                                     e.what());
-        } catch (...) {
-          return caf::make_error(caf::sec::runtime_error,
-                                 "device actor crashed");
-        }
-      });
+  self->set_exception_handler([](caf::scheduled_actor*,
+                                 std::exception_ptr& eptr) -> caf::error {
+    try {
+      std::rethrow_exception(eptr);
+    } catch (std::exception& e) {
+      return caf::make_error(caf::sec::runtime_error,
+                             std::string{"device actor crashed: "} + e.what());
+    } catch (...) {
+      return caf::make_error(caf::sec::runtime_error, "device actor crashed");
+    }
+  });
   return {
       [=](run_atom, std::vector<run_request>& batch) {
         auto& st = self->state;
@@ -241,9 +239,10 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           bool waits = queued_behind(st, p);
           if (!waits && p.started == clock::time_point{})
             p.started = now;
-          auto rearm = waits ? p.timeout
-                             : std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   p.started + p.timeout - now);
+          auto rearm =
+              waits ? p.timeout
+                    : std::chrono::duration_cast<std::chrono::milliseconds>(
+                          p.started + p.timeout - now);
           if (rearm.count() > 0) {
             self->delayed_send(self, rearm, watchdog_atom::value, ticket);
             return;
@@ -254,11 +253,10 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           self->quit(err);
           return;
         }
-        self->quit(
-            make_error(errc::kernel_timeout,
-                       st.dev->info().name + ": a launch ran past its " +
-                           std::to_string(i->second.timeout.count()) +
-                           " ms kernel timeout; the device hangs"));
+        self->quit(make_error(errc::kernel_timeout,
+                              st.dev->info().name + ": a launch ran past its " +
+                                  std::to_string(i->second.timeout.count()) +
+                                  " ms kernel timeout; the device hangs"));
       },
       [=](tick_atom) {
         auto& st = self->state;

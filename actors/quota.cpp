@@ -267,6 +267,11 @@ quota_impl(quota_actor::stateful_pointer<quota_state> self, quota_lease lease,
         return rp;
       },
       [=](lease_atom) { return self->state.lease; },
+      [=](lease_atom, quota_lease& lease) {
+        self->state.lease = lease;
+        self->send(self->state.balancer, lease_atom::value, std::move(lease));
+        return true;
+      },
   };
 }
 

@@ -27,7 +27,10 @@ using quota_actor = caf::typed_actor<
     /// (starting from the current usage with `from_now`). Nothing runs.
     caf::replies_to<simulate_atom, allocation_plan>::with<simulation_report>,
     /// The terms the balancer admits under.
-    caf::replies_to<lease_atom>::with<quota_lease>>;
+    caf::replies_to<lease_atom>::with<quota_lease>,
+    /// New terms for the same tenants and devices (changed limits): kept
+    /// here and passed on to the balancer, where use so far carries over.
+    caf::replies_to<lease_atom, quota_lease>::with<bool>>;
 
 /// Checks the grants and limits of `cfg` against `devices` and compiles them
 /// into a lease. malformed_config names the first problem: an unknown kernel

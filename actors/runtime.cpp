@@ -211,7 +211,10 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   }
   std::string path =
       cfg.audit_path().empty() ? "cohort-audit.log" : cfg.audit_path();
-  auto log = audit_log::open(path, cfg.audit_batch());
+  auto audit_opts = audit_options_of(cfg);
+  if (!audit_opts)
+    return audit_opts.error();
+  auto log = audit_log::open(path, *audit_opts);
   if (!log)
     return log.error();
   std::unique_ptr<runtime> rt{new runtime(sys)};
@@ -220,11 +223,16 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   rt->devs_ = std::move(*devs);
   rt->infos_ = std::move(infos);
   rt->audit_path_ = path;
-  rt->audit_ =
-      sys.spawn(audit_impl, std::shared_ptr<audit_log>{std::move(*log)});
+  // Detached: the log blocks in write(2) and fdatasync, which must not hold
+  // a scheduler thread that other actors need.
+  rt->audit_ = sys.spawn<caf::detached>(
+      audit_impl, std::shared_ptr<audit_log>{std::move(*log)});
   auto sup = supervision_of(cfg);
   if (!sup)
     return sup.error();
+  auto rules = alert_rules_of(cfg);
+  if (!rules)
+    return rules.error();
   auto& [bcfg, scfg] = *sup;
   // The quota actor leases every tenant's terms to the balancer, which
   // admits under them without a message per item.
@@ -234,6 +242,10 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
       sys.spawn(quota_impl, std::move(*lease), std::move(pools), rt->balancer_);
   rt->supervisor_ =
       sys.spawn(supervisor_impl, rt->devs_, rt->balancer_, rt->audit_, scfg);
+  rt->cfg_ = cfg;
+  rt->ledger_ = ledger;
+  rt->alerts_ = sys.spawn(alert_impl, *rules, rt->balancer_, rt->supervisor_,
+                          rt->quota_, rt->audit_);
   caf::scoped_actor self{sys};
   caf::error failure;
   self->request(rt->supervisor_, caf::infinite, start_atom::value)
@@ -317,6 +329,53 @@ caf::error runtime::set_online(const std::string& device) {
   return error_of(ask<bool>(sys_, supervisor_, online_atom::value, device));
 }
 
+caf::error runtime::set_tenant_limits(const std::string& tenant,
+                                      const pb::TenantLimits& limits) {
+  std::lock_guard<std::mutex> guard{cfg_mtx_};
+  auto next = cfg_;
+  pb::TenantGrant* grant = nullptr;
+  for (auto& g : *next.mutable_tenant())
+    if (g.tenant() == tenant)
+      grant = &g;
+  if (grant == nullptr)
+    return make_error(errc::unknown_tenant,
+                      "no tenant is named '" + tenant + "'");
+  if (limits.has_max_inflight())
+    grant->set_max_inflight(limits.max_inflight());
+  if (limits.has_memory_quota_bytes())
+    grant->set_memory_quota_bytes(limits.memory_quota_bytes());
+  if (limits.has_rate_limit())
+    *grant->mutable_rate_limit() = limits.rate_limit();
+  auto lease = compile_quotas(next, infos_);
+  if (!lease)
+    return lease.error();
+  if (limits.has_memory_quota_bytes())
+    if (auto slot = ledger_->slot(tenant); slot >= 0)
+      ledger_->set_quota(slot, limits.memory_quota_bytes());
+  if (auto x = ask<bool>(sys_, quota_, lease_atom::value, std::move(*lease));
+      !x)
+    return x.error();
+  cfg_ = std::move(next);
+  return caf::none;
+}
+
+void runtime::audit_admin(std::string detail) {
+  std::vector<audit_event> evs{
+      {audit_kind::admin, "", 0, "", "", std::move(detail), wall_clock_ns()}};
+  caf::anon_send(audit_, record_atom::value, std::move(evs));
+}
+
+caf::expected<std::vector<cohort::alert>> runtime::alerts() {
+  return ask<std::vector<cohort::alert>>(sys_, alerts_, alerts_atom::value);
+}
+
+std::vector<std::pair<uint64_t, uint32_t>> runtime::xid_errors() const {
+  std::vector<std::pair<uint64_t, uint32_t>> out;
+  for (auto& d : devs_)
+    out.emplace_back(d->xid_errors(), d->last_xid());
+  return out;
+}
+
 caf::error runtime::crash_device_actor(const std::string& device) {
   return error_of(ask<bool>(sys_, supervisor_, crash_atom::value, device));
 }
@@ -327,6 +386,10 @@ caf::expected<uint64_t> runtime::flush_audit() {
   if (auto x = ask<bool>(sys_, balancer_, flush_atom::value); !x)
     return x.error();
   return ask<uint64_t>(sys_, audit_, flush_atom::value);
+}
+
+caf::expected<cohort::audit_stats> runtime::audit_stats() {
+  return ask<cohort::audit_stats>(sys_, audit_, stats_atom::value);
 }
 
 void runtime::stop() {
@@ -354,6 +417,7 @@ void runtime::stop() {
   };
   // Devices first; the balancer then ends what they still held, and its
   // audit events reach the log before the final flush.
+  stop_one(alerts_.address());
   stop_one(supervisor_.address());
   stop_one(balancer_.address());
   ask<uint64_t>(sys_, audit_, flush_atom::value);

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
+#include "actors/alerts.hpp"
 #include "actors/audit.hpp"
 #include "actors/balancer.hpp"
 #include "actors/quota.hpp"
@@ -90,13 +92,35 @@ public:
   caf::error set_offline(const std::string& device);
   caf::error set_online(const std::string& device);
 
+  /// Operators: changes a tenant's in-flight cap, device-memory quota or
+  /// rate (the fields set in `limits`). Errors: unknown_tenant;
+  /// malformed_config when the new limits do not fit the devices (a quota
+  /// above the memory of its devices, a bad rate).
+  caf::error set_tenant_limits(const std::string& tenant,
+                               const pb::TenantLimits& limits);
+
+  /// Appends an operator's action to the audit log (kind ADMIN).
+  void audit_admin(std::string detail);
+
+  /// The alerts firing now (in-process rules, see `cohort.pb.AlertRules`).
+  caf::expected<std::vector<cohort::alert>> alerts();
+
+  /// Xid errors per device, by index: how many, and the last code (0: none).
+  std::vector<std::pair<uint64_t, uint32_t>> xid_errors() const;
+
   /// Chaos: crashes the device's actor (the device is fine); the supervisor
   /// restarts it.
   caf::error crash_device_actor(const std::string& device);
 
-  /// Writes every event so far to the audit log and syncs it; returns the
-  /// number of records in the log.
+  /// Writes every event so far to the audit log and syncs it (unless its
+  /// fsync policy is FSYNC_NEVER); returns the number of records in the log.
+  /// Its return acknowledges the records of every item that ended before
+  /// the call (docs/audit.md).
   caf::expected<uint64_t> flush_audit();
+
+  /// The audit log's counters (records, bytes, fsyncs, rotations,
+  /// recoveries, write errors) and its active file.
+  caf::expected<cohort::audit_stats> audit_stats();
 
   const std::string& audit_path() const { return audit_path_; }
 
@@ -117,6 +141,11 @@ private:
   balancer_actor balancer_;
   quota_actor quota_;
   supervisor_actor supervisor_;
+  alert_actor alerts_;
+  /// The config as started, with the limits operators changed since.
+  std::mutex cfg_mtx_;
+  pb::RuntimeConfig cfg_;
+  std::shared_ptr<devices::memory::tenant_ledger> ledger_;
   std::chrono::milliseconds drain_timeout_{10000};
   bool stopped_ = false;
 };

@@ -146,8 +146,8 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
                                   e.dev->info().name + ": " + describe(reason))
                      : reason,
              false);
-  auto delay = sibling ? st.cfg.restart_delay
-                       : backoff(st.cfg, recent_restarts(st, e));
+  auto delay =
+      sibling ? st.cfg.restart_delay : backoff(st.cfg, recent_restarts(st, e));
   self->delayed_send(self, delay, restart_atom::value, index);
   if (sibling || st.cfg.strategy != restart_strategy::one_for_all)
     return;
@@ -157,10 +157,10 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
     if (j == index || !other.handle)
       continue;
     other.by_sibling = true;
-    self->send_exit(other.handle,
-                    make_error(errc::device_restarted,
-                               "restarted with " + e.dev->info().name +
-                                   " (one_for_all)"));
+    self->send_exit(
+        other.handle,
+        make_error(errc::device_restarted,
+                   "restarted with " + e.dev->info().name + " (one_for_all)"));
   }
 }
 
@@ -169,7 +169,8 @@ void schedule_quiet_tick(self_ptr self) {
   if (st.quiet_tick_scheduled)
     return;
   st.quiet_tick_scheduled = true;
-  self->delayed_send(self, st.cfg.degraded_quiet / 4 + std::chrono::milliseconds(1),
+  self->delayed_send(self,
+                     st.cfg.degraded_quiet / 4 + std::chrono::milliseconds(1),
                      tick_atom::value);
 }
 
@@ -234,11 +235,11 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         auto& cfg = self->state.cfg;
         transition(self, index, lifecycle_event::restarted,
                    std::string{recreated ? "new context, " : "reset, "} +
-                       (counted ? "restart " +
-                                      std::to_string(e.restarts.size()) +
-                                      " of " + std::to_string(cfg.max_restarts) +
-                                      " in its period"
-                                : std::string{"restart not counted"}));
+                       (counted
+                            ? "restart " + std::to_string(e.restarts.size()) +
+                                  " of " + std::to_string(cfg.max_restarts) +
+                                  " in its period"
+                            : std::string{"restart not counted"}));
       },
       [=](health_atom, uint32_t index, std::vector<std::string>& warnings) {
         auto& st = self->state;
@@ -303,10 +304,10 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
                                                "taken offline by an operator"));
         } else {
           // Resetting: the pending restart finds it offline and does nothing.
-          self->send(st.balancer, down_atom::value, uint32_t(i),
-                     make_error(errc::device_offline,
-                                "taken offline by an operator"),
-                     true);
+          self->send(
+              st.balancer, down_atom::value, uint32_t(i),
+              make_error(errc::device_offline, "taken offline by an operator"),
+              true);
         }
         return true;
       },

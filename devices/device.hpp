@@ -2,6 +2,7 @@
 // health and reset. A device is owned by exactly one device actor.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -139,7 +140,18 @@ public:
   /// they make it degraded. Polled by the device actor with `health`.
   std::vector<std::string> take_warnings() { return do_take_warnings(); }
 
+  /// Xid errors the device reported (any level) and the code of the last
+  /// one (0: none yet). Thread-safe: metrics read them from any thread.
+  uint64_t xid_errors() const { return xid_errors_.load(); }
+  uint32_t last_xid() const { return last_xid_.load(); }
+
 protected:
+  /// Backends call this for every Xid they see.
+  void note_xid(uint32_t xid) {
+    last_xid_.store(xid);
+    xid_errors_.fetch_add(1);
+  }
+
   explicit device(device_info info) : info_(std::move(info)) {
     // nop
   }
@@ -156,6 +168,9 @@ protected:
   device_info& mutable_info() { return info_; }
 
 private:
+  std::atomic<uint64_t> xid_errors_{0};
+  std::atomic<uint32_t> last_xid_{0};
+
   virtual caf::expected<launch_result>
   do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
             const kernels::kernel_args& args, kernels::input_views inputs,

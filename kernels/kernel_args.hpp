@@ -27,6 +27,9 @@ inline constexpr kernel_id all_kernels[] = {
     kernel_id::gemm,           kernel_id::topk_cosine,
 };
 
+/// One past the largest kernel_id value: the size of tables indexed by it.
+inline constexpr unsigned kernel_id_limit = 9;
+
 /// Scalar and shape arguments; which fields a kernel reads is in
 /// docs/kernels.md.
 struct kernel_args {

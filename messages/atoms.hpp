@@ -37,5 +37,6 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using offline_atom = caf::atom_constant<caf::atom("offline")>;
 using online_atom = caf::atom_constant<caf::atom("online")>;
 using crash_atom = caf::atom_constant<caf::atom("crash")>;
+using alerts_atom = caf::atom_constant<caf::atom("alerts")>;
 
 } // namespace cohort

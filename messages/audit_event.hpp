@@ -19,6 +19,14 @@ enum class audit_kind : uint8_t {
   failed = 5,
   fallback = 6,
   device_event = 7,
+  /// An alert started or stopped firing.
+  alert = 8,
+  /// An operator's call through the admin API.
+  admin = 9,
+  /// The log cut off a torn write when it was opened.
+  recovery = 10,
+  /// First record of a segment after a rotation.
+  rotated = 11,
 };
 
 /// Returns the kind's name ("admitted", ...).

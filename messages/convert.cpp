@@ -45,6 +45,14 @@ const char* to_string(audit_kind kind) {
     return "fallback";
   case audit_kind::device_event:
     return "device_event";
+  case audit_kind::alert:
+    return "alert";
+  case audit_kind::admin:
+    return "admin";
+  case audit_kind::recovery:
+    return "recovery";
+  case audit_kind::rotated:
+    return "rotated";
   }
   return "unknown";
 }

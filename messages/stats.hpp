@@ -1,6 +1,7 @@
 // Counters the actors report to the runtime facade, the CLI and tests.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -69,6 +70,8 @@ struct device_stats {
   /// Times this device was lost and times it came back.
   uint32_t losses = 0;
   uint32_t restarts = 0;
+  /// Items placed on it that have not ended yet (running or queued).
+  uint64_t queued = 0;
 };
 
 template <class Inspector>
@@ -82,7 +85,31 @@ typename Inspector::result_type inspect(Inspector& f, device_stats& x) {
   });
   return f(caf::meta::type_name("device_stats"), x.name, x.kind, x.simulated,
            status, circuit, x.circuit_opens, x.completed, x.failed_placements,
-           x.busy_ns, x.losses, x.restarts, load);
+           x.busy_ns, x.losses, x.restarts, x.queued, load);
+}
+
+/// Upper bounds (seconds) of the latency histogram buckets; a last bucket
+/// above them all is implied (+Inf).
+inline constexpr std::array<double, 16> latency_bounds_s{
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+
+/// Latency from admission to result of the items one kernel completed on
+/// one device.
+struct latency_histogram {
+  std::string kernel;
+  std::string device;
+  /// Items per bucket (not cumulative): bucket i counts latencies at most
+  /// latency_bounds_s[i] and above the bound before; the last one the rest.
+  std::vector<uint64_t> buckets;
+  uint64_t count = 0;
+  double sum_s = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, latency_histogram& x) {
+  return f(caf::meta::type_name("latency_histogram"), x.kernel, x.device,
+           x.buckets, x.count, x.sum_s);
 }
 
 /// Admission counters (the balancer admits under the quota actor's lease).
@@ -134,8 +161,14 @@ typename Inspector::result_type inspect(Inspector& f, fallback_stats& x) {
 /// Balancer-wide counters.
 struct balancer_stats {
   std::vector<device_stats> devices;
-  /// Items moved from a GPU to a CPU worker after a GPU placement failed.
+  /// Items moved from a GPU to a CPU worker after a GPU placement failed
+  /// or because device memory was the limit.
   uint64_t fallbacks = 0;
+  /// The same by reason: the error that moved the item ("device_lost",
+  /// "kernel_fault", ...) or "device_memory".
+  std::map<std::string, uint64_t> fallbacks_by_reason;
+  /// Items that ended with their result.
+  uint64_t completed = 0;
   /// Items re-placed after any failure (fallbacks included).
   uint64_t retries = 0;
   /// Items that ended with a definitive error after admission.
@@ -149,13 +182,16 @@ struct balancer_stats {
   std::map<std::string, fallback_stats> fallback_by_tenant;
   /// Admission under the lease.
   quota_stats admission;
+  /// Per (kernel, device) with at least one completed item.
+  std::vector<latency_histogram> latency;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, balancer_stats& x) {
   return f(caf::meta::type_name("balancer_stats"), x.devices, x.fallbacks,
-           x.retries, x.failed, x.duplicates_dropped, x.outstanding,
-           x.fallback_by_tenant, x.admission);
+           x.fallbacks_by_reason, x.completed, x.retries, x.failed,
+           x.duplicates_dropped, x.outstanding, x.fallback_by_tenant,
+           x.admission, x.latency);
 }
 
 } // namespace cohort

@@ -2,7 +2,9 @@
 
 #include <caf/all.hpp>
 
+#include "messages/alert.hpp"
 #include "messages/audit_event.hpp"
+#include "messages/audit_stats.hpp"
 #include "messages/device_info.hpp"
 #include "messages/errc.hpp"
 #include "messages/memory_stats.hpp"
@@ -26,6 +28,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<audit_event>("cohort::audit_event");
   cfg.add_message_type<std::vector<audit_event>>(
       "std::vector<cohort::audit_event>");
+  cfg.add_message_type<audit_stats>("cohort::audit_stats");
   cfg.add_message_type<std::vector<device_info>>(
       "std::vector<cohort::device_info>");
   cfg.add_message_type<device_stats>("cohort::device_stats");
@@ -33,6 +36,11 @@ void register_types(caf::actor_system_config& cfg) {
       "std::vector<cohort::device_stats>");
   cfg.add_message_type<balancer_stats>("cohort::balancer_stats");
   cfg.add_message_type<fallback_stats>("cohort::fallback_stats");
+  cfg.add_message_type<latency_histogram>("cohort::latency_histogram");
+  cfg.add_message_type<alert>("cohort::alert");
+  cfg.add_message_type<std::vector<alert>>("std::vector<cohort::alert>");
+  cfg.add_message_type<std::vector<latency_histogram>>(
+      "std::vector<cohort::latency_histogram>");
   cfg.add_message_type<quota_stats>("cohort::quota_stats");
   cfg.add_message_type<memory_snapshot>("cohort::memory_snapshot");
   cfg.add_message_type<quota_lease>("cohort::quota_lease");

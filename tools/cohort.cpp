@@ -11,7 +11,6 @@
 
 #include <caf/all.hpp>
 
-#include "actors/audit_log.hpp"
 #include "actors/quota_book.hpp"
 #include "actors/runtime.hpp"
 #include "actors/simulation.hpp"
@@ -20,9 +19,12 @@
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
+#include "tools/audit_command.hpp"
 #include "tools/byte_units.hpp"
+#include "tools/admin_command.hpp"
 #include "tools/chaos_command.hpp"
 #include "tools/pipeline.hpp"
+#include "tools/serve_command.hpp"
 
 using namespace cohort;
 
@@ -44,11 +46,20 @@ commands:
                                run a pipeline spec (protobuf text format) and
                                report; exit 1 if any item failed, was lost or
                                differs from the CPU reference
-  audit verify FILE            check an audit log's hash chain; exit 1 and name
-                               the first bad record if it does not verify
-  audit show FILE              print every record that verifies (seq, time in
+  audit verify PATH            check an audit log's hash chain across its
+                               rotated segments (PATH.1, PATH.2, ...) and the
+                               active file PATH; exit 1 and name the first bad
+                               record (file, seq, byte offset) if it fails
+  audit show PATH              print every record that verifies (seq, time in
                                ns, kind, tenant, work id, device, kernel,
                                detail), then the verdict
+  audit query PATH [--tenant T] [--work-id N] [--device D] [--kind K]
+        [--since TIME] [--until TIME] [--json]
+                               print the matching records, oldest first,
+                               verifying the chain while reading; TIME is ns
+                               since the epoch or ISO-8601 UTC
+                               (2026-11-24T10:00:00Z); exit 1 if the chain is
+                               broken
   quota [--config FILE] [--tenant NAME]
                                what the config grants each tenant: kernels,
                                devices, in-flight cap, rate, memory quotas,
@@ -70,6 +81,23 @@ commands:
                                format, cohort.pb.AllocationPlan) against the
                                grants, quotas and device memory; exit 1 if a
                                step would be refused
+  serve [--config FILE] [--listen HOST:PORT] [--token-file FILE]
+        [--audit PATH] [--pipeline FILE [--repeat N]] [--for SECONDS]
+                               run a node: the runtime plus HTTP on
+                               127.0.0.1:9470 by default, Prometheus metrics at
+                               /metrics, the admin API under /v1 (mutating
+                               calls need the token: --token-file or
+                               $COHORT_ADMIN_TOKEN); --pipeline runs a
+                               pipeline's batches as its workload. Stops
+                               cleanly on SIGINT/SIGTERM (or after --for):
+                               what was admitted ends, the audit log is
+                               verified; exit 1 if an item did not end
+  admin [--url URL] [--token-file FILE] COMMAND
+                               the admin API's client: stats, devices,
+                               tenants, alerts, metrics, simulate PLAN,
+                               drain|offline|online DEVICE, quota TENANT
+                               [--max-inflight N] [--memory-quota BYTES]
+                               [--rate R] [--burst N]
   help                         this text
 
 exit status: 0 success, 1 the work or the check failed, 2 bad input
@@ -422,33 +450,6 @@ int cmd_simulate(const std::vector<std::string>& args) {
   return refused == 0 ? exit_ok : exit_failed;
 }
 
-int cmd_audit(const std::vector<std::string>& args) {
-  if (args.size() != 2 || (args[0] != "verify" && args[0] != "show"))
-    return bad_input("usage: cohort audit verify|show FILE");
-  if (::access(args[1].c_str(), R_OK) != 0)
-    return bad_input("audit: cannot read '" + args[1] +
-                     "': " + std::strerror(errno));
-  bool show = args[0] == "show";
-  auto v = actors::audit_log::verify(args[1], [&](const pb::AuditRecord& r) {
-    if (show)
-      std::printf("%llu %lld %s %s %llu %s %s %s\n",
-                  (unsigned long long)r.seq(), (long long)r.time_ns(),
-                  pb::AuditKind_Name(r.kind()).c_str(), r.tenant().c_str(),
-                  (unsigned long long)r.work_id(), r.device().c_str(),
-                  r.kernel().c_str(), r.detail().c_str());
-  });
-  if (v.ok) {
-    std::printf("%s: OK, %llu records, chain head %s\n", args[1].c_str(),
-                (unsigned long long)v.good_records,
-                actors::to_hex(v.head).c_str());
-    return exit_ok;
-  }
-  std::printf("%s: BROKEN at record %llu (%s); %llu records before it verify\n",
-              args[1].c_str(), (unsigned long long)v.first_bad,
-              v.reason.c_str(), (unsigned long long)v.good_records);
-  return exit_failed;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -465,11 +466,15 @@ int main(int argc, char** argv) {
   if (cmd == "run")
     return cmd_run(args);
   if (cmd == "audit")
-    return cmd_audit(args);
+    return tools::run_audit(args, stdout);
   if (cmd == "quota")
     return cmd_quota(args);
   if (cmd == "simulate")
     return cmd_simulate(args);
+  if (cmd == "serve")
+    return tools::cmd_serve(args);
+  if (cmd == "admin")
+    return tools::cmd_admin(args);
   if (cmd == "chaos") {
     auto a = parse_args("chaos", args,
                         {"--seed", "--scale", "--repeat", "--audit-dir"},

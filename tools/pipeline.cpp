@@ -141,6 +141,7 @@ struct client_state {
   uint64_t next = 0;
   size_t next_fault = 0;
   std::vector<pb::Fault> faults;
+  std::shared_ptr<std::atomic<bool>> cancel;
 };
 
 chaos::fault fault_of(const pb::Fault& f) {
@@ -168,6 +169,15 @@ template <class Self> void submit_more(Self* self) {
   auto total = st.ended.size();
   auto groups = uint64_t(st.plan.groups.size());
   auto sink = caf::actor_cast<actors::client_sink>(self);
+  if (st.cancel && st.cancel->load()) {
+    // Cancelled: what was submitted ends, nothing more goes out.
+    if (st.open.empty()) {
+      st.shared->report.not_submitted = total - st.next;
+      st.shared->finished.set_value();
+      self->quit();
+    }
+    return;
+  }
   while (st.next < total) {
     auto batch = st.next / groups;
     while (st.next_fault < st.faults.size() &&
@@ -207,8 +217,10 @@ template <class Self> void on_end(Self* self, uint64_t id) {
 caf::behavior client_impl(caf::stateful_actor<client_state>* self,
                           const pb::PipelineSpec* spec, actors::runtime* rt,
                           std::shared_ptr<run_shared> shared, batch_plan plan,
-                          std::map<std::string, uint64_t> cap) {
+                          std::map<std::string, uint64_t> cap,
+                          std::shared_ptr<std::atomic<bool>> cancel) {
   auto& st = self->state;
+  st.cancel = std::move(cancel);
   st.spec = spec;
   st.rt = rt;
   st.shared = std::move(shared);
@@ -287,20 +299,18 @@ pb::RuntimeConfig config_for(const pb::PipelineSpec& spec) {
   return cfg;
 }
 
-caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
-                                            const pb::PipelineSpec& spec,
-                                            const run_options& opts) {
-  pb::RuntimeConfig cfg = config_for(spec);
-  if (!opts.config_path.empty()) {
-    auto loaded = load_config(opts.config_path);
-    if (!loaded)
-      return loaded.error();
-    cfg = std::move(*loaded);
-  }
-  if (!opts.audit_path.empty())
-    cfg.set_audit_path(opts.audit_path);
-  // Check every stage before anything runs.
+namespace {
+
+// A spec's stages grouped into items, checked before anything runs.
+struct checked_plan {
   batch_plan plan;
+  /// The tenant of each item of a batch.
+  std::vector<std::string> tenants;
+};
+
+caf::expected<checked_plan> check_spec(const pb::PipelineSpec& spec) {
+  checked_plan out;
+  auto& plan = out.plan;
   for (int i = 0; i < spec.stage_size(); ++i) {
     auto& st = spec.stage(i);
     auto s = input_sizes(st);
@@ -323,10 +333,9 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
     plan.groups.back().push_back(i);
   }
   // Probe each item of a batch once: check its stages and note its tenant.
-  std::vector<std::string> stage_tenants;
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     auto probe = make_item(spec, g, plan);
-    stage_tenants.push_back(probe.tenant);
+    out.tenants.push_back(probe.tenant);
     if (auto why = validate_item(probe); !why.empty()) {
       std::string names;
       for (auto i : plan.groups[g])
@@ -335,11 +344,16 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
                         "stage " + names + ": " + why);
     }
   }
-  auto rt = actors::runtime::start(sys, cfg);
-  if (!rt)
-    return rt.error();
+  return out;
+}
+
+// Streams the spec's batches through `rt` until every item ended.
+caf::expected<pipeline_report>
+drive(caf::actor_system& sys, actors::runtime& rt, const pb::RuntimeConfig& cfg,
+      const pb::PipelineSpec& spec, checked_plan checked,
+      const run_options& opts) {
   for (auto& f : spec.fault())
-    if (auto err = chaos::check(**rt, fault_of(f)))
+    if (auto err = chaos::check(rt, fault_of(f)))
       return make_error(errc::malformed_pipeline, describe(err));
   // Each tenant's window: the spec's, capped by the tenant's in-flight limit.
   std::map<std::string, uint64_t> cap;
@@ -348,15 +362,16 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
     cap[g.tenant()] = g.max_inflight()
                           ? std::min<uint64_t>(window, g.max_inflight())
                           : window;
-  for (auto& tenant : stage_tenants)
+  for (auto& tenant : checked.tenants)
     cap.emplace(tenant, window); // unknown tenants: their items get rejected
   auto shared = std::make_shared<run_shared>();
   auto& rep = shared->report;
   rep.name = spec.name();
-  rep.items = uint64_t(spec.batches()) * plan.groups.size();
+  rep.items = uint64_t(spec.batches()) * checked.plan.groups.size();
   auto finished = shared->finished.get_future();
   auto start = clock::now();
-  sys.spawn(client_impl, &spec, rt->get(), shared, std::move(plan), cap);
+  sys.spawn(client_impl, &spec, &rt, shared, std::move(checked.plan), cap,
+            opts.cancel);
   bool tty = opts.progress && ::isatty(::fileno(opts.progress));
   int last_decile = 0;
   while (finished.wait_for(std::chrono::milliseconds(100)) !=
@@ -368,12 +383,12 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   rep.seconds = std::chrono::duration<double>(clock::now() - start).count();
   show_progress(opts.progress, tty, rep.items, rep.items, rep.seconds,
                 last_decile);
-  rep.lost = rep.items - shared->ended.load();
-  if (auto s = (*rt)->placement_stats())
+  rep.lost = rep.items - shared->ended.load() - rep.not_submitted;
+  if (auto s = rt.placement_stats())
     rep.placement = std::move(*s);
-  if (auto s = (*rt)->admission_stats())
+  if (auto s = rt.admission_stats())
     rep.admission = std::move(*s);
-  if (auto m = (*rt)->memory_stats()) {
+  if (auto m = rt.memory_stats()) {
     for (auto& s : *m) {
       if (s.capacity == 0)
         continue;
@@ -381,15 +396,53 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
       rep.memory.push_back(std::move(s));
     }
   }
-  rep.audit_path = (*rt)->audit_path();
+  rep.audit_path = rt.audit_path();
+  return rep;
+}
+
+} // namespace
+
+caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
+                                            const pb::PipelineSpec& spec,
+                                            const run_options& opts) {
+  pb::RuntimeConfig cfg = config_for(spec);
+  if (!opts.config_path.empty()) {
+    auto loaded = load_config(opts.config_path);
+    if (!loaded)
+      return loaded.error();
+    cfg = std::move(*loaded);
+  }
+  if (!opts.audit_path.empty())
+    cfg.set_audit_path(opts.audit_path);
+  // Check every stage before anything runs.
+  auto checked = check_spec(spec);
+  if (!checked)
+    return checked.error();
+  auto rt = actors::runtime::start(sys, cfg);
+  if (!rt)
+    return rt.error();
+  auto rep = drive(sys, **rt, cfg, spec, std::move(*checked), opts);
+  if (!rep)
+    return rep.error();
   auto flushed = (*rt)->flush_audit();
   (*rt)->stop();
   if (!flushed) {
-    rep.audit.reason = describe(flushed.error());
+    rep->audit.reason = describe(flushed.error());
   } else {
-    rep.audit = actors::audit_log::verify(rep.audit_path);
+    rep->audit = actors::audit_log::verify(rep->audit_path);
   }
   return rep;
+}
+
+caf::expected<pipeline_report> run_pipeline_on(caf::actor_system& sys,
+                                               actors::runtime& rt,
+                                               const pb::RuntimeConfig& cfg,
+                                               const pb::PipelineSpec& spec,
+                                               const run_options& opts) {
+  auto checked = check_spec(spec);
+  if (!checked)
+    return checked.error();
+  return drive(sys, rt, cfg, spec, std::move(*checked), opts);
 }
 
 void print_report(std::FILE* out, const pipeline_report& r) {

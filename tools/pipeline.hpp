@@ -2,7 +2,9 @@
 // kept apart from the command line so tests can drive it.
 #pragma once
 
+#include <atomic>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/audit_log.hpp"
+#include "actors/runtime.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/memory_stats.hpp"
 #include "messages/stats.hpp"
@@ -25,12 +28,17 @@ struct run_options {
   /// Where progress goes (nullptr = nowhere); a bar if it is a terminal,
   /// otherwise a plain line every 10%.
   std::FILE* progress = nullptr;
+  /// When set (by another thread), no further item is submitted; the run
+  /// ends once those submitted have ended.
+  std::shared_ptr<std::atomic<bool>> cancel;
 };
 
 /// Everything `cohort run` reports at the end.
 struct pipeline_report {
   std::string name;
   uint64_t items = 0;
+  /// Items a cancelled run never submitted (not counted as lost).
+  uint64_t not_submitted = 0;
   uint64_t completed = 0;
   /// Ended with a definitive error after admission.
   uint64_t failed = 0;
@@ -74,6 +82,15 @@ pb::RuntimeConfig config_for(const pb::PipelineSpec& spec);
 caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
                                             const pb::PipelineSpec& spec,
                                             const run_options& opts);
+
+/// Runs `spec`'s batches through `rt`, already running with `cfg` (the
+/// spec's own config is not used), to their end. The runtime keeps running;
+/// the report has no audit verdict. Used by `cohort serve --pipeline`.
+caf::expected<pipeline_report> run_pipeline_on(caf::actor_system& sys,
+                                               actors::runtime& rt,
+                                               const pb::RuntimeConfig& cfg,
+                                               const pb::PipelineSpec& spec,
+                                               const run_options& opts);
 
 /// Prints the closing report.
 void print_report(std::FILE* out, const pipeline_report& r);

@@ -492,6 +492,8 @@ caf::error gpu_device::drain_health_events() {
   }
   for (auto& ev : events) {
     using kind = health::gpu_event::kind;
+    if (ev.what == kind::xid)
+      note_xid(ev.xid);
     bool fatal = ev.what == kind::lost || ev.what == kind::ecc_uncorrectable ||
                  (ev.what == kind::xid && is_device_level_xid(ev.xid));
     if (!fatal) {

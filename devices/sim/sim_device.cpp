@@ -67,6 +67,7 @@ void sim_device::fail_next_allocations(uint32_t n) {
 }
 
 void sim_device::raise_xid(uint32_t xid) {
+  note_xid(xid);
   std::lock_guard<std::mutex> guard{mtx_};
   if (is_device_level_xid(xid)) {
     lost_ = true;

@@ -1,7 +1,10 @@
-// The hash-chained audit log: append, reopen, verify, tamper, truncate.
+// The hash-chained audit log: append, reopen, verify, tamper, truncate,
+// recover torn writes, sync by policy, rotate and prune segments.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "actors/audit_log.hpp"
 #include "messages/errc.hpp"
@@ -97,4 +100,478 @@ TEST_CASE("an unwritable audit path is a clear error", "[actors][audit]") {
   REQUIRE_FALSE(log);
   CHECK(code_of(log.error()) == errc::io_error);
   CHECK_THAT(describe(log.error()), Catch::Contains("/nonexistent-dir/x.log"));
+}
+
+namespace {
+
+// Events with details of different lengths, so records differ in size.
+audit_event event(uint64_t i) {
+  return {audit_kind::completed,
+          i % 3 == 0 ? "a" : "b",
+          i,
+          "sim0",
+          "gemv",
+          std::string(10 + i % 40, char('a' + i % 26)),
+          int64_t(1000 + i)};
+}
+
+void append_events(audit_log& log, uint64_t first, uint64_t n) {
+  for (uint64_t i = first; i < first + n; ++i)
+    REQUIRE_FALSE(log.append(event(i)));
+}
+
+// Byte offset of each record's length prefix in `path` (a single file).
+std::vector<size_t> record_offsets(const std::string& path) {
+  std::vector<size_t> out;
+  size_t off = 0;
+  auto bytes = slurp(path);
+  while (off < bytes.size()) {
+    out.push_back(off);
+    uint32_t len = 0;
+    int shift = 0;
+    uint8_t b = 0;
+    do {
+      b = uint8_t(bytes[off++]);
+      len |= uint32_t(b & 0x7F) << shift;
+      shift += 7;
+    } while (b & 0x80);
+    off += len;
+  }
+  return out;
+}
+
+std::vector<pb::AuditRecord> records_of(const std::string& path) {
+  std::vector<pb::AuditRecord> out;
+  auto v = audit_log::verify(
+      path, [&](const pb::AuditRecord& r) { out.push_back(r); });
+  REQUIRE(v.ok);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("every fsync policy writes a log that verifies", "[actors][audit]") {
+  test::temp_dir dir;
+  struct expectation {
+    audit_fsync policy;
+    // fdatasync calls after 100 records in batches of 8 and one flush.
+    uint64_t fsyncs;
+    uint64_t synced;
+  };
+  for (auto [policy, fsyncs, synced] :
+       {expectation{audit_fsync::every_batch, 13, 100},
+        expectation{audit_fsync::interval, 1, 100},
+        expectation{audit_fsync::on_flush_only, 1, 100},
+        expectation{audit_fsync::never, 0, 0}}) {
+    INFO(to_string(policy));
+    auto path = dir.file(std::string{to_string(policy)} + ".log");
+    audit_options opts;
+    opts.batch = 8;
+    opts.fsync = policy;
+    opts.fsync_interval = std::chrono::hours(1);
+    auto log = audit_log::open(path, opts);
+    REQUIRE(log);
+    append_events(**log, 0, 100);
+    auto before = (*log)->stats();
+    CHECK(before.records_written == 96);
+    CHECK(before.pending == 4);
+    CHECK(before.records_synced ==
+          (policy == audit_fsync::every_batch ? 96 : 0));
+    REQUIRE_FALSE((*log)->flush(true));
+    auto s = (*log)->stats();
+    CHECK(s.records_appended == 100);
+    CHECK(s.records_written == 100);
+    CHECK(s.fsyncs == fsyncs);
+    CHECK(s.records_synced == synced);
+    CHECK(s.bytes_written == slurp(path).size());
+    CHECK(s.write_errors == 0);
+    auto v = audit_log::verify(path);
+    CHECK(v.ok);
+    CHECK(v.good_records == 100);
+  }
+}
+
+TEST_CASE("the interval policy syncs written records when their time is up",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  audit_options opts;
+  opts.batch = 4;
+  opts.fsync = audit_fsync::interval;
+  opts.fsync_interval = std::chrono::milliseconds(5);
+  auto log = audit_log::open(dir.file("a.log"), opts);
+  REQUIRE(log);
+  CHECK_FALSE((*log)->sync_due_in());
+  append_events(**log, 0, 4);
+  auto due = (*log)->sync_due_in();
+  REQUIRE(due);
+  CHECK(*due <= std::chrono::milliseconds(5));
+  CHECK((*log)->stats().records_synced == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK((*log)->sync_due_in() == std::chrono::milliseconds(0));
+  REQUIRE_FALSE((*log)->tick());
+  CHECK((*log)->stats().records_synced == 4);
+  CHECK((*log)->stats().fsyncs == 1);
+  CHECK_FALSE((*log)->sync_due_in());
+}
+
+TEST_CASE("a torn last record is cut off at every byte offset",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  {
+    auto log = audit_log::open(path, 8);
+    REQUIRE(log);
+    append_events(**log, 0, 19);
+    // A detail of 200 bytes: the last record's length prefix has two bytes,
+    // so one cut leaves half a prefix.
+    REQUIRE_FALSE((*log)->append({audit_kind::failed, "a", 19, "sim0", "gemv",
+                                  std::string(200, 'z'), 5000}));
+    REQUIRE_FALSE((*log)->flush(true));
+  }
+  auto whole = slurp(path);
+  auto last = record_offsets(path).back();
+  REQUIRE(uint8_t(whole[last]) >= 0x80);
+  for (size_t cut = last; cut < whole.size(); ++cut) {
+    INFO("cut at byte " << cut << " of " << whole.size());
+    spit(path, whole.substr(0, cut));
+    auto before = audit_log::verify(path);
+    if (cut == last) {
+      // A clean end: nothing to recover.
+      CHECK(before.ok);
+    } else {
+      CHECK_FALSE(before.ok);
+      CHECK(before.torn_tail);
+      CHECK(before.first_bad == 20);
+      CHECK(before.bad_offset == last);
+    }
+    {
+      // No fdatasync: recovery does not depend on it, and 250 reopens with
+      // it take seconds.
+      audit_options opts;
+      opts.fsync = audit_fsync::never;
+      auto log = audit_log::open(path, opts);
+      REQUIRE(log);
+      CHECK((*log)->stats().recoveries == (cut == last ? 0 : 1));
+      CHECK((*log)->records() == (cut == last ? 19 : 20));
+      // The chain continues after the recovery record.
+      REQUIRE_FALSE((*log)->append(event(100)));
+      REQUIRE_FALSE((*log)->flush(true));
+    }
+    auto recs = records_of(path);
+    REQUIRE(recs.size() == (cut == last ? 20 : 21));
+    if (cut != last) {
+      auto& rec = recs[19];
+      CHECK(rec.kind() == pb::RECOVERY);
+      CHECK_THAT(rec.detail(), Catch::Contains("torn write"));
+      CHECK_THAT(rec.detail(),
+                 Catch::Contains("at byte offset " + std::to_string(last)));
+      CHECK_THAT(rec.detail(), Catch::Contains(std::to_string(cut - last) +
+                                               " bytes after seq 19"));
+    }
+    CHECK(recs.back().work_id() == 100);
+  }
+}
+
+TEST_CASE("a zero fill after a crash is cut off", "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  write_events(path, 10);
+  auto whole = slurp(path);
+  auto last = record_offsets(path).back();
+  // A partial record followed by zeros, or zeros alone: what a file system
+  // leaves when the file's size reached the disk before its data.
+  for (auto tail : {whole.substr(last, 7) + std::string(4000, '\0'),
+                    std::string(5, '\0'), std::string(4096, '\0')}) {
+    spit(path, whole.substr(0, last) + tail);
+    auto v = audit_log::verify(path);
+    CHECK_FALSE(v.ok);
+    CHECK(v.torn_tail);
+    auto log = audit_log::open(path, 8);
+    REQUIRE(log);
+    CHECK((*log)->stats().recoveries == 1);
+    CHECK((*log)->records() == 10);
+  }
+}
+
+TEST_CASE("a complete record that fails its check is tampering, not a torn "
+          "write",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  write_events(path, 20);
+  auto whole = slurp(path);
+  auto offs = record_offsets(path);
+  auto last = offs.back();
+  // Every byte of the last record: its length prefix, body and hash.
+  for (size_t at = last; at < whole.size(); ++at) {
+    INFO("flipped byte " << at);
+    auto bytes = whole;
+    bytes[at] = char(bytes[at] ^ 0x01);
+    spit(path, bytes);
+    auto v = audit_log::verify(path);
+    CHECK_FALSE(v.ok);
+    CHECK_FALSE(v.torn_tail);
+    CHECK(v.first_bad == 20);
+    CHECK(v.bad_offset == last);
+    auto log = audit_log::open(path, 8);
+    REQUIRE_FALSE(log);
+    CHECK(code_of(log.error()) == errc::audit_chain_broken);
+    CHECK_THAT(describe(log.error()), Catch::Contains("record seq 20"));
+    CHECK_THAT(describe(log.error()), Catch::Contains(path));
+    CHECK_THAT(describe(log.error()),
+               Catch::Contains("byte offset " + std::to_string(last)));
+    // The evidence stays as it was.
+    CHECK(slurp(path) == bytes);
+  }
+}
+
+TEST_CASE("flipping any byte of a record in the middle names that record",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  {
+    auto log = audit_log::open(path, 16);
+    REQUIRE(log);
+    append_events(**log, 0, 300);
+  }
+  auto whole = slurp(path);
+  auto offs = record_offsets(path);
+  REQUIRE(offs.size() == 300);
+  size_t target = 150; // 0-based: record seq 151
+  for (size_t at = offs[target]; at < offs[target + 1]; ++at) {
+    INFO("flipped byte " << at << ", record starts at " << offs[target]);
+    auto bytes = whole;
+    bytes[at] = char(bytes[at] ^ 0x20);
+    spit(path, bytes);
+    auto v = audit_log::verify(path);
+    CHECK_FALSE(v.ok);
+    CHECK(v.first_bad == target + 1);
+    CHECK(v.bad_index == target + 1);
+    CHECK(v.bad_offset == offs[target]);
+    CHECK(v.bad_file == path);
+    CHECK(v.good_records == target);
+    CHECK_FALSE(v.torn_tail);
+    CHECK_FALSE(audit_log::open(path, 8));
+  }
+}
+
+TEST_CASE("rotation chains segments and the whole set verifies",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  audit_options opts;
+  opts.batch = 8;
+  opts.rotate_bytes = 4096;
+  {
+    auto log = audit_log::open(path, opts);
+    REQUIRE(log);
+    append_events(**log, 0, 400);
+    REQUIRE_FALSE((*log)->flush(true));
+    auto s = (*log)->stats();
+    CHECK(s.rotations >= 5);
+    CHECK(s.segments == s.rotations);
+    CHECK(s.segment == path);
+    CHECK(audit_segments(path).size() == s.rotations);
+    // Every segment passed rotate_bytes at a batch boundary.
+    for (auto& seg : audit_segments(path))
+      CHECK(slurp(seg).size() >= 4096);
+  }
+  auto segs = audit_segments(path);
+  CHECK(segs.front() == path + ".1");
+  std::vector<std::string> files;
+  std::vector<pb::AuditRecord> recs;
+  auto v = audit_log::verify(
+      path, [&](const pb::AuditRecord& r) { recs.push_back(r); },
+      [&](const std::string& f) { files.push_back(f); });
+  REQUIRE(v.ok);
+  CHECK_FALSE(v.mid_chain);
+  CHECK(v.first_seq == 1);
+  CHECK(v.files.size() == segs.size() + 1);
+  CHECK(files.size() == segs.size() + 1);
+  CHECK(files.back() == path);
+  // 400 events and a ROTATED record at the start of each later file.
+  CHECK(v.good_records == 400 + segs.size());
+  for (size_t i = 1; i < v.files.size(); ++i) {
+    auto& first = recs[v.files[i].first_seq - 1];
+    CHECK(first.kind() == pb::ROTATED);
+    CHECK_THAT(first.detail(),
+               Catch::Contains("continues from a.log." + std::to_string(i)));
+    CHECK(v.files[i].first_seq == v.files[i - 1].last_seq + 1);
+  }
+  // Reopening continues the chain in the active file.
+  {
+    auto log = audit_log::open(path, opts);
+    REQUIRE(log);
+    CHECK((*log)->records() == v.last_seq);
+    append_events(**log, 400, 10);
+  }
+  auto again = audit_log::verify(path);
+  CHECK(again.ok);
+  CHECK(again.last_seq >= v.last_seq + 10);
+}
+
+TEST_CASE("a removed or reordered segment breaks the chain",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  audit_options opts;
+  opts.batch = 8;
+  opts.rotate_bytes = 4096;
+  {
+    auto log = audit_log::open(path, opts);
+    REQUIRE(log);
+    append_events(**log, 0, 400);
+  }
+  auto segs = audit_segments(path);
+  REQUIRE(segs.size() >= 4);
+  auto seg2 = slurp(segs[1]);
+  auto seg3 = slurp(segs[2]);
+  SECTION("removed") {
+    std::filesystem::remove(segs[1]);
+    auto v = audit_log::verify(path);
+    CHECK_FALSE(v.ok);
+    CHECK(v.bad_file == segs[2]);
+    CHECK(v.bad_index == 1);
+    CHECK(v.bad_offset == 0);
+    CHECK_THAT(v.reason, Catch::Contains("are missing"));
+    auto log = audit_log::open(path, opts);
+    REQUIRE_FALSE(log);
+    CHECK(code_of(log.error()) == errc::audit_chain_broken);
+  }
+  SECTION("swapped") {
+    spit(segs[1], seg3);
+    spit(segs[2], seg2);
+    auto v = audit_log::verify(path);
+    CHECK_FALSE(v.ok);
+    CHECK(v.bad_file == segs[1]);
+    CHECK_THAT(v.reason, Catch::Contains("sequence number"));
+  }
+  SECTION("its head cut") {
+    // Records removed from the front of the oldest file: a mid-chain start
+    // that is not a segment's start.
+    auto first = slurp(segs[0]);
+    auto offs = record_offsets(segs[0]);
+    spit(segs[0], first.substr(offs[3]));
+    auto v = audit_log::verify(path);
+    CHECK_FALSE(v.ok);
+    CHECK(v.bad_file == segs[0]);
+    CHECK_THAT(v.reason, Catch::Contains("starts mid-chain at seq 4"));
+  }
+  SECTION("a torn segment") {
+    spit(segs[1], seg2.substr(0, seg2.size() - 5));
+    auto v = audit_log::verify(path);
+    CHECK_FALSE(v.ok);
+    CHECK(v.bad_file == segs[1]);
+    // Only the end of the active file may be cut off.
+    CHECK_FALSE(v.torn_tail);
+    CHECK_FALSE(audit_log::open(path, opts));
+  }
+}
+
+TEST_CASE("keep_files prunes the oldest segments; the rest verifies mid-chain",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  audit_options opts;
+  opts.batch = 8;
+  opts.rotate_bytes = 4096;
+  opts.keep_files = 2;
+  uint64_t rotations = 0;
+  {
+    auto log = audit_log::open(path, opts);
+    REQUIRE(log);
+    append_events(**log, 0, 500);
+    REQUIRE_FALSE((*log)->flush(true));
+    rotations = (*log)->stats().rotations;
+    CHECK((*log)->stats().segments == 2);
+  }
+  REQUIRE(rotations > 3);
+  auto segs = audit_segments(path);
+  REQUIRE(segs.size() == 2);
+  // The newest numbers stay; numbers are never reused.
+  CHECK(segs[0] == path + "." + std::to_string(rotations - 1));
+  CHECK(segs[1] == path + "." + std::to_string(rotations));
+  auto v = audit_log::verify(path);
+  REQUIRE(v.ok);
+  CHECK(v.mid_chain);
+  CHECK(v.first_seq > 1);
+  CHECK(v.files.front().path == segs[0]);
+  CHECK(v.last_seq == 500 + rotations);
+  // A pruned log reopens and keeps going.
+  {
+    auto log = audit_log::open(path, opts);
+    REQUIRE(log);
+    append_events(**log, 500, 300);
+  }
+  CHECK(audit_segments(path).size() == 2);
+  CHECK(audit_log::verify(path).ok);
+}
+
+TEST_CASE("a crash between rotating and starting the new file recovers",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  audit_options opts;
+  opts.batch = 8;
+  opts.rotate_bytes = 4096;
+  {
+    auto log = audit_log::open(path, opts);
+    REQUIRE(log);
+    append_events(**log, 0, 100);
+  }
+  auto n = audit_segments(path).size();
+  // The active file renamed, the new one not created yet.
+  std::filesystem::rename(path, path + "." + std::to_string(n + 1));
+  auto v = audit_log::verify(path);
+  CHECK(v.ok);
+  {
+    auto log = audit_log::open(path, opts);
+    REQUIRE(log);
+    CHECK((*log)->records() == v.last_seq + 1);
+  }
+  auto recs = records_of(path);
+  CHECK(recs.back().kind() == pb::ROTATED);
+  CHECK_THAT(recs.back().detail(),
+             Catch::Contains("a.log." + std::to_string(n + 1)));
+}
+
+TEST_CASE("over-long event strings are cut to keep records readable",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  {
+    auto log = audit_log::open(path, 8);
+    REQUIRE(log);
+    REQUIRE_FALSE((*log)->append(
+        {audit_kind::failed, "a", 1, "", "", std::string(3 << 20, 'x'), 0}));
+  }
+  auto recs = records_of(path);
+  REQUIRE(recs.size() == 1);
+  CHECK(recs[0].detail().size() < max_record_bytes);
+  CHECK_THAT(recs[0].detail(), Catch::EndsWith("[cut]"));
+}
+
+TEST_CASE("group commit: a full batch waits for records already coming",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  audit_options opts;
+  opts.batch = 8;
+  auto log = audit_log::open(path, opts);
+  REQUIRE(log);
+  for (uint64_t i = 0; i < 100; ++i)
+    REQUIRE_FALSE((*log)->append(event(i), true));
+  // Nothing written yet: 100 < max_group batches.
+  CHECK((*log)->stats().records_written == 0);
+  CHECK((*log)->pending() == 100);
+  // The burst's last record writes it all, in one write and one fdatasync.
+  REQUIRE_FALSE((*log)->append(event(100)));
+  auto s = (*log)->stats();
+  CHECK(s.records_written == 101);
+  CHECK(s.fsyncs == 1);
+  // The group never grows past max_group batches.
+  for (uint64_t i = 0; i < audit_log::max_group * 8; ++i)
+    REQUIRE_FALSE((*log)->append(event(i), true));
+  CHECK((*log)->stats().records_written == 101 + audit_log::max_group * 8);
+  CHECK(audit_log::verify(path).ok);
 }

@@ -1,0 +1,337 @@
+// cohort serve's HTTP side, in process: every admin API route over real
+// HTTP (bad JSON, unknown device or tenant, missing and wrong token), the
+// metrics exposition, and the `cohort serve` / `cohort admin` programs with
+// a clean stop on SIGTERM.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include <httplib.h>
+
+#include "tests/runtime_fixture.hpp"
+#include "tests/tools/cli_fixture.hpp"
+#include "tools/serve_command.hpp"
+
+using namespace cohort;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string token = "s3cret-admin-token-0123";
+
+struct served : test::actor_fixture {
+  std::unique_ptr<actors::runtime> rt;
+  std::unique_ptr<tools::metrics_exporter> metrics;
+  std::unique_ptr<tools::admin_api> api;
+  std::unique_ptr<tools::http_service> http;
+  int port = 0;
+
+  void start(pb::RuntimeConfig cfg, std::string tok = token) {
+    auto r = actors::runtime::start(sys, cfg);
+    REQUIRE(r);
+    rt = std::move(*r);
+    metrics = std::make_unique<tools::metrics_exporter>(*rt);
+    api = std::make_unique<tools::admin_api>(*rt, std::move(tok), *metrics);
+    http = std::make_unique<tools::http_service>(*api);
+    auto p = http->start("127.0.0.1", 0);
+    REQUIRE(p);
+    port = *p;
+  }
+
+  ~served() {
+    if (http)
+      http->stop();
+    if (rt)
+      rt->stop();
+  }
+
+  httplib::Result get(const std::string& path) {
+    httplib::Client c{"127.0.0.1", port};
+    return c.Get(path.c_str());
+  }
+
+  httplib::Result post(const std::string& path, const std::string& body,
+                       const std::string& auth = "Bearer " + token) {
+    httplib::Client c{"127.0.0.1", port};
+    httplib::Headers h;
+    if (!auth.empty())
+      h.emplace("Authorization", auth);
+    return c.Post(path.c_str(), h, body, "application/json");
+  }
+};
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(served, "the admin API answers every route over HTTP",
+                 "[tools][serve]") {
+  auto cfg = test::make_config(dir, 1, {{"sim0", 1}, {"sim1", 1}});
+  cfg.mutable_tenant(0)->set_max_inflight(32);
+  start(cfg);
+  auto items = std::vector<work_item>{test::gemv_item(1), test::gemv_item(2)};
+  auto e = test::submit_all(sys, *rt, items, [] {});
+  test::check_exactly_once(items, e);
+  SECTION("reads") {
+    auto s = get("/v1/stats");
+    REQUIRE(s);
+    CHECK(s->status == 200);
+    CHECK(s->get_header_value("Content-Type") == "application/json");
+    CHECK(has(s->body, "\"completed\": \"2\""));
+    CHECK(has(s->body, "\"admitted\": \"2\""));
+    auto d = get("/v1/devices");
+    REQUIRE(d);
+    CHECK(d->status == 200);
+    CHECK(has(d->body, "\"name\": \"sim1\""));
+    CHECK(has(d->body, "\"status\": \"available\""));
+    CHECK(has(d->body, "\"simulated\": true"));
+    auto t = get("/v1/tenants");
+    REQUIRE(t);
+    CHECK(t->status == 200);
+    CHECK(has(t->body, "\"tenant\": \"t\""));
+    CHECK(has(t->body, "\"max_inflight\": \"32\""));
+    auto a = get("/v1/alerts");
+    REQUIRE(a);
+    CHECK(a->status == 200);
+    auto h = get("/healthz");
+    REQUIRE(h);
+    CHECK(h->status == 200);
+  }
+  SECTION("metrics in the Prometheus text format") {
+    auto m = get("/metrics");
+    REQUIRE(m);
+    CHECK(m->status == 200);
+    CHECK(has(m->get_header_value("Content-Type"), "text/plain"));
+    auto& b = m->body;
+    CHECK(has(b, "# TYPE DCGM_FI_DEV_GPU_UTIL gauge"));
+    CHECK(
+        has(b, "DCGM_FI_DEV_FB_USED{gpu=\"1\",UUID=\"sim0\",device=\"sim0\""));
+    CHECK(has(b, "# TYPE cohort_work_latency_seconds histogram"));
+    CHECK(has(b, "cohort_work_latency_seconds_bucket{kernel=\"gemv\""));
+    CHECK(has(b, "le=\"+Inf\"} "));
+    CHECK(has(b, "cohort_items_completed_total 2"));
+    CHECK(has(b, "cohort_tenant_inflight_limit{tenant=\"t\"} 32"));
+    CHECK(has(b, "cohort_circuit_state{device=\"sim0\"} 0"));
+    CHECK(
+        has(b, "cohort_device_status{device=\"sim0\",status=\"available\"} 1"));
+    CHECK(has(b, "cohort_audit_records_total "));
+    CHECK(has(b, "cohort_queue_depth{device=\"cpu0\"} 0"));
+    // CPU workers are not GPUs: no dcgm series for them.
+    CHECK_FALSE(has(b, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""));
+  }
+  SECTION("operators drain, offline and online a device with the token") {
+    auto r = post("/v1/devices/sim0/drain", "");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    auto d = get("/v1/devices");
+    REQUIRE(d);
+    CHECK(has(d->body, "\"status\": \"draining\""));
+    r = post("/v1/devices/sim1/offline", "");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    r = post("/v1/devices/sim1/drain", "");
+    REQUIRE(r);
+    CHECK(r->status == 409);
+    CHECK(has(r->body, "\"error\": \"invalid_transition\""));
+    r = post("/v1/devices/sim1/online", "");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    REQUIRE(rt->flush_audit());
+    std::ifstream in{rt->audit_path(), std::ios::binary};
+    std::string log{std::istreambuf_iterator<char>{in}, {}};
+    CHECK(has(log, "admin API (127.0.0.1:"));
+    CHECK(has(log, "): drain sim0: ok"));
+    CHECK(has(log, "): offline sim1: ok"));
+  }
+  SECTION("a tenant's quota changes at run time") {
+    auto r = post("/v1/tenants/t/quota",
+                  R"({"max_inflight": 7, "memory_quota_bytes": "1048576"})");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(has(r->body, "\"max_inflight\": \"7\""));
+    auto h = rt->headroom("t");
+    REQUIRE(h);
+    CHECK(h->tenants.at(0).max_inflight == 7);
+    CHECK(h->tenants.at(0).memory_quota == 1048576);
+    // A quota no device could hold is refused and changes nothing.
+    r = post("/v1/tenants/t/quota",
+             R"({"memory_quota_bytes": "1099511627776000"})");
+    REQUIRE(r);
+    CHECK(r->status == 422);
+    h = rt->headroom("t");
+    REQUIRE(h);
+    CHECK(h->tenants.at(0).memory_quota == 1048576);
+  }
+  SECTION("a dry run through the API") {
+    auto r = post("/v1/simulate",
+                  R"({"name": "p", "step": [{"tenant": "t", "device": "sim0",
+                      "bytes": "1024", "label": "a"}]})",
+                  "");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(has(r->body, "\"ok\": true"));
+  }
+  SECTION("bad requests get clear 4xx answers") {
+    auto r = post("/v1/tenants/t/quota", "{\"max_inflight\": 7");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(has(r->body, "\"error\": \"bad_request\""));
+    r = post("/v1/tenants/t/quota", "{\"max_inflights\": 7}");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    r = post("/v1/tenants/nobody/quota", "{\"max_inflight\": 7}");
+    REQUIRE(r);
+    CHECK(r->status == 404);
+    CHECK(has(r->body, "unknown_tenant"));
+    r = post("/v1/devices/nope/offline", "");
+    REQUIRE(r);
+    CHECK(r->status == 404);
+    CHECK(has(r->body, "unknown_device"));
+    r = post("/v1/devices/sim0/explode", "");
+    REQUIRE(r);
+    CHECK(r->status == 404);
+    r = post("/v1/simulate", "not json", "");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    auto g = get("/v1/devices/sim0/drain");
+    REQUIRE(g);
+    CHECK(g->status == 405);
+    g = get("/v2/stats");
+    REQUIRE(g);
+    CHECK(g->status == 404);
+  }
+  SECTION("mutating calls need the right token") {
+    auto r = post("/v1/devices/sim0/drain", "", "");
+    REQUIRE(r);
+    CHECK(r->status == 401);
+    CHECK(r->get_header_value("WWW-Authenticate") == "Bearer realm=\"cohort\"");
+    r = post("/v1/devices/sim0/drain", "", "Bearer " + token + "x");
+    REQUIRE(r);
+    CHECK(r->status == 403);
+    r = post("/v1/devices/sim0/drain", "", "Basic " + token);
+    REQUIRE(r);
+    CHECK(r->status == 403);
+    r = post("/v1/tenants/t/quota", "{\"max_inflight\": 1}", "Bearer nope");
+    REQUIRE(r);
+    CHECK(r->status == 403);
+    // Nothing changed.
+    auto s = rt->placement_stats();
+    REQUIRE(s);
+    CHECK(s->devices[1].status == device_status::available);
+    auto h = rt->headroom("t");
+    REQUIRE(h);
+    CHECK(h->tenants.at(0).max_inflight == 32);
+  }
+}
+
+TEST_CASE_METHOD(served, "a node without a token refuses every mutating call",
+                 "[tools][serve]") {
+  start(test::make_config(dir, 1, {{"sim0", 1}}), "");
+  auto r = post("/v1/devices/sim0/drain", "", "Bearer anything");
+  REQUIRE(r);
+  CHECK(r->status == 403);
+  CHECK(has(r->body, "no admin token"));
+  auto g = get("/v1/stats");
+  REQUIRE(g);
+  CHECK(g->status == 200);
+}
+
+TEST_CASE("tokens are compared whole", "[tools][serve]") {
+  CHECK(tools::token_matches("abc", "abc"));
+  CHECK_FALSE(tools::token_matches("abc", "abd"));
+  CHECK_FALSE(tools::token_matches("ab", "abc"));
+  CHECK_FALSE(tools::token_matches("", "abc"));
+}
+
+TEST_CASE("cohort serve runs a workload, is steered by cohort admin and stops "
+          "cleanly on SIGTERM",
+          "[tools][serve]") {
+  test::temp_dir dir;
+  auto tok = test::write(dir, "token", token + "\n");
+  auto log = dir.file("serve.log");
+  auto out = dir.file("serve.out");
+  std::string cmd = std::string{COHORT_BINARY} +
+                    " serve --listen 127.0.0.1:0 --token-file " + tok +
+                    " --audit " + dir.file("audit.log") + " --pipeline " +
+                    COHORT_SOURCE_DIR + "/examples/pipelines/demo.textproto" +
+                    " > " + out + " 2>&1 & echo $!";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  int pid = 0;
+  REQUIRE(std::fscanf(p, "%d", &pid) == 1);
+  ::pclose(p);
+  auto read_out = [&] {
+    std::ifstream in{out};
+    return std::string{std::istreambuf_iterator<char>{in}, {}};
+  };
+  int port = 0;
+  for (int i = 0; i < 300 && port == 0; ++i) {
+    auto text = read_out();
+    auto at = text.find("http://127.0.0.1:");
+    if (at != std::string::npos)
+      port = std::atoi(text.c_str() + at + 17);
+    else
+      std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(port > 0);
+  auto url = " --url http://127.0.0.1:" + std::to_string(port);
+  auto devices = test::cohort_cli("admin" + url + " devices");
+  CHECK(devices.status == 0);
+  CHECK(has(devices.output, "\"name\": \"sim0\""));
+  auto drain =
+      test::cohort_cli("admin" + url + " --token-file " + tok + " drain sim2");
+  CHECK(drain.status == 0);
+  auto refused = test::cohort_cli("admin" + url + " drain sim2");
+  CHECK(refused.status == 1);
+  CHECK(has(refused.output, "unauthorized"));
+  auto quota = test::cohort_cli("admin" + url + " --token-file " + tok +
+                                " quota analytics --max-inflight 8 "
+                                "--memory-quota 512M");
+  CHECK(quota.status == 0);
+  CHECK(has(quota.output, "\"memory_quota_bytes\": \"536870912\""));
+  auto bad =
+      test::cohort_cli("admin" + url + " quota analytics --max-inflight x");
+  CHECK(bad.status == 2);
+  // Let the workload run a little, then stop the node.
+  std::this_thread::sleep_for(500ms);
+  REQUIRE(::kill(pid, SIGTERM) == 0);
+  std::string text;
+  for (int i = 0; i < 1500; ++i) {
+    text = read_out();
+    if (has(text, "cohort serve: stopped"))
+      break;
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(has(text, "stopping (Terminated)"));
+  INFO(text);
+  REQUIRE(has(text, "cohort serve: stopped"));
+  CHECK(has(text, "audit log"));
+  CHECK(has(text, ": verified,"));
+  // Every admitted item ended: the counts agree.
+  auto at = text.find("stopped; ");
+  unsigned long long admitted = 0, ended = 0;
+  REQUIRE(std::sscanf(text.c_str() + at,
+                      "stopped; %llu items admitted, %llu ended", &admitted,
+                      &ended) == 2);
+  CHECK(admitted > 0);
+  CHECK(admitted == ended);
+  auto unreachable = test::cohort_cli(
+      "admin --url http://127.0.0.1:" + std::to_string(port) + " stats");
+  CHECK(unreachable.status == 1);
+}
+
+TEST_CASE("cohort serve refuses bad options", "[tools][serve]") {
+  auto r = test::cohort_cli("serve --listen nowhere");
+  CHECK(r.status == 2);
+  CHECK(has(r.output, "HOST:PORT"));
+  r = test::cohort_cli("serve --listen 127.0.0.1:99999");
+  CHECK(r.status == 2);
+  r = test::cohort_cli("serve --token-file /nonexistent/token");
+  CHECK(r.status == 2);
+  r = test::cohort_cli("serve --bogus 1");
+  CHECK(r.status == 2);
+}

@@ -1,0 +1,411 @@
+#include "tools/admin_api.hpp"
+
+#include <google/protobuf/util/json_util.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include "messages/admin.pb.h"
+#include "messages/convert.hpp"
+#include "messages/errc.hpp"
+
+namespace cohort::tools {
+
+namespace {
+
+http_reply json(int status, const google::protobuf::Message& msg) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = true;
+  opts.always_print_primitive_fields = true;
+  opts.preserve_proto_field_names = true;
+  http_reply r;
+  r.status = status;
+  if (!google::protobuf::util::MessageToJsonString(msg, &r.body, opts).ok()) {
+    r.status = 500;
+    r.body = "{\"error\": \"internal\", \"message\": \"cannot encode\"}\n";
+  }
+  return r;
+}
+
+http_reply error(int status, std::string code, std::string message) {
+  pb::ErrorReply e;
+  e.set_error(std::move(code));
+  e.set_message(std::move(message));
+  return json(status, e);
+}
+
+// The status for a runtime error.
+http_reply error(const caf::error& err) {
+  auto code = code_of(err);
+  int status = 500;
+  switch (code) {
+  case errc::unknown_device:
+  case errc::unknown_tenant:
+    status = 404;
+    break;
+  case errc::invalid_transition:
+    status = 409;
+    break;
+  case errc::malformed_config:
+  case errc::invalid_arguments:
+    status = 422;
+    break;
+  case errc::shutting_down:
+    status = 503;
+    break;
+  default:
+    break;
+  }
+  return error(status, to_string(code), describe(err));
+}
+
+template <class Message>
+bool parse(const std::string& body, Message& out, http_reply& bad) {
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = false;
+  auto st = google::protobuf::util::JsonStringToMessage(
+      body.empty() ? "{}" : body, &out, opts);
+  if (st.ok())
+    return true;
+  bad = error(400, "bad_request",
+              "the body is not a valid " + out.GetTypeName() +
+                  " in JSON: " + std::string{st.message()});
+  return false;
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  auto end = path.find('?');
+  if (end == std::string::npos)
+    end = path.size();
+  while (i < end) {
+    auto j = path.find('/', i);
+    if (j == std::string::npos || j > end)
+      j = end;
+    if (j > i)
+      out.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+pb::DeviceList device_list(actors::runtime& rt, const balancer_stats& st,
+                           const std::vector<memory_snapshot>& mem) {
+  pb::DeviceList out;
+  auto xids = rt.xid_errors();
+  auto& infos = rt.devices();
+  for (size_t i = 0; i < infos.size(); ++i) {
+    auto& d = infos[i];
+    auto* v = out.add_devices();
+    v->set_index(uint32_t(i));
+    v->set_name(d.name);
+    v->set_kind(to_string(d.kind));
+    v->set_simulated(d.simulated);
+    v->set_model(d.model);
+    v->set_streams(d.streams);
+    v->set_numa_node(d.numa_node);
+    if (i < st.devices.size()) {
+      auto& s = st.devices[i];
+      v->set_status(to_string(s.status));
+      v->set_circuit(to_string(s.circuit));
+      v->set_circuit_opens(s.circuit_opens);
+      v->set_completed(s.completed);
+      v->set_failed_placements(s.failed_placements);
+      v->set_queued(s.queued);
+      v->set_busy_seconds(double(s.busy_ns) / 1e9);
+      v->set_losses(s.losses);
+      v->set_restarts(s.restarts);
+    }
+    if (i < mem.size()) {
+      v->set_memory_capacity_bytes(mem[i].capacity);
+      v->set_memory_limit_bytes(mem[i].limit);
+      v->set_memory_used_bytes(mem[i].used);
+      v->set_memory_held_bytes(mem[i].held);
+    }
+    if (i < xids.size()) {
+      v->set_xid_errors(xids[i].first);
+      v->set_last_xid(xids[i].second);
+    }
+  }
+  return out;
+}
+
+void fill_tenant(pb::TenantView& v, const tenant_headroom& t,
+                 const balancer_stats& st) {
+  v.set_tenant(t.tenant);
+  v.set_inflight(t.inflight);
+  v.set_max_inflight(t.max_inflight);
+  v.set_waiting(t.waiting);
+  v.set_memory_bytes(t.memory);
+  v.set_memory_quota_bytes(t.memory_quota);
+  v.set_cpu_workers(t.cpu_workers);
+  for (auto& d : t.devices) {
+    auto* dv = v.add_devices();
+    dv->set_device(d.device);
+    dv->set_used_bytes(d.used);
+    dv->set_quota_bytes(d.quota);
+    dv->set_reserved_bytes(d.reserved);
+    dv->set_headroom_bytes(d.headroom);
+  }
+  if (auto i = st.fallback_by_tenant.find(t.tenant);
+      i != st.fallback_by_tenant.end()) {
+    v.set_fallbacks(i->second.items);
+    v.set_fallbacks_over_budget(i->second.over_budget);
+  }
+}
+
+void fill_alert(pb::AlertView& v, const cohort::alert& a) {
+  v.set_name(a.name);
+  v.set_subject(a.subject);
+  v.set_severity(a.severity);
+  v.set_since_ns(a.since_ns);
+  v.set_detail(a.detail);
+}
+
+} // namespace
+
+bool token_matches(const std::string& presented, const std::string& expected) {
+  unsigned char a[SHA256_DIGEST_LENGTH];
+  unsigned char b[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(presented.data()),
+         presented.size(), a);
+  SHA256(reinterpret_cast<const unsigned char*>(expected.data()),
+         expected.size(), b);
+  return CRYPTO_memcmp(a, b, sizeof a) == 0;
+}
+
+admin_api::admin_api(actors::runtime& rt, std::string token,
+                     metrics_exporter& metrics)
+    : rt_(rt), token_(std::move(token)), metrics_(metrics) {
+  // nop
+}
+
+http_reply admin_api::handle(const std::string& method, const std::string& path,
+                             const std::string& authorization,
+                             const std::string& body, const std::string& peer) {
+  std::string route_name = "unknown";
+  auto r = route(method, path, authorization, body, peer, route_name);
+  metrics_.count_request(route_name, r.status);
+  return r;
+}
+
+http_reply admin_api::route(const std::string& method, const std::string& path,
+                            const std::string& authorization,
+                            const std::string& body, const std::string& peer,
+                            std::string& route_name) {
+  auto parts = split_path(path);
+  auto is = [&](std::initializer_list<const char*> want) {
+    if (parts.size() != want.size())
+      return false;
+    size_t i = 0;
+    for (auto w : want) {
+      if (std::string{w} != "*" && parts[i] != w)
+        return false;
+      ++i;
+    }
+    return true;
+  };
+  auto only = [&](const char* m) -> std::optional<http_reply> {
+    if (method == m)
+      return std::nullopt;
+    auto r = error(405, "method_not_allowed",
+                   route_name + " takes " + m + ", not " + method);
+    return r;
+  };
+  // Mutating calls: the token, compared in constant time.
+  auto authorize = [&]() -> std::optional<http_reply> {
+    if (token_.empty())
+      return error(403, "forbidden",
+                   "mutating calls are disabled: this node has no admin "
+                   "token (cohort serve --token-file FILE or "
+                   "COHORT_ADMIN_TOKEN)");
+    static const std::string bearer = "Bearer ";
+    if (authorization.empty())
+      return error(401, "unauthorized",
+                   "this call needs 'Authorization: Bearer TOKEN'");
+    if (authorization.compare(0, bearer.size(), bearer) != 0 ||
+        !token_matches(authorization.substr(bearer.size()), token_))
+      return error(403, "forbidden", "the admin token is wrong");
+    return std::nullopt;
+  };
+  if (is({"metrics"})) {
+    route_name = "/metrics";
+    if (auto r = only("GET"))
+      return *r;
+    auto text = metrics_.scrape();
+    if (!text)
+      return error(text.error());
+    http_reply r;
+    r.body = std::move(*text);
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return r;
+  }
+  if (is({"healthz"})) {
+    route_name = "/healthz";
+    if (auto r = only("GET"))
+      return *r;
+    pb::AdminReply ok;
+    ok.set_ok(true);
+    ok.set_message("serving");
+    return json(200, ok);
+  }
+  if (parts.empty() || parts[0] != "v1")
+    return error(404, "not_found", "no route " + method + " " + path);
+  if (is({"v1", "stats"})) {
+    route_name = "/v1/stats";
+    if (auto r = only("GET"))
+      return *r;
+    auto st = rt_.placement_stats();
+    if (!st)
+      return error(st.error());
+    pb::StatsView v;
+    v.set_admitted(st->admission.admitted);
+    v.set_rejected(st->admission.rejected);
+    for (auto& [k, n] : st->admission.rejected_by_reason)
+      (*v.mutable_rejected_by_reason())[k] = n;
+    v.set_completed(st->completed);
+    v.set_failed(st->failed);
+    v.set_retries(st->retries);
+    v.set_fallbacks(st->fallbacks);
+    for (auto& [k, n] : st->fallbacks_by_reason)
+      (*v.mutable_fallbacks_by_reason())[k] = n;
+    v.set_outstanding(st->outstanding);
+    v.set_duplicates_dropped(st->duplicates_dropped);
+    v.set_devices(uint32_t(st->devices.size()));
+    v.set_tenants(uint32_t(st->admission.inflight.size()));
+    if (auto a = rt_.audit_stats())
+      v.set_audit_records(a->records_appended);
+    if (auto alerts = rt_.alerts())
+      for (auto& a : *alerts)
+        fill_alert(*v.add_alerts(), a);
+    return json(200, v);
+  }
+  if (is({"v1", "alerts"})) {
+    route_name = "/v1/alerts";
+    if (auto r = only("GET"))
+      return *r;
+    auto alerts = rt_.alerts();
+    if (!alerts)
+      return error(alerts.error());
+    pb::AlertList out;
+    for (auto& a : *alerts)
+      fill_alert(*out.add_alerts(), a);
+    return json(200, out);
+  }
+  if (is({"v1", "devices"})) {
+    route_name = "/v1/devices";
+    if (auto r = only("GET"))
+      return *r;
+    auto st = rt_.placement_stats();
+    if (!st)
+      return error(st.error());
+    auto mem = rt_.memory_stats();
+    if (!mem)
+      return error(mem.error());
+    return json(200, device_list(rt_, *st, *mem));
+  }
+  if (is({"v1", "tenants"})) {
+    route_name = "/v1/tenants";
+    if (auto r = only("GET"))
+      return *r;
+    auto h = rt_.headroom();
+    if (!h)
+      return error(h.error());
+    auto st = rt_.placement_stats();
+    if (!st)
+      return error(st.error());
+    pb::TenantList out;
+    for (auto& t : h->tenants)
+      fill_tenant(*out.add_tenants(), t, *st);
+    return json(200, out);
+  }
+  if (is({"v1", "simulate"})) {
+    route_name = "/v1/simulate";
+    if (auto r = only("POST"))
+      return *r;
+    pb::AllocationPlan plan;
+    http_reply bad;
+    if (!parse(body, plan, bad))
+      return bad;
+    auto rep = rt_.simulate(from_proto(plan));
+    if (!rep)
+      return error(rep.error());
+    pb::SimulationReply out;
+    out.set_ok(rep->ok());
+    for (auto& s : rep->steps) {
+      auto* v = out.add_steps();
+      v->set_ok(s.ok);
+      v->set_code(s.code);
+      v->set_detail(s.detail);
+      v->set_soft(s.soft);
+    }
+    for (auto& d : rep->devices) {
+      auto* v = out.add_devices();
+      v->set_name(d.name);
+      v->set_limit_bytes(d.limit);
+      v->set_used_bytes(d.used);
+      v->set_peak_used_bytes(d.peak_used);
+      v->set_fragmentation(d.fragmentation);
+    }
+    for (auto& [tenant, peak] : rep->tenant_peaks)
+      (*out.mutable_tenant_peaks())[tenant] = peak;
+    return json(200, out);
+  }
+  if (is({"v1", "devices", "*", "*"})) {
+    auto& name = parts[2];
+    auto& action = parts[3];
+    route_name = "/v1/devices/:name/" + action;
+    if (action != "drain" && action != "offline" && action != "online") {
+      route_name = "unknown";
+      return error(404, "not_found",
+                   "no device action '" + action +
+                       "' (drain, offline or online)");
+    }
+    if (auto r = only("POST"))
+      return *r;
+    if (auto r = authorize())
+      return *r;
+    caf::error err = action == "drain"     ? rt_.drain(name)
+                     : action == "offline" ? rt_.set_offline(name)
+                                           : rt_.set_online(name);
+    rt_.audit_admin("admin API (" + peer + "): " + action + " " + name + ": " +
+                    (err ? describe(err) : std::string{"ok"}));
+    if (err)
+      return error(err);
+    pb::AdminReply ok;
+    ok.set_ok(true);
+    ok.set_message(action + " " + name);
+    return json(200, ok);
+  }
+  if (is({"v1", "tenants", "*", "quota"})) {
+    route_name = "/v1/tenants/:name/quota";
+    if (auto r = only("POST"))
+      return *r;
+    if (auto r = authorize())
+      return *r;
+    auto& name = parts[2];
+    pb::TenantLimits limits;
+    http_reply bad;
+    if (!parse(body, limits, bad))
+      return bad;
+    std::string text;
+    google::protobuf::util::JsonPrintOptions names;
+    names.preserve_proto_field_names = true;
+    google::protobuf::util::MessageToJsonString(limits, &text, names);
+    auto err = rt_.set_tenant_limits(name, limits);
+    rt_.audit_admin("admin API (" + peer + "): quota " + name + " " + text +
+                    ": " + (err ? describe(err) : std::string{"ok"}));
+    if (err)
+      return error(err);
+    pb::QuotaReply out;
+    out.set_ok(true);
+    auto h = rt_.headroom(name);
+    auto st = rt_.placement_stats();
+    if (h && st && !h->tenants.empty())
+      fill_tenant(*out.mutable_tenant(), h->tenants.front(), *st);
+    return json(200, out);
+  }
+  return error(404, "not_found", "no route " + method + " " + path);
+}
+
+} // namespace cohort::tools

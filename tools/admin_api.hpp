@@ -1,0 +1,48 @@
+// The admin API of `cohort serve`, apart from HTTP: a request (method, path,
+// Authorization header, body) in, a status and a JSON body out. Bodies are
+// the `cohort.pb` admin messages in protobuf's JSON mapping (snake_case field
+// names). docs/admin-api.md lists every route.
+#pragma once
+
+#include <string>
+
+#include "actors/runtime.hpp"
+#include "tools/metrics.hpp"
+
+namespace cohort::tools {
+
+/// One answer.
+struct http_reply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+/// Thread-safe: any HTTP worker thread may call `handle`.
+class admin_api {
+public:
+  /// Mutating calls need `Authorization: Bearer TOKEN`; with an empty
+  /// `token` they are refused (403).
+  admin_api(actors::runtime& rt, std::string token, metrics_exporter& metrics);
+
+  /// `peer` (the client's address) goes into the audit record of a
+  /// mutating call.
+  http_reply handle(const std::string& method, const std::string& path,
+                    const std::string& authorization, const std::string& body,
+                    const std::string& peer = "local");
+
+private:
+  http_reply route(const std::string& method, const std::string& path,
+                   const std::string& authorization, const std::string& body,
+                   const std::string& peer, std::string& route_name);
+
+  actors::runtime& rt_;
+  std::string token_;
+  metrics_exporter& metrics_;
+};
+
+/// True when `presented` equals `expected`, in time that depends on
+/// neither (both are hashed, then compared with CRYPTO_memcmp).
+bool token_matches(const std::string& presented, const std::string& expected);
+
+} // namespace cohort::tools

@@ -1,0 +1,407 @@
+#include "tools/audit_command.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <unistd.h>
+
+#include <caf/message.hpp>
+
+#include "actors/audit_log.hpp"
+#include "messages/errc.hpp"
+
+namespace cohort::tools {
+
+namespace {
+
+constexpr int exit_ok = 0;
+constexpr int exit_failed = 1;
+constexpr int exit_bad_input = 2;
+
+const char* usage =
+    "usage: cohort audit verify PATH\n"
+    "       cohort audit show PATH\n"
+    "       cohort audit query PATH [--tenant T] [--work-id N] [--device D]\n"
+    "                               [--kind K] [--since TIME] [--until TIME]"
+    " [--json]";
+
+int bad_input(const std::string& msg) {
+  std::fprintf(stderr, "cohort: audit: %s\n", msg.c_str());
+  return exit_bad_input;
+}
+
+caf::error bad_argument(const std::string& msg) {
+  return make_error(errc::invalid_arguments, msg);
+}
+
+// The human-readable part of an error of ours.
+std::string detail(const caf::error& err) {
+  auto& ctx = err.context();
+  return ctx.match_elements<std::string>() ? ctx.get_as<std::string>(0)
+                                           : describe(err);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+        out += buf;
+      } else {
+        out += char(c);
+      }
+    }
+  }
+  return out + "\"";
+}
+
+std::string or_dash(const std::string& s) {
+  return s.empty() ? "-" : s;
+}
+
+using ull = unsigned long long;
+
+// The file name of `path`, for output that names segments.
+std::string base(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Where the first bad record is, for humans.
+std::string where_bad(const actors::audit_verdict& v) {
+  auto out = "record seq " + std::to_string(v.first_bad) + " in " + v.bad_file +
+             " (record " + std::to_string(v.bad_index) +
+             " of the file, byte offset " + std::to_string(v.bad_offset) +
+             "): " + v.reason;
+  if (v.torn_tail)
+    out += " [a torn write at the end of the log: the writer crashed or is "
+           "writing now; opening the log for writing cuts it off]";
+  return out;
+}
+
+void print_mid_chain(std::FILE* out, const std::string& path,
+                     const actors::audit_verdict& v) {
+  if (v.mid_chain)
+    std::fprintf(out,
+                 "%s: starts mid-chain at seq %llu (older segments were "
+                 "pruned): its first record links to a hash that is not on "
+                 "disk\n",
+                 path.c_str(), ull(v.first_seq));
+}
+
+void print_verdict(std::FILE* out, const std::string& path,
+                   const actors::audit_verdict& v) {
+  if (v.ok)
+    std::fprintf(out,
+                 "%s: OK, %llu records in %zu file(s) (seq %llu..%llu), "
+                 "chain head %s\n",
+                 path.c_str(), ull(v.good_records), v.files.size(),
+                 ull(v.first_seq), ull(v.last_seq),
+                 actors::to_hex(v.head).c_str());
+  else
+    std::fprintf(out, "%s: BROKEN at %s; %llu records before it verify\n",
+                 path.c_str(), where_bad(v).c_str(), ull(v.good_records));
+}
+
+void print_json_verdict(std::FILE* out, const actors::audit_verdict& v,
+                        uint64_t matched) {
+  std::fprintf(out,
+               "{\"chain\":{\"ok\":%s,\"records\":%llu,\"files\":%zu,"
+               "\"first_seq\":%llu,\"last_seq\":%llu,\"mid_chain\":%s,"
+               "\"head\":\"%s\"",
+               v.ok ? "true" : "false", ull(v.good_records), v.files.size(),
+               ull(v.first_seq), ull(v.last_seq),
+               v.mid_chain ? "true" : "false", actors::to_hex(v.head).c_str());
+  if (!v.ok)
+    std::fprintf(out,
+                 ",\"first_bad\":{\"seq\":%llu,\"file\":%s,\"offset\":%llu,"
+                 "\"index\":%llu,\"reason\":%s,\"torn_tail\":%s}",
+                 ull(v.first_bad), json_string(v.bad_file).c_str(),
+                 ull(v.bad_offset), ull(v.bad_index),
+                 json_string(v.reason).c_str(), v.torn_tail ? "true" : "false");
+  std::fprintf(out, "},\"matched\":%llu}\n", ull(matched));
+}
+
+// The log exists: its active file or at least one segment.
+bool log_exists(const std::string& path) {
+  return ::access(path.c_str(), F_OK) == 0 ||
+         !actors::audit_segments(path).empty();
+}
+
+int cmd_verify(const std::string& path, std::FILE* out) {
+  auto v = actors::audit_log::verify(path);
+  for (auto& f : v.files) {
+    if (f.records > 0)
+      std::fprintf(out, "  %s: seq %llu..%llu, %llu records, %llu bytes\n",
+                   f.path.c_str(), ull(f.first_seq), ull(f.last_seq),
+                   ull(f.records), ull(f.bytes));
+    else
+      std::fprintf(out, "  %s: no records that verify, %llu bytes\n",
+                   f.path.c_str(), ull(f.bytes));
+  }
+  print_mid_chain(out, path, v);
+  print_verdict(out, path, v);
+  return v.ok ? exit_ok : exit_failed;
+}
+
+int cmd_show(const std::string& path, std::FILE* out) {
+  auto v = actors::audit_log::verify(path, [&](const pb::AuditRecord& r) {
+    std::fprintf(out, "%llu %lld %s %s %llu %s %s %s\n", ull(r.seq()),
+                 (long long)r.time_ns(), pb::AuditKind_Name(r.kind()).c_str(),
+                 r.tenant().c_str(), ull(r.work_id()), r.device().c_str(),
+                 r.kernel().c_str(), r.detail().c_str());
+  });
+  print_mid_chain(out, path, v);
+  print_verdict(out, path, v);
+  return v.ok ? exit_ok : exit_failed;
+}
+
+caf::expected<audit_query>
+query_of(const std::map<std::string, std::string>& values) {
+  audit_query q;
+  for (auto& [k, v] : values) {
+    if (k == "--tenant") {
+      q.tenant = v;
+    } else if (k == "--device") {
+      q.device = v;
+    } else if (k == "--work-id") {
+      char* end = nullptr;
+      errno = 0;
+      auto n = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0])) ||
+          *end != '\0' || errno != 0)
+        return bad_argument("--work-id needs a non-negative integer, got '" +
+                            v + "'");
+      q.work_id = n;
+    } else if (k == "--kind") {
+      auto kind = parse_kind(v);
+      if (!kind)
+        return kind.error();
+      q.kind = *kind;
+    } else {
+      auto t = parse_time(v);
+      if (!t)
+        return bad_argument(k + ": " + detail(t.error()));
+      (k == "--since" ? q.since : q.until) = *t;
+    }
+  }
+  if (q.since && q.until && *q.since >= *q.until)
+    return bad_argument("--since must be before --until");
+  return q;
+}
+
+int cmd_query(const std::string& path, const audit_query& q, bool json,
+              std::FILE* out) {
+  uint64_t matched = 0;
+  std::string file;
+  if (!json)
+    std::fprintf(out, "%-8s %-30s %-12s %-12s %8s %-8s %-12s %s\n", "seq",
+                 "time (UTC)", "kind", "tenant", "work", "device", "kernel",
+                 "detail");
+  auto v = actors::audit_log::verify(
+      path,
+      [&](const pb::AuditRecord& r) {
+        if (!q.matches(r))
+          return;
+        ++matched;
+        if (json) {
+          std::fprintf(
+              out,
+              "{\"seq\":%llu,\"time_ns\":%lld,\"time\":\"%s\",\"kind\":\"%s\","
+              "\"tenant\":%s,\"work_id\":%llu,\"device\":%s,\"kernel\":%s,"
+              "\"detail\":%s,\"file\":%s}\n",
+              ull(r.seq()), (long long)r.time_ns(),
+              iso_time(r.time_ns()).c_str(),
+              pb::AuditKind_Name(r.kind()).c_str(),
+              json_string(r.tenant()).c_str(), ull(r.work_id()),
+              json_string(r.device()).c_str(), json_string(r.kernel()).c_str(),
+              json_string(r.detail()).c_str(), json_string(base(file)).c_str());
+        } else {
+          std::fprintf(out, "%-8llu %-30s %-12s %-12s %8llu %-8s %-12s %s\n",
+                       ull(r.seq()), iso_time(r.time_ns()).c_str(),
+                       pb::AuditKind_Name(r.kind()).c_str(),
+                       or_dash(r.tenant()).c_str(), ull(r.work_id()),
+                       or_dash(r.device()).c_str(), or_dash(r.kernel()).c_str(),
+                       r.detail().c_str());
+        }
+      },
+      [&](const std::string& f) { file = f; });
+  if (json) {
+    print_json_verdict(out, v, matched);
+  } else {
+    std::fprintf(out,
+                 "\n%llu of %llu records matched%s; the chain was "
+                 "verified while reading\n",
+                 ull(matched), ull(v.good_records),
+                 v.ok ? "" : " before the chain broke");
+    print_mid_chain(out, path, v);
+    print_verdict(out, path, v);
+  }
+  return v.ok ? exit_ok : exit_failed;
+}
+
+} // namespace
+
+bool audit_query::matches(const pb::AuditRecord& r) const {
+  return (!tenant || r.tenant() == *tenant) &&
+         (!work_id || r.work_id() == *work_id) &&
+         (!device || r.device() == *device) && (!kind || r.kind() == *kind) &&
+         (!since || r.time_ns() >= *since) && (!until || r.time_ns() < *until);
+}
+
+caf::expected<int64_t> parse_time(const std::string& text) {
+  auto bad = [&] {
+    return bad_argument("'" + text +
+                        "' is not a time: give nanoseconds since the epoch "
+                        "or an ISO-8601 UTC time like 2026-11-24T10:00:00Z");
+  };
+  if (text.empty())
+    return bad();
+  if (std::all_of(text.begin(), text.end(),
+                  [](char c) { return c >= '0' && c <= '9'; })) {
+    errno = 0;
+    char* end = nullptr;
+    auto n = std::strtoll(text.c_str(), &end, 10);
+    if (errno != 0)
+      return bad();
+    return int64_t(n);
+  }
+  // YYYY-MM-DDTHH:MM:SS[.fraction]Z
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0, used = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h,
+                  &mi, &s, &used) != 6 ||
+      used != 19 || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 ||
+      h > 23 || mi > 59 || s > 60)
+    return bad();
+  int64_t frac = 0;
+  size_t i = 19;
+  if (i < text.size() && text[i] == '.') {
+    size_t digits = 0;
+    for (++i; i < text.size() && std::isdigit((unsigned char)text[i]); ++i) {
+      if (++digits > 9)
+        return bad();
+      frac = frac * 10 + (text[i] - '0');
+    }
+    if (digits == 0)
+      return bad();
+    for (; digits < 9; ++digits)
+      frac *= 10;
+  }
+  if (i + 1 != text.size() || (text[i] != 'Z' && text[i] != 'z'))
+    return bad();
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = s;
+  auto secs = ::timegm(&tm);
+  // timegm normalizes 2026-02-31 to March: a date that changed was invalid.
+  if (secs == time_t(-1) || tm.tm_mday != d || tm.tm_mon != mo - 1)
+    return bad();
+  if (int64_t(secs) > (INT64_MAX - frac) / 1000000000)
+    return bad();
+  return int64_t(secs) * 1000000000 + frac;
+}
+
+caf::expected<pb::AuditKind> parse_kind(const std::string& text) {
+  std::string upper;
+  for (char c : text)
+    upper += char(std::toupper(static_cast<unsigned char>(c)));
+  pb::AuditKind kind;
+  if (pb::AuditKind_Parse(upper, &kind) && kind != pb::AUDIT_UNSPECIFIED)
+    return kind;
+  if (!text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+        return c >= '0' && c <= '9';
+      })) {
+    auto n = std::atoi(text.c_str());
+    if (text.size() < 4 && n > 0 && pb::AuditKind_IsValid(n))
+      return static_cast<pb::AuditKind>(n);
+  }
+  std::string names;
+  auto* desc = pb::AuditKind_descriptor();
+  for (int i = 0; i < desc->value_count(); ++i)
+    if (desc->value(i)->number() != 0)
+      names += (names.empty() ? "" : ", ") + desc->value(i)->name();
+  return bad_argument("--kind: unknown kind '" + text + "' (one of " + names +
+                      ")");
+}
+
+std::string iso_time(int64_t time_ns) {
+  auto secs = time_t(time_ns / 1000000000);
+  auto frac = time_ns % 1000000000;
+  if (frac < 0) {
+    frac += 1000000000;
+    --secs;
+  }
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[64];
+  auto n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof(buf) - n, ".%09lldZ", (long long)frac);
+  return buf;
+}
+
+int run_audit(const std::vector<std::string>& args, std::FILE* out) {
+  if (args.empty() ||
+      (args[0] != "verify" && args[0] != "show" && args[0] != "query"))
+    return bad_input(usage);
+  auto sub = args[0];
+  std::string path;
+  std::map<std::string, std::string> values;
+  bool json = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    auto& a = args[i];
+    bool takes_value = a == "--tenant" || a == "--work-id" || a == "--device" ||
+                       a == "--kind" || a == "--since" || a == "--until";
+    if (sub == "query" && takes_value) {
+      if (i + 1 >= args.size())
+        return bad_input(a + " needs a value");
+      values[a] = args[++i];
+    } else if (sub == "query" && a == "--json") {
+      json = true;
+    } else if (a.rfind("--", 0) == 0 || !path.empty()) {
+      return bad_input(sub + ": unexpected argument '" + a + "'\n" + usage);
+    } else {
+      path = a;
+    }
+  }
+  if (path.empty())
+    return bad_input(sub + ": missing PATH\n" + usage);
+  if (!log_exists(path))
+    return bad_input("cannot read '" + path + "': " + std::strerror(ENOENT) +
+                     " (and no rotated segments " + path + ".N)");
+  if (sub == "verify")
+    return cmd_verify(path, out);
+  if (sub == "show")
+    return cmd_show(path, out);
+  auto q = query_of(values);
+  if (!q)
+    return bad_input("query: " + detail(q.error()));
+  return cmd_query(path, *q, json, out);
+}
+
+} // namespace cohort::tools

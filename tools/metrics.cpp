@@ -1,0 +1,415 @@
+#include "tools/metrics.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
+namespace cohort::tools {
+
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using labels = std::vector<ClientMetric::Label>;
+
+constexpr double mib = 1024.0 * 1024.0;
+
+// One family at a time, metrics appended in order.
+class family {
+public:
+  family(std::vector<MetricFamily>& out, std::string name, std::string help,
+         MetricType type)
+      : out_(out) {
+    f_.name = std::move(name);
+    f_.help = std::move(help);
+    f_.type = type;
+  }
+
+  ~family() {
+    if (!f_.metric.empty())
+      out_.push_back(std::move(f_));
+  }
+
+  family& add(labels ls, double v) {
+    ClientMetric m;
+    m.label = std::move(ls);
+    switch (f_.type) {
+    case MetricType::Counter:
+      m.counter.value = v;
+      break;
+    case MetricType::Gauge:
+      m.gauge.value = v;
+      break;
+    default:
+      m.untyped.value = v;
+    }
+    f_.metric.push_back(std::move(m));
+    return *this;
+  }
+
+  family& add_histogram(labels ls, const latency_histogram& h) {
+    ClientMetric m;
+    m.label = std::move(ls);
+    m.histogram.sample_count = h.count;
+    m.histogram.sample_sum = h.sum_s;
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.buckets.size(); ++i) {
+      cumulative += h.buckets[i];
+      m.histogram.bucket.push_back(
+          {cumulative, i < latency_bounds_s.size()
+                           ? latency_bounds_s[i]
+                           : std::numeric_limits<double>::infinity()});
+    }
+    f_.metric.push_back(std::move(m));
+    return *this;
+  }
+
+private:
+  std::vector<MetricFamily>& out_;
+  MetricFamily f_;
+};
+
+bool is_gpu(const device_info& d) {
+  return d.kind != device_kind::cpu;
+}
+
+const memory_snapshot* memory_of(const metrics_input& in, size_t i) {
+  if (i < in.memory.size() && in.memory[i].capacity > 0)
+    return &in.memory[i];
+  return nullptr;
+}
+
+} // namespace
+
+caf::expected<metrics_input> read_metrics(actors::runtime& rt) {
+  metrics_input in;
+  in.devices = rt.devices();
+  auto stats = rt.placement_stats();
+  if (!stats)
+    return stats.error();
+  in.stats = std::move(*stats);
+  auto mem = rt.memory_stats();
+  if (!mem)
+    return mem.error();
+  in.memory = std::move(*mem);
+  auto head = rt.headroom();
+  if (!head)
+    return head.error();
+  in.headroom = std::move(*head);
+  if (auto alerts = rt.alerts())
+    in.alerts = std::move(*alerts);
+  if (auto audit = rt.audit_stats())
+    in.audit = std::move(*audit);
+  in.xids = rt.xid_errors();
+  return in;
+}
+
+caf::expected<std::string> metrics_exporter::scrape() {
+  auto in = read_metrics(rt_);
+  if (!in)
+    return in.error();
+  return render(*in, std::chrono::steady_clock::now());
+}
+
+void metrics_exporter::count_request(const std::string& route, int status) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  ++requests_[{route, status}];
+}
+
+std::string
+metrics_exporter::render(const metrics_input& in,
+                         std::chrono::steady_clock::time_point now) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  std::vector<MetricFamily> out;
+  auto& st = in.stats;
+  auto dev_stats = [&](size_t i) -> const device_stats* {
+    return i < st.devices.size() ? &st.devices[i] : nullptr;
+  };
+  double elapsed_s = last_ == std::chrono::steady_clock::time_point{}
+                         ? 0
+                         : std::chrono::duration<double>(now - last_).count();
+  // dcgm-exporter's names and labels, for GPUs (simulated ones say so).
+  auto gpu_labels = [&](size_t i) {
+    auto& d = in.devices[i];
+    return labels{{"gpu", std::to_string(i)},
+                  {"UUID", d.uuid.empty() ? d.name : d.uuid},
+                  {"device", d.name},
+                  {"modelName", d.model},
+                  {"cohort_simulated", d.simulated ? "true" : "false"}};
+  };
+  {
+    family util{out, "DCGM_FI_DEV_GPU_UTIL",
+                "GPU utilization (in %): device busy time over wall time "
+                "since the previous scrape",
+                MetricType::Gauge};
+    for (size_t i = 0; i < in.devices.size(); ++i) {
+      auto* s = dev_stats(i);
+      if (!is_gpu(in.devices[i]) || s == nullptr)
+        continue;
+      auto& before = busy_before_[in.devices[i].name];
+      double pct = 0;
+      if (elapsed_s > 0 && s->busy_ns >= before)
+        pct = std::min(100.0,
+                       100.0 * double(s->busy_ns - before) / 1e9 / elapsed_s);
+      before = s->busy_ns;
+      util.add(gpu_labels(i), std::round(pct));
+    }
+  }
+  {
+    family used{out, "DCGM_FI_DEV_FB_USED",
+                "Framebuffer memory used (in MiB): what the device's pool "
+                "holds from the driver",
+                MetricType::Gauge};
+    family free{out, "DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)",
+                MetricType::Gauge};
+    for (size_t i = 0; i < in.devices.size(); ++i) {
+      auto* m = memory_of(in, i);
+      if (!is_gpu(in.devices[i]) || m == nullptr)
+        continue;
+      used.add(gpu_labels(i), std::floor(double(m->held) / mib));
+      free.add(gpu_labels(i),
+               std::floor(double(m->capacity - std::min(m->capacity, m->held)) /
+                          mib));
+    }
+  }
+  {
+    family xid{out, "DCGM_FI_DEV_XID_ERRORS",
+               "Value of the last XID error encountered", MetricType::Gauge};
+    family xids{out, "cohort_device_xid_errors_total",
+                "Xid errors the device reported", MetricType::Counter};
+    for (size_t i = 0; i < in.devices.size() && i < in.xids.size(); ++i) {
+      if (!is_gpu(in.devices[i]))
+        continue;
+      xid.add(gpu_labels(i), in.xids[i].second);
+      xids.add({{"device", in.devices[i].name}}, double(in.xids[i].first));
+    }
+  }
+  {
+    family info{out, "cohort_device_info",
+                "Every device: its kind, model and whether it is simulated",
+                MetricType::Gauge};
+    family status{out, "cohort_device_status",
+                  "1 for the device's current status, 0 for the others",
+                  MetricType::Gauge};
+    family up{out, "cohort_device_up",
+              "1 while the device takes work (available or degraded)",
+              MetricType::Gauge};
+    family completed{out, "cohort_device_completed_total",
+                     "Items that ended on the device with their result",
+                     MetricType::Counter};
+    family failed{out, "cohort_device_failed_placements_total",
+                  "Placements that failed on the device and moved on",
+                  MetricType::Counter};
+    family busy{out, "cohort_device_busy_seconds_total",
+                "Device time spent on completed items (modeled on simulated "
+                "devices)",
+                MetricType::Counter};
+    family losses{out, "cohort_device_losses_total",
+                  "Times the device was lost", MetricType::Counter};
+    family restarts{out, "cohort_device_restarts_total",
+                    "Times the device came back after a loss",
+                    MetricType::Counter};
+    family queue{out, "cohort_queue_depth",
+                 "Items placed on the device that have not ended (running or "
+                 "queued)",
+                 MetricType::Gauge};
+    family circuit{out, "cohort_circuit_state",
+                   "The device's circuit breaker: 0 closed, 1 open, 2 "
+                   "half-open",
+                   MetricType::Gauge};
+    family opens{out, "cohort_circuit_opens_total",
+                 "Times the device's circuit opened", MetricType::Counter};
+    static constexpr device_status statuses[] = {
+        device_status::available, device_status::degraded,
+        device_status::draining, device_status::resetting,
+        device_status::offline};
+    for (size_t i = 0; i < in.devices.size(); ++i) {
+      auto& d = in.devices[i];
+      labels dl{{"device", d.name}};
+      info.add({{"device", d.name},
+                {"kind", to_string(d.kind)},
+                {"model", d.model},
+                {"simulated", d.simulated ? "true" : "false"}},
+               1);
+      auto* s = dev_stats(i);
+      if (s == nullptr)
+        continue;
+      for (auto x : statuses)
+        status.add({{"device", d.name}, {"status", to_string(x)}},
+                   s->status == x ? 1 : 0);
+      up.add(dl, s->status == device_status::available ||
+                         s->status == device_status::degraded
+                     ? 1
+                     : 0);
+      completed.add(dl, double(s->completed));
+      failed.add(dl, double(s->failed_placements));
+      busy.add(dl, double(s->busy_ns) / 1e9);
+      losses.add(dl, s->losses);
+      restarts.add(dl, s->restarts);
+      queue.add(dl, double(s->queued));
+      circuit.add(dl, double(static_cast<uint8_t>(s->circuit)));
+      opens.add(dl, s->circuit_opens);
+    }
+  }
+  {
+    family cap{out, "cohort_device_memory_capacity_bytes",
+               "The device's memory", MetricType::Gauge};
+    family limit{out, "cohort_device_memory_limit_bytes",
+                 "The share of it the runtime may use", MetricType::Gauge};
+    family used{out, "cohort_device_memory_used_bytes",
+                "Device memory handed out to items now", MetricType::Gauge};
+    family held{out, "cohort_device_memory_pool_held_bytes",
+                "Device memory the pool holds from the driver",
+                MetricType::Gauge};
+    family allocs{out, "cohort_allocations_total",
+                  "Device allocations by result: ok, or the error that "
+                  "refused them",
+                  MetricType::Counter};
+    for (size_t i = 0; i < in.devices.size(); ++i) {
+      auto* m = memory_of(in, i);
+      if (m == nullptr)
+        continue;
+      labels dl{{"device", in.devices[i].name}};
+      cap.add(dl, double(m->capacity));
+      limit.add(dl, double(m->limit));
+      used.add(dl, double(m->used));
+      held.add(dl, double(m->held));
+      allocs.add({{"device", in.devices[i].name}, {"result", "ok"}},
+                 double(m->allocations));
+      for (auto& [why, n] : m->refused)
+        allocs.add({{"device", in.devices[i].name}, {"result", why}},
+                   double(n));
+    }
+  }
+  {
+    family admitted{out, "cohort_items_admitted_total", "Items admitted",
+                    MetricType::Counter};
+    admitted.add({}, double(st.admission.admitted));
+    family rejected{out, "cohort_items_rejected_total",
+                    "Items refused before admission, by reason",
+                    MetricType::Counter};
+    for (auto& [why, n] : st.admission.rejected_by_reason)
+      rejected.add({{"reason", why}}, double(n));
+    family completed{out, "cohort_items_completed_total",
+                     "Admitted items that ended with their result",
+                     MetricType::Counter};
+    completed.add({}, double(st.completed));
+    family failed{out, "cohort_items_failed_total",
+                  "Admitted items that ended with a definitive error",
+                  MetricType::Counter};
+    failed.add({}, double(st.failed));
+    family retried{out, "cohort_items_retried_total",
+                   "Placements repeated after a failure", MetricType::Counter};
+    retried.add({}, double(st.retries));
+    family outstanding{out, "cohort_items_outstanding",
+                       "Items admitted and not yet ended", MetricType::Gauge};
+    outstanding.add({}, double(st.outstanding));
+    family dups{out, "cohort_duplicates_dropped_total",
+                "Late completions of items that had already ended (never "
+                "delivered)",
+                MetricType::Counter};
+    dups.add({}, double(st.duplicates_dropped));
+    family fallbacks{out, "cohort_fallbacks_total",
+                     "Items moved to a CPU worker, by reason: the error that "
+                     "moved them, or device_memory",
+                     MetricType::Counter};
+    for (auto& [why, n] : st.fallbacks_by_reason)
+      fallbacks.add({{"reason", why}}, double(n));
+  }
+  {
+    family lat{out, "cohort_work_latency_seconds",
+               "Time from admission to result, per kernel and device",
+               MetricType::Histogram};
+    for (auto& h : st.latency)
+      lat.add_histogram({{"kernel", h.kernel}, {"device", h.device}}, h);
+  }
+  {
+    family inflight{out, "cohort_tenant_inflight",
+                    "The tenant's items admitted and not yet ended",
+                    MetricType::Gauge};
+    family cap{out, "cohort_tenant_inflight_limit",
+               "The tenant's in-flight cap (0: none)", MetricType::Gauge};
+    family waiting{out, "cohort_tenant_waiting",
+                   "The tenant's items held back by a limit",
+                   MetricType::Gauge};
+    family mem{out, "cohort_tenant_memory_bytes",
+               "Device memory the tenant's items hold", MetricType::Gauge};
+    family quota{out, "cohort_tenant_memory_quota_bytes",
+                 "The tenant's device memory quota (0: none)",
+                 MetricType::Gauge};
+    for (auto& t : in.headroom.tenants) {
+      labels tl{{"tenant", t.tenant}};
+      inflight.add(tl, double(t.inflight));
+      cap.add(tl, double(t.max_inflight));
+      waiting.add(tl, double(t.waiting));
+      mem.add(tl, double(t.memory));
+      quota.add(tl, double(t.memory_quota));
+    }
+    family fb{out, "cohort_tenant_fallbacks_total",
+              "The tenant's items that fell back to a CPU worker",
+              MetricType::Counter};
+    family fb_s{out, "cohort_tenant_fallback_seconds_total",
+                "Admission-to-end time of the tenant's fallback items",
+                MetricType::Counter};
+    family over{out, "cohort_tenant_fallbacks_over_budget_total",
+                "Fallback items that took longer than the tenant's budget",
+                MetricType::Counter};
+    for (auto& [tenant, f] : st.fallback_by_tenant) {
+      labels tl{{"tenant", tenant}};
+      fb.add(tl, double(f.items));
+      fb_s.add(tl, double(f.total_ns) / 1e9);
+      over.add(tl, double(f.over_budget));
+    }
+  }
+  if (in.audit) {
+    auto& a = *in.audit;
+    auto one = [&](const char* name, const char* help, MetricType type,
+                   double v) {
+      family{out, name, help, type}.add({}, v);
+    };
+    one("cohort_audit_records_total", "Audit records appended",
+        MetricType::Counter, double(a.records_appended));
+    one("cohort_audit_records_written_total",
+        "Audit records handed to the kernel", MetricType::Counter,
+        double(a.records_written));
+    one("cohort_audit_records_synced_total",
+        "Audit records covered by a completed fsync (durable)",
+        MetricType::Counter, double(a.records_synced));
+    one("cohort_audit_bytes_written_total", "Audit log bytes written",
+        MetricType::Counter, double(a.bytes_written));
+    one("cohort_audit_fsyncs_total", "Audit log fsyncs", MetricType::Counter,
+        double(a.fsyncs));
+    one("cohort_audit_rotations_total", "Audit log rotations",
+        MetricType::Counter, double(a.rotations));
+    one("cohort_audit_write_errors_total", "Failed audit log writes or fsyncs",
+        MetricType::Counter, double(a.write_errors));
+    one("cohort_audit_pending_records", "Audit records not yet written",
+        MetricType::Gauge, double(a.pending));
+  }
+  {
+    family firing{out, "cohort_alerts_firing",
+                  "1 for every in-process alert firing now", MetricType::Gauge};
+    for (auto& a : in.alerts)
+      firing.add(
+          {{"alert", a.name}, {"subject", a.subject}, {"severity", a.severity}},
+          1);
+  }
+  {
+    family http{out, "cohort_http_requests_total",
+                "Admin API and metrics requests by route and status code",
+                MetricType::Counter};
+    for (auto& [key, n] : requests_)
+      http.add({{"route", key.first}, {"code", std::to_string(key.second)}},
+               double(n));
+  }
+  last_ = now;
+  std::ostringstream os;
+  prometheus::TextSerializer{}.Serialize(os, out);
+  return os.str();
+}
+
+} // namespace cohort::tools
