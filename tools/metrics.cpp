@@ -29,10 +29,9 @@ public:
     f_.type = type;
   }
 
-  ~family() {
-    if (!f_.metric.empty())
-      out_.push_back(std::move(f_));
-  }
+  // A family without series still says what it is (HELP and TYPE), so
+  // that dashboards and rules find every name from the first scrape.
+  ~family() { out_.push_back(std::move(f_)); }
 
   family& add(labels ls, double v) {
     ClientMetric m;

@@ -27,10 +27,10 @@ struct cli_result {
   std::string output;
 };
 
-/// Runs the built `cohort` binary with `args`, capturing stdout and stderr.
-inline cli_result cohort_cli(const std::string& args) {
+/// Runs a shell command line, capturing stdout and stderr.
+inline cli_result run_command(const std::string& line) {
   cli_result out;
-  std::string cmd = std::string{COHORT_BINARY} + " " + args + " 2>&1";
+  std::string cmd = line + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   std::array<char, 4096> buf;
@@ -40,6 +40,11 @@ inline cli_result cohort_cli(const std::string& args) {
   int st = ::pclose(p);
   out.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return out;
+}
+
+/// Runs the built `cohort` binary with `args`, capturing stdout and stderr.
+inline cli_result cohort_cli(const std::string& args) {
+  return run_command(std::string{COHORT_BINARY} + " " + args);
 }
 
 } // namespace cohort::test

@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <httplib.h>
@@ -334,4 +335,49 @@ TEST_CASE("cohort serve refuses bad options", "[tools][serve]") {
   CHECK(r.status == 2);
   r = test::cohort_cli("serve --bogus 1");
   CHECK(r.status == 2);
+}
+
+TEST_CASE_METHOD(served,
+                 "the shipped dashboard and alert rules use only metrics the "
+                 "node exports",
+                 "[tools][serve]") {
+  start(test::make_config(dir, 1, {{"sim0", 1}}));
+  auto m = get("/metrics");
+  REQUIRE(m);
+  REQUIRE(m->status == 200);
+  auto exported = [&](std::string name) {
+    if (has(m->body, "# TYPE " + name + " "))
+      return true;
+    // Histogram series carry suffixes.
+    for (std::string suffix : {"_bucket", "_sum", "_count"})
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
+              0 &&
+          has(m->body, "# TYPE " + name.substr(0, name.size() - suffix.size()) +
+                           " histogram"))
+        return true;
+    return false;
+  };
+  for (auto file : {"docs/grafana/cohort.json", "docs/alerts/cohort-rules.yml",
+                    "docs/runbooks.md", "docs/metrics.md"}) {
+    std::ifstream in{std::string{COHORT_SOURCE_DIR} + "/" + file};
+    REQUIRE(in);
+    std::string text{std::istreambuf_iterator<char>{in}, {}};
+    std::regex name{R"(\b(DCGM_FI_[A-Z_]+|cohort_[a-z_]+)\b)"};
+    size_t seen = 0;
+    for (auto i = std::sregex_iterator{text.begin(), text.end(), name};
+         i != std::sregex_iterator{}; ++i) {
+      auto n = (*i)[1].str();
+      auto end = size_t(i->position(1) + i->length(1));
+      // Names of things that are not metrics, and prefixes in patterns
+      // (`cohort_device_(losses|restarts)_total`, `cohort_tenant_fallback*`).
+      if (n == "cohort_tests" || n == "cohort_simulated" || n.back() == '_' ||
+          (end < text.size() && (text[end] == '*' || text[end] == '(')))
+        continue;
+      INFO(file << " names " << n);
+      CHECK(exported(n));
+      ++seen;
+    }
+    CHECK(seen > 0);
+  }
 }
