@@ -1,5 +1,7 @@
 #include "actors/alerts.hpp"
 
+#include <cstdio>
+
 #include <caf/all.hpp>
 
 #include "messages/errc.hpp"

@@ -208,9 +208,8 @@ http_reply admin_api::route(const std::string& method, const std::string& path,
   auto only = [&](const char* m) -> std::optional<http_reply> {
     if (method == m)
       return std::nullopt;
-    auto r = error(405, "method_not_allowed",
-                   route_name + " takes " + m + ", not " + method);
-    return r;
+    return error(405, "method_not_allowed",
+                 route_name + " takes " + m + ", not " + method);
   };
   // Mutating calls: the token, compared in constant time.
   auto authorize = [&]() -> std::optional<http_reply> {

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 
 #include <caf/all.hpp>
 #include <httplib.h>
@@ -254,7 +253,6 @@ int cmd_serve(const std::vector<std::string>& args) {
   auto audit_path = (*rt)->audit_path();
   (*rt)->stop();
   // Every admitted item ended exactly once: the log says so.
-  std::map<uint64_t, int> open;
   uint64_t admitted = 0;
   uint64_t ended = 0;
   auto verdict =
