@@ -2,7 +2,7 @@
 # The project's two commands:
 #   ./dev.sh run    install dependencies, build, run the example pipeline (CPU + 4 simulated GPUs)
 #   ./dev.sh test   install dependencies, build, run the test suite
-# Other verbs: setup, build, bench [dispatch|kernels|pool].
+# Other verbs: setup, build, bench [dispatch|kernels|pool|placement].
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 build_dir=${COHORT_BUILD_DIR:-build}
@@ -57,7 +57,7 @@ case "$verb" in
     "$build_dir/tools/cohort" chaos "$@"
     ;;
   bench)
-    # ./dev.sh bench [dispatch|kernels|pool] [options]
+    # ./dev.sh bench [dispatch|kernels|pool|placement] [options]
     setup; build
     which=dispatch
     if [ $# -gt 0 ] && [[ "$1" != -* ]]; then which=$1; shift; fi

@@ -1,5 +1,9 @@
 #include "actors/balancer.hpp"
 
+#include <algorithm>
+#include <array>
+#include <map>
+
 #include <caf/all.hpp>
 
 #include "messages/errc.hpp"
@@ -13,6 +17,9 @@ using clock = balancer_state::clock;
 
 // Weight of the newest measurement in the per-kernel rate estimate.
 constexpr double rate_weight = 0.2;
+
+// Devices one gang may need at most (device masks are 64 bits).
+constexpr uint32_t max_gang = 64;
 
 // Longest pause between two looks at held-back and waiting items.
 constexpr auto retry_interval = std::chrono::milliseconds(20);
@@ -84,22 +91,84 @@ void reject(self_ptr self, const work_item& item, const client_sink& sink,
   self->send(sink, failed_atom::value, item.id, std::move(err));
 }
 
-// Predicted device time of `r` on `s`. A device with no measurement for the
-// kernel yet is assumed as fast as the best measured one (optimism explores
-// it); with no measurement anywhere, the device's nominal speed decides.
-double predict_ns(const balancer_state& st, const balancer_state::slot& s,
-                  const balancer_state::record& r) {
-  auto k = static_cast<size_t>(r.item.kernel);
-  double rate = s.ns_per_unit[k];
-  if (rate <= 0) {
-    for (auto& other : st.devices)
-      if (other.ns_per_unit[k] > 0 &&
-          (rate <= 0 || other.ns_per_unit[k] < rate))
-        rate = other.ns_per_unit[k];
-    if (rate <= 0)
-      rate = 1.0 / std::max(s.info.speed, 1e-3);
+// Key of a run-time model cell in `probing`.
+uint32_t cell_key(size_t device, const balancer_state::record& r) {
+  return uint32_t(device) << 16 | uint32_t(r.item.kernel) << 8 | r.cls;
+}
+
+// Predicted device time of `r` on device `index`: the median of its recent
+// runs of the same kernel and size class there. Without one, `explore` says
+// whether the device should get a first run of that cell (none in flight
+// yet: measure instead of guessing), and the guess is the same kernel at the
+// nearest size there, else the best device that ran it scaled by nominal
+// speeds, else the nominal speed.
+// Cost units of `r` on device `s`: its inputs the device already holds are
+// not moved again. With `evicting`, inputs it would have to push others out
+// for cost those too (a later item moves them back): what placement weighs,
+// not what the run measures.
+double units_on(const balancer_state::slot& s, const balancer_state::record& r,
+                bool evicting = false) {
+  if (s.resident.budget() == 0)
+    return r.cost_units;
+  double held = 0;
+  uint64_t incoming = 0;
+  for (auto& in : r.item.inputs) {
+    if (s.resident.holds(in.span().data()))
+      held += double(in.bytes());
+    else if (in.bytes() <= s.resident.budget())
+      incoming += in.bytes();
   }
-  return rate * r.cost_units;
+  double evicted = evicting ? double(s.resident.evicts(incoming)) : 0;
+  return std::max(r.cost_units - held, r.cost_units * 0.01) + evicted;
+}
+
+double predict_ns(const balancer_state& st, size_t index,
+                  const balancer_state::record& r, bool* explore = nullptr) {
+  auto& s = st.devices[index];
+  auto k = r.item.kernel;
+  auto units = units_on(s, r, true);
+  double rate = st.model.rate(index, k, r.cls);
+  if (rate > 0)
+    return rate * units;
+  if (explore != nullptr)
+    *explore = st.probing.count(cell_key(index, r)) == 0;
+  rate = st.model.nearest_rate(index, k, r.cls);
+  auto speed = std::max(s.info.speed, 1e-3);
+  for (size_t j = 0; rate <= 0 && j < st.devices.size(); ++j) {
+    double other = st.model.rate(j, k, r.cls);
+    if (other > 0) {
+      double scaled = other * std::max(st.devices[j].info.speed, 1e-3) / speed;
+      if (rate <= 0 || scaled < rate)
+        rate = scaled;
+    }
+  }
+  if (rate <= 0)
+    rate = 1.0 / speed;
+  return rate * units;
+}
+
+// Notes that `r`'s inputs go to device `s` (its cost there first).
+void send_inputs(balancer_state::slot& s, balancer_state::record& r) {
+  r.device_units = units_on(s, r);
+  for (auto& in : r.item.inputs)
+    s.resident.use(in.span().data(), in.bytes());
+}
+
+// Time until everything placed and waiting would be done if the whole fleet
+// worked on it: while it is longer than an item's run on a device with room,
+// that device takes the item even if another would finish it sooner.
+double drain_ns(const balancer_state& st) {
+  double units = st.ready_units;
+  double per_ns = 0;
+  for (auto& s : st.devices) {
+    if (!takes_work(s.status))
+      continue;
+    units += s.placed_units;
+    double ns_per_unit = s.units_done > 0 ? s.ns_done / s.units_done
+                                          : 1.0 / std::max(s.info.speed, 1e-3);
+    per_ns += std::max(1u, s.info.streams) / ns_per_unit;
+  }
+  return per_ns > 0 ? units / per_ns : 0;
 }
 
 void schedule_retry(self_ptr self) {
@@ -111,36 +180,130 @@ void schedule_retry(self_ptr self) {
 }
 
 void wake(self_ptr self);
+void pump(self_ptr self);
+
+// Calls f(tenant, bytes) for each device-memory charge of `r`: a merged
+// launch charges each member's tenant for its own item.
+template <class F>
+void for_each_charge(balancer_state& st, const balancer_state::record& r, F f) {
+  if (r.members.empty())
+    return f(r.tenant, r.bytes);
+  for (auto m : r.members)
+    if (auto i = st.outstanding.find(m); i != st.outstanding.end())
+      f(i->second.tenant, i->second.bytes);
+}
+
+// Why `r` may not take device memory on device `index` now; none if it may.
+caf::error memory_check(balancer_state& st, const balancer_state::record& r,
+                        size_t index) {
+  caf::error out;
+  for_each_charge(st, r, [&](int tenant, uint64_t bytes) {
+    if (!out)
+      out = st.book.check_place(tenant, index, bytes);
+  });
+  return out;
+}
 
 // Takes an item off its device (the quota book's charge and the backlog).
 void unplace(self_ptr self, balancer_state::record& r) {
   auto& st = self->state;
   if (r.device < 0)
     return;
-  auto& s = st.devices[size_t(r.device)];
+  auto index = size_t(r.device);
+  auto& s = st.devices[index];
   s.backlog_ns = std::max(0.0, s.backlog_ns - r.predicted_ns);
-  st.book.refund(r.tenant, size_t(r.device), r.bytes);
+  s.placed -= std::min(s.placed, 1u);
+  s.placed_units = std::max(0.0, s.placed_units - r.cost_units);
+  for_each_charge(st, r, [&](int tenant, uint64_t bytes) {
+    st.book.refund(tenant, index, bytes);
+  });
+  if (r.probe) {
+    auto p = st.probing.find(cell_key(index, r));
+    if (p != st.probing.end() && --p->second == 0)
+      st.probing.erase(p);
+    r.probe = false;
+  }
   r.device = -1;
 }
 
-// Ends an admitted item with a definitive error.
+// Takes an item out of its ready queue's accounting (the ticket itself is
+// skipped when the queue gets to it).
+void unready(balancer_state& st, balancer_state::record& r) {
+  if (!r.ready)
+    return;
+  r.ready = false;
+  st.ready_units = std::max(0.0, st.ready_units - r.cost_units);
+  st.ready_count -= std::min<uint64_t>(st.ready_count, 1);
+}
+
+void end_failed(self_ptr self, uint64_t ticket, caf::error err);
+
+// A gang's devices are free for other gangs again; slices still out are
+// dropped (their late answers count as duplicates).
+void release_gang(self_ptr self, uint64_t ticket) {
+  auto& st = self->state;
+  // Erasing the slices leaves the reference to their gang valid.
+  auto& g = st.outstanding.at(ticket);
+  for (auto slice : g.slices)
+    if (auto i = st.outstanding.find(slice); i != st.outstanding.end()) {
+      auto& r = i->second;
+      if (r.device >= 0)
+        st.devices[size_t(r.device)].breaker.abandoned();
+      unplace(self, r);
+      st.outstanding.erase(i);
+    }
+  g.slices.clear();
+  g.parts.clear();
+  g.parts_done = 0;
+  for (auto& s : st.devices)
+    if (s.gang == ticket)
+      s.gang = 0;
+}
+
+// Ends an admitted item with a definitive error. A merged launch ends each
+// of its members; a gang slice ends its gang.
 void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   auto& st = self->state;
   auto i = st.outstanding.find(ticket);
+  if (i == st.outstanding.end())
+    return;
   auto& r = i->second;
-  audit(self, audit_kind::failed, r.item,
-        r.device >= 0 ? st.devices[size_t(r.device)].info.name : "",
+  if (r.gang_parent != 0)
+    return end_failed(self, r.gang_parent, std::move(err));
+  if (!r.members.empty()) {
+    auto members = r.members;
+    if (r.device >= 0)
+      st.devices[size_t(r.device)].breaker.abandoned();
+    unplace(self, r);
+    unready(st, r);
+    st.outstanding.erase(i);
+    for (auto m : members)
+      if (auto j = st.outstanding.find(m); j != st.outstanding.end()) {
+        j->second.batch = 0;
+        end_failed(self, m, err);
+      }
+    return;
+  }
+  if (!r.slices.empty())
+    release_gang(self, ticket);
+  auto& rec = i->second;
+  audit(self, audit_kind::failed, rec.item,
+        rec.device >= 0 ? st.devices[size_t(rec.device)].info.name : "",
         describe(err));
   // A half-open circuit's probe that ends here frees its slot.
-  if (r.device >= 0)
-    st.devices[size_t(r.device)].breaker.abandoned();
+  if (rec.device >= 0)
+    st.devices[size_t(rec.device)].breaker.abandoned();
   // Quota first: a client that resubmits on hearing of the end must find
   // it already released.
-  unplace(self, r);
-  st.book.end(r.tenant);
-  self->send(r.sink, failed_atom::value, r.item.id, std::move(err));
+  unplace(self, rec);
+  unready(st, rec);
+  st.book.end(rec.tenant);
+  self->send(rec.sink, failed_atom::value, rec.item.id, std::move(err));
   ++st.counters.failed;
   st.outstanding.erase(i);
+  for (auto& s : st.devices)
+    if (s.gang == ticket)
+      s.gang = 0;
   wake(self);
 }
 
@@ -152,6 +315,22 @@ uint32_t send_window(const balancer_state::slot& s) {
 
 // Most items in one run message.
 constexpr size_t max_run_batch = 64;
+
+// Late binding: a device takes more items while it holds fewer than its send
+// window, or (short items) less than this much predicted work per stream,
+// up to `max_placed`: enough that short items still travel many to a
+// message, few enough that long ones are bound late.
+constexpr double room_horizon_ns = 1e6;
+constexpr uint32_t max_placed = 2048;
+
+bool has_room(const balancer_state::slot& s) {
+  auto streams = std::max(1u, s.info.streams);
+  if (s.placed < send_window(s))
+    return true;
+  // Only once it has measured runs: cold guesses may be far too short.
+  return s.units_done > 0 && s.placed < max_placed &&
+         s.backlog_ns < streams * room_horizon_ns;
+}
 
 // Sends device `index` the queued tickets still placed on it, as one message.
 void send_queued(self_ptr self, size_t index) {
@@ -198,22 +377,123 @@ void wait_for_memory(self_ptr self, uint64_t ticket, const caf::error& why) {
   schedule_retry(self);
 }
 
-// Places (or re-places) one item; `why` says why it moves, empty the first
-// time.
-void place(self_ptr self, uint64_t ticket, const std::string& why) {
+void place_or_queue(self_ptr self, uint64_t ticket, std::string why,
+                    bool front);
+
+// Undoes a merged launch that is not placed: its members go on their own.
+void dissolve(self_ptr self, uint64_t ticket) {
+  auto& st = self->state;
+  auto i = st.outstanding.find(ticket);
+  auto members = std::move(i->second.members);
+  auto why = i->second.why;
+  unready(st, i->second);
+  st.outstanding.erase(i);
+  for (auto m : members)
+    if (auto j = st.outstanding.find(m); j != st.outstanding.end()) {
+      j->second.batch = 0;
+      place_or_queue(self, m, why, true);
+    }
+}
+
+// What became of an item `place` looked at.
+enum class placement {
+  /// Bound to a device and on its way there.
+  placed,
+  /// Every device that could take it is busy (or a busier one would finish
+  /// it sooner): it stays in its ready queue.
+  later,
+  /// Parked, waiting for memory, or ended: out of the ready queue.
+  elsewhere,
+};
+
+// Binds `r` to device `index` and sends it on; audits the placement.
+void commit(self_ptr self, uint64_t ticket, size_t index, bool explore,
+            bool memory_fallback, const caf::error& memory_why) {
+  auto& st = self->state;
+  auto& r = st.outstanding.at(ticket);
+  auto& s = st.devices[index];
+  r.device = int32_t(index);
+  r.waiting_memory = false;
+  r.predicted_ns = predict_ns(st, index, r);
+  send_inputs(s, r);
+  s.backlog_ns += r.predicted_ns;
+  ++s.placed;
+  s.stats.max_queued = std::max<uint64_t>(s.stats.max_queued, s.placed);
+  s.placed_units += r.cost_units;
+  if (explore) {
+    r.probe = true;
+    ++st.probing[cell_key(index, r)];
+    ++st.counters.explored;
+  }
+  if (!s.breaker.closed())
+    s.breaker.placed(clock::now());
+  for_each_charge(st, r, [&](int tenant, uint64_t bytes) {
+    st.book.charge(tenant, index, bytes);
+  });
+  ++r.attempts;
+  // Each member of a merged launch is audited as placed on its own.
+  auto note = [&](audit_kind kind, const std::string& detail) {
+    if (r.members.empty())
+      return audit(self, kind, r.item, s.info.name, detail);
+    auto with = "in a merged launch of " + std::to_string(r.members.size()) +
+                " items" + (detail.empty() ? "" : "; " + detail);
+    for (auto m : r.members)
+      if (auto i = st.outstanding.find(m); i != st.outstanding.end())
+        audit(self, kind, i->second.item, s.info.name, with);
+  };
+  if (memory_fallback) {
+    r.memory_fallback = true;
+    ++st.counters.fallbacks;
+    ++st.counters.fallbacks_by_reason["device_memory"];
+    ++st.counters.admission.memory_fallbacks;
+    note(audit_kind::fallback, "device memory: " + describe(memory_why));
+  } else if (r.attempts == 1) {
+    note(audit_kind::placed, explore ? "first run of its kernel and size "
+                                       "here (exploring)"
+                                     : "");
+  } else {
+    ++st.counters.retries;
+    if (!is_gpu(s.info) && r.on_gpu_before) {
+      ++st.counters.fallbacks;
+      ++st.counters.fallbacks_by_reason[to_string(r.last_failure)];
+      note(audit_kind::fallback, r.why);
+    } else {
+      note(audit_kind::placed, "retry: " + r.why);
+    }
+  }
+  dispatch(self, index, ticket);
+}
+
+// Places (or re-places) one item on a device with room, by the balancer's
+// policy; `r.why` says why it moves (empty the first time). `strict`: only
+// on a device where it would finish soonest.
+placement place(self_ptr self, uint64_t ticket, bool strict = false) {
   auto& st = self->state;
   auto& r = st.outstanding.at(ticket);
   if (r.attempts >= st.cfg.max_attempts) {
     end_failed(self, ticket,
                make_error(errc::retries_exhausted,
                           "placed " + std::to_string(r.attempts) +
-                              " times; last failure: " + why));
-    return;
+                              " times; last failure: " + r.why));
+    return placement::elsewhere;
   }
-  int best = -1;
-  int best_cpu = -1;
-  double best_ns = 0;
-  double best_cpu_ns = 0;
+  struct candidate {
+    size_t index;
+    double completion;
+    bool room;
+    bool explore;
+    bool cpu;
+  };
+  // At most 64 devices: on the stack, no allocation per placement.
+  struct {
+    std::array<candidate, 64> at;
+    size_t n = 0;
+    bool empty() const { return n == 0; }
+    void push_back(const candidate& c) { at[n++] = c; }
+    const candidate& front() const { return at[0]; }
+    const candidate* begin() const { return at.data(); }
+    const candidate* end() const { return at.data() + n; }
+  } fit;
   // Devices that may take it later: being reset, or their circuit is open.
   bool may_return = false;
   // Read only when a circuit is not closed.
@@ -229,7 +509,7 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
   bool memory_fits = false;
   caf::error memory_why;
   // Devices that already failed this item are a last resort.
-  for (int pass = 0; pass < 2 && best < 0; ++pass) {
+  for (int pass = 0; pass < 2 && fit.empty(); ++pass) {
     for (size_t i = 0; i < st.devices.size(); ++i) {
       auto& s = st.devices[i];
       uint64_t bit = uint64_t{1} << i;
@@ -243,26 +523,27 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
         may_return = true;
         continue;
       }
-      double t =
-          s.backlog_ns / std::max(1u, s.info.streams) + predict_ns(st, s, r);
+      bool explore = false;
+      double t = s.backlog_ns / std::max(1u, s.info.streams) +
+                 predict_ns(st, i, r, &explore);
       if (s.status == device_status::degraded)
         t *= st.cfg.degraded_penalty;
       if (s.has_memory) {
         memory_online = true;
-        if (auto err = st.book.check_place(r.tenant, i, r.bytes)) {
+        if (auto err = memory_check(st, r, i)) {
           memory_why = std::move(err);
           continue;
         }
         memory_fits = true;
-      } else if (best_cpu < 0 || t < best_cpu_ns) {
-        best_cpu = int(i);
-        best_cpu_ns = t;
       }
-      if (best < 0 || t < best_ns) {
-        best = int(i);
-        best_ns = t;
-      }
+      fit.push_back({i, t, has_room(s), explore, !s.has_memory});
     }
+  }
+  if (!r.members.empty() && ((memory_online && !memory_fits) || fit.empty())) {
+    // A merged launch that cannot go anywhere as one: each member goes on
+    // its own, under its own tenant's grant and policy.
+    dissolve(self, ticket);
+    return placement::elsewhere;
   }
   bool memory_fallback = false;
   if (memory_online && !memory_fits) {
@@ -271,10 +552,9 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
     switch (st.book.policy(r.tenant).on_limit) {
     case limit_policy::reject:
       end_failed(self, ticket, memory_why);
-      return;
+      return placement::elsewhere;
     case limit_policy::cpu_fallback:
-      if (best_cpu >= 0) {
-        best = best_cpu;
+      if (!fit.empty()) {
         memory_fallback = true;
         break;
       }
@@ -282,52 +562,96 @@ void place(self_ptr self, uint64_t ticket, const std::string& why) {
     case limit_policy::queue:
       r.device = -1;
       wait_for_memory(self, ticket, memory_why);
-      return;
+      return placement::elsewhere;
     }
   }
-  if (best < 0) {
+  if (fit.empty()) {
     if (may_return) {
       r.device = -1;
       st.parked.push_back(ticket);
       schedule_retry(self);
-      return;
+      return placement::elsewhere;
     }
-    end_failed(self, ticket,
-               make_error(errc::no_device_available,
-                          "no online device is granted to tenant '" +
-                              r.item.tenant + "'" +
-                              (why.empty() ? "" : "; last failure: " + why)));
-    return;
+    end_failed(
+        self, ticket,
+        make_error(errc::no_device_available,
+                   "no online device is granted to tenant '" + r.item.tenant +
+                       "'" +
+                       (r.why.empty() ? "" : "; last failure: " + r.why)));
+    return placement::elsewhere;
   }
-  auto& s = st.devices[size_t(best)];
-  r.device = best;
-  r.waiting_memory = false;
-  r.predicted_ns = predict_ns(st, s, r);
-  s.backlog_ns += r.predicted_ns;
-  if (!s.breaker.closed())
-    s.breaker.placed(clock::now());
-  st.book.charge(r.tenant, size_t(best), r.bytes);
-  ++r.attempts;
+  const candidate* pick = nullptr;
+  switch (st.cfg.policy) {
+  // The baselines bind at once, as their classic forms do: the item waits in
+  // its device's queue.
+  case placement_policy::round_robin: {
+    // The first device at or after the turn.
+    size_t best_turn = st.devices.size();
+    for (auto& c : fit) {
+      auto turn =
+          (c.index + st.devices.size() - st.round_robin) % st.devices.size();
+      if (turn < best_turn) {
+        best_turn = turn;
+        pick = &c;
+      }
+    }
+    if (pick != nullptr)
+      st.round_robin = uint32_t((pick->index + 1) % st.devices.size());
+    break;
+  }
+  case placement_policy::least_loaded:
+    for (auto& c : fit) {
+      auto load = [&](const candidate& x) {
+        auto& s = st.devices[x.index];
+        return double(s.placed) / std::max(1u, s.info.streams);
+      };
+      if (pick == nullptr || load(c) < load(*pick))
+        pick = &c;
+    }
+    break;
+  case placement_policy::earliest_completion: {
+    // A device with room takes it when no device would finish it sooner,
+    // or when the fleet has more work than it can finish before this item
+    // would be done there anyway. A device that never ran its kernel at
+    // this size gets one run to measure.
+    double best = fit.front().completion;
+    for (auto& c : fit)
+      best = std::min(best, c.completion);
+    double horizon = -1;
+    for (auto& c : fit) {
+      if (!c.room)
+        continue;
+      if (c.explore) {
+        pick = &c;
+        break;
+      }
+      if (c.completion > best) {
+        if (strict)
+          continue;
+        if (horizon < 0)
+          horizon = drain_ns(st);
+        if (c.completion > horizon)
+          continue;
+      }
+      if (pick == nullptr || c.completion < pick->completion)
+        pick = &c;
+    }
+    break;
+  }
+  }
   if (memory_fallback) {
-    r.memory_fallback = true;
-    ++st.counters.fallbacks;
-    ++st.counters.fallbacks_by_reason["device_memory"];
-    ++st.counters.admission.memory_fallbacks;
-    audit(self, audit_kind::fallback, r.item, s.info.name,
-          "device memory: " + describe(memory_why));
-  } else if (r.attempts == 1) {
-    audit(self, audit_kind::placed, r.item, s.info.name);
-  } else {
-    ++st.counters.retries;
-    if (!is_gpu(s.info) && r.on_gpu_before) {
-      ++st.counters.fallbacks;
-      ++st.counters.fallbacks_by_reason[to_string(r.last_failure)];
-      audit(self, audit_kind::fallback, r.item, s.info.name, why);
-    } else {
-      audit(self, audit_kind::placed, r.item, s.info.name, "retry: " + why);
-    }
+    // Only a CPU worker (without device memory) may take it.
+    pick = nullptr;
+    for (auto& c : fit)
+      if (c.cpu && c.room &&
+          (pick == nullptr || c.completion < pick->completion))
+        pick = &c;
   }
-  dispatch(self, size_t(best), ticket);
+  if (pick == nullptr)
+    return placement::later;
+  commit(self, ticket, pick->index, pick->explore && !memory_fallback,
+         memory_fallback, memory_why);
+  return placement::placed;
 }
 
 // A launch failed on device `index` because of the device: its circuit
@@ -343,13 +667,426 @@ void note_failure(self_ptr self, size_t index, const caf::error& err) {
                    " ms after: " + describe(err));
 }
 
+// Puts an admitted item in its ready queue (at the front when it had been
+// placed before: it keeps its turn).
+void enqueue(self_ptr self, uint64_t ticket, bool front = false) {
+  auto& st = self->state;
+  auto& r = st.outstanding.at(ticket);
+  if (r.ready)
+    return;
+  auto q = r.members.empty() ? size_t(r.tenant) : st.ready.size() - 1;
+  if (st.ready[q].empty())
+    st.vtime[q] = std::max(st.vtime[q], st.vclock);
+  r.ready = true;
+  r.waiting_memory = false;
+  st.ready_units += r.cost_units;
+  ++st.ready_count;
+  st.counters.max_waiting = std::max(st.counters.max_waiting, st.ready_count);
+  if (front)
+    st.ready[q].push_front(ticket);
+  else
+    st.ready[q].push_back(ticket);
+}
+
+// Places an item now or queues it; `why` says why it moves.
+void place_or_queue(self_ptr self, uint64_t ticket, std::string why,
+                    bool front) {
+  auto& st = self->state;
+  auto i = st.outstanding.find(ticket);
+  if (i == st.outstanding.end())
+    return;
+  i->second.why = std::move(why);
+  if (place(self, ticket) == placement::later)
+    enqueue(self, ticket, front);
+}
+
+// Device memory the largest slice of a gang gemm takes: its rows of A, all
+// of B, its rows of the product.
+uint64_t gang_slice_bytes(const work_item& item, uint32_t k) {
+  auto rows = (item.args.m + k - 1) / k;
+  auto align = [](uint64_t b) {
+    return (b + item_alignment - 1) / item_alignment * item_alignment;
+  };
+  return align(rows * item.args.k * sizeof(float)) +
+         align(item.inputs[1].bytes()) +
+         align(rows * item.args.n * sizeof(float));
+}
+
+// Device sets for a gang of `k` on `r`: the k devices with the earliest
+// expected completion of a slice, within one NUMA node (the node whose
+// slowest member finishes first), across nodes only when allowed. Empty
+// when no set is free now.
+std::vector<size_t> gang_devices(balancer_state& st,
+                                 const balancer_state::record& r, uint32_t k) {
+  std::map<int32_t, std::vector<std::pair<double, size_t>>> by_node;
+  std::vector<std::pair<double, size_t>> all;
+  balancer_state::record slice;
+  slice.item.kernel = r.item.kernel;
+  slice.cost_units = r.cost_units / k;
+  slice.cls = size_class(slice.cost_units);
+  slice.bytes = gang_slice_bytes(r.item, k);
+  slice.tenant = r.tenant;
+  auto now = clock::now();
+  for (size_t i = 0; i < st.devices.size(); ++i) {
+    auto& s = st.devices[i];
+    if (!(r.device_mask & (uint64_t{1} << i)) || !is_gpu(s.info) ||
+        s.gang != 0 || !takes_work(s.status) || !s.breaker.allows(now))
+      continue;
+    if (s.has_memory && st.book.check_place(r.tenant, i, slice.bytes))
+      continue;
+    double t =
+        s.backlog_ns / std::max(1u, s.info.streams) + predict_ns(st, i, slice);
+    by_node[s.info.numa_node].push_back({t, i});
+    all.push_back({t, i});
+  }
+  auto best_of = [k](std::vector<std::pair<double, size_t>>& v) {
+    std::sort(v.begin(), v.end());
+    v.resize(k);
+    return v.back().first;
+  };
+  std::vector<std::pair<double, size_t>> pick;
+  double pick_t = 0;
+  for (auto& [node, v] : by_node) {
+    if (v.size() < k)
+      continue;
+    double t = best_of(v);
+    if (pick.empty() || t < pick_t) {
+      pick = v;
+      pick_t = t;
+    }
+  }
+  if (pick.empty() && st.cfg.gang_cross_numa && all.size() >= k) {
+    best_of(all);
+    pick = all;
+  }
+  std::vector<size_t> out;
+  for (auto& [t, i] : pick)
+    out.push_back(i);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Granted GPUs a gang could ever get (not out of service for good), and the
+// most of them on one NUMA node.
+std::pair<uint32_t, uint32_t> gang_capacity(const balancer_state& st,
+                                            uint64_t mask) {
+  std::map<int32_t, uint32_t> per_node;
+  uint32_t total = 0;
+  uint32_t best = 0;
+  for (size_t i = 0; i < st.devices.size(); ++i) {
+    auto& s = st.devices[i];
+    if (!(mask & (uint64_t{1} << i)) || !is_gpu(s.info) ||
+        s.status == device_status::offline)
+      continue;
+    ++total;
+    best = std::max(best, ++per_node[s.info.numa_node]);
+  }
+  return {total, best};
+}
+
+// Why a gang of `r` can never be placed; empty when it can.
+std::string gang_impossible(const balancer_state& st,
+                            const balancer_state::record& r) {
+  auto k = r.item.gang;
+  auto [total, one_node] = gang_capacity(st, r.device_mask);
+  if (total < k)
+    return "the gang needs " + std::to_string(k) + " GPUs at once; tenant '" +
+           r.item.tenant + "' has " + std::to_string(total) +
+           " granted and in service";
+  if (!st.cfg.gang_cross_numa && one_node < k)
+    return "the gang needs " + std::to_string(k) +
+           " GPUs on one NUMA node; the most on one node is " +
+           std::to_string(one_node) +
+           " (placement.gang_cross_numa allows spanning nodes)";
+  return {};
+}
+
+// Places the oldest waiting gangs whose devices are free, in order: a gang
+// never takes devices ahead of an older one (no starvation), and takes all
+// of its devices in one step or none (no partial allocation, no deadlock).
+void place_gangs(self_ptr self) {
+  auto& st = self->state;
+  while (!st.gangs_waiting.empty()) {
+    auto ticket = st.gangs_waiting.front();
+    auto i = st.outstanding.find(ticket);
+    if (i == st.outstanding.end()) {
+      st.gangs_waiting.pop_front();
+      continue;
+    }
+    auto& g = i->second;
+    auto k = g.item.gang;
+    if (auto why = gang_impossible(st, g); !why.empty()) {
+      st.gangs_waiting.pop_front();
+      end_failed(self, ticket, make_error(errc::no_device_available, why));
+      continue;
+    }
+    if (g.attempts >= st.cfg.max_attempts) {
+      st.gangs_waiting.pop_front();
+      end_failed(self, ticket,
+                 make_error(errc::retries_exhausted,
+                            "placed " + std::to_string(g.attempts) +
+                                " times; last failure: " + g.why));
+      continue;
+    }
+    auto set = gang_devices(st, g, k);
+    if (set.empty()) {
+      auto now = clock::now();
+      if (!g.waiting_memory) {
+        // Counted once per wait; it waits at most its tenant's queue
+        // timeout at the front of the line.
+        g.waiting_memory = true;
+        g.deadline = now + std::chrono::milliseconds(
+                               st.book.policy(g.tenant).queue_timeout_ms);
+        ++st.counters.gang_waits;
+      } else if (g.deadline <= now) {
+        st.gangs_waiting.pop_front();
+        end_failed(
+            self, ticket,
+            make_error(
+                errc::no_device_available,
+                "waited " +
+                    std::to_string(st.book.policy(g.tenant).queue_timeout_ms) +
+                    " ms (its queue timeout) for " + std::to_string(k) +
+                    " GPUs free of other gangs at once"));
+        continue;
+      }
+      schedule_retry(self);
+      return;
+    }
+    st.gangs_waiting.pop_front();
+    g.waiting_memory = false;
+    ++g.attempts;
+    ++st.counters.gangs;
+    g.parts.assign(k, {});
+    g.parts_done = 0;
+    // Slice j: rows [m j / k, m (j + 1) / k) of A, all of B.
+    auto& a = g.item.inputs[0];
+    auto m = g.item.args.m;
+    auto kk = g.item.args.k;
+    std::string names;
+    std::vector<std::pair<uint64_t, size_t>> slices;
+    for (uint32_t j = 0; j < k; ++j) {
+      auto lo = m * j / k;
+      auto hi = m * (j + 1) / k;
+      balancer_state::record s;
+      s.item.id = g.item.id;
+      s.item.tenant = g.item.tenant;
+      s.item.kernel = g.item.kernel;
+      s.item.args = g.item.args;
+      s.item.args.m = hi - lo;
+      auto rows = a.span().subspan(lo * kk, (hi - lo) * kk);
+      s.item.inputs = {
+          host_buffer{std::vector<float>(rows.begin(), rows.end())},
+          g.item.inputs[1]};
+      auto c = item_cost(s.item);
+      s.cost_units = c.flops + c.bytes;
+      s.cls = size_class(s.cost_units);
+      s.bytes = item_bytes(s.item);
+      s.tenant = g.tenant;
+      s.device_mask = uint64_t{1} << set[j];
+      s.gang_parent = ticket;
+      s.slice = j;
+      s.attempts = 0;
+      s.admitted_at = g.admitted_at;
+      s.sink = g.sink;
+      auto slice_ticket = ++st.next_ticket;
+      g.slices.push_back(slice_ticket);
+      st.devices[set[j]].gang = ticket;
+      names += (names.empty() ? "" : "+") + st.devices[set[j]].info.name;
+      slices.push_back({slice_ticket, set[j]});
+      st.outstanding.emplace(slice_ticket, std::move(s));
+      if (!st.devices[set[j]].breaker.closed())
+        st.devices[set[j]].breaker.placed(clock::now());
+    }
+    auto& gang = st.outstanding.at(ticket);
+    audit(self, audit_kind::placed, gang.item, names,
+          "gang of " + std::to_string(k) + " devices, all at once" +
+              (gang.attempts > 1 ? "; retry: " + gang.why : ""));
+    // Slices skip the ready queues: each waits behind at most what its
+    // device already holds.
+    for (auto [slice_ticket, index] : slices) {
+      auto& s = st.outstanding.at(slice_ticket);
+      auto& dev = st.devices[index];
+      s.device = int32_t(index);
+      s.predicted_ns = predict_ns(st, index, s);
+      send_inputs(dev, s);
+      dev.backlog_ns += s.predicted_ns;
+      ++dev.placed;
+      dev.stats.max_queued =
+          std::max<uint64_t>(dev.stats.max_queued, dev.placed);
+      dev.placed_units += s.cost_units;
+      st.book.charge(s.tenant, index, s.bytes);
+      ++s.attempts;
+      dispatch(self, index, slice_ticket);
+    }
+  }
+}
+
+// A slice of gang `parent` failed with `err`: the whole gang gives its
+// devices back and waits for a new set (first in line), or ends when the
+// error is definitive or its placements are used up.
+void gang_failed(self_ptr self, uint64_t parent, const caf::error& err,
+                 bool retryable) {
+  auto& st = self->state;
+  auto i = st.outstanding.find(parent);
+  if (i == st.outstanding.end())
+    return;
+  if (!retryable)
+    return end_failed(self, parent, err);
+  auto& g = i->second;
+  g.why = describe(err);
+  g.last_failure = code_of(err);
+  ++st.counters.retries;
+  release_gang(self, parent);
+  st.gangs_waiting.push_front(parent);
+}
+
+// Launches an open batch: its members become one merged item in the queue
+// of merged launches. A lone member goes on its own (its result is the
+// same either way).
+void flush_batch(self_ptr self, const batching::batch_key& key) {
+  auto& st = self->state;
+  auto node = st.batches.extract(key);
+  if (node.empty())
+    return;
+  std::vector<uint64_t> members;
+  uint64_t mask = ~uint64_t{0};
+  for (auto m : node.mapped().members)
+    if (auto i = st.outstanding.find(m);
+        i != st.outstanding.end() && i->second.batching) {
+      i->second.batching = false;
+      members.push_back(m);
+      mask &= i->second.device_mask;
+    }
+  if (members.empty())
+    return;
+  if (members.size() == 1 || mask == 0) {
+    // Alone, or members of tenants without a device in common: each on its
+    // own.
+    for (auto m : members)
+      place_or_queue(self, m, {}, false);
+    return;
+  }
+  std::vector<const work_item*> items;
+  for (auto m : members)
+    items.push_back(&st.outstanding.at(m).item);
+  auto ticket = ++st.next_ticket;
+  auto& first = st.outstanding.at(members.front());
+  balancer_state::record b;
+  b.item = batching::merge(items, first.item.id, first.item.tenant);
+  auto c = item_cost(b.item);
+  b.cost_units = c.flops + c.bytes;
+  b.cls = size_class(b.cost_units);
+  b.tenant = first.tenant;
+  b.device_mask = mask;
+  b.admitted_at = first.admitted_at;
+  b.sink = first.sink;
+  b.members = members;
+  for (auto m : members)
+    st.outstanding.at(m).batch = ticket;
+  ++st.counters.batches;
+  st.counters.batched_items += members.size();
+  st.outstanding.emplace(ticket, std::move(b));
+  place_or_queue(self, ticket, {}, false);
+}
+
+// Binds waiting items to devices with room, tenant by tenant in order of
+// virtual time (weighted fair queuing: a tenant's turn costs its items'
+// work divided by its weight), looking a few items past one that waits for
+// a busier, faster device.
+void pump(self_ptr self) {
+  auto& st = self->state;
+  if (st.stopping)
+    return;
+  if (st.pumping) {
+    st.pump_again = true;
+    return;
+  }
+  st.pumping = true;
+  constexpr size_t lookahead = 32;
+  std::vector<size_t> order;
+  // Place may have queued other items meanwhile: find the ticket again.
+  auto erase = [](std::deque<uint64_t>& queue, size_t n, uint64_t ticket) {
+    if (n >= queue.size() || queue[n] != ticket)
+      n = size_t(std::find(queue.begin(), queue.end(), ticket) - queue.begin());
+    if (n < queue.size())
+      queue.erase(queue.begin() + std::ptrdiff_t(n));
+  };
+  do {
+    st.pump_again = false;
+    place_gangs(self);
+    auto any_room = [&] {
+      for (auto& s : st.devices)
+        if (takes_work(s.status) && has_room(s))
+          return true;
+      return false;
+    };
+    for (bool progress = true; progress;) {
+      progress = false;
+      if (!any_room())
+        break;
+      order.clear();
+      for (size_t q = 0; q < st.ready.size(); ++q)
+        if (!st.ready[q].empty())
+          order.push_back(q);
+      std::sort(order.begin(), order.end(),
+                [&](size_t a, size_t b) { return st.vtime[a] < st.vtime[b]; });
+      // First what can go where it finishes soonest, then what a device
+      // with room takes because the fleet has more than enough work.
+      // One tenant waiting (the common case): no turns to take, it goes on
+      // placing while devices have room.
+      bool alone = order.size() == 1;
+      for (int pass = 0; pass < 2 && !progress; ++pass)
+        for (auto q : order) {
+          auto& queue = st.ready[q];
+          for (size_t n = 0;
+               n < queue.size() && n < lookahead && (!progress || alone);) {
+            auto ticket = queue[n];
+            auto i = st.outstanding.find(ticket);
+            if (i == st.outstanding.end() || !i->second.ready) {
+              queue.erase(queue.begin() + std::ptrdiff_t(n));
+              continue;
+            }
+            auto units = i->second.cost_units;
+            unready(st, i->second);
+            auto what = place(self, ticket, pass == 0);
+            if (what == placement::later) {
+              i = st.outstanding.find(ticket);
+              i->second.ready = true;
+              st.ready_units += units;
+              ++st.ready_count;
+              ++n;
+              continue;
+            }
+            erase(queue, n, ticket);
+            if (what == placement::placed) {
+              double weight =
+                  q < st.book.tenants() ? st.book.policy(int(q)).weight : 1.0;
+              st.vclock = st.vtime[q];
+              st.vtime[q] += units / std::max(weight, 1e-9);
+              progress = true;
+              if (alone && !any_room())
+                break;
+            }
+          }
+          if (progress)
+            break;
+        }
+    }
+  } while (st.pump_again);
+  st.pumping = false;
+}
+
 // Records that the item's current placement failed and moves it on. A loss
 // of the whole device counts once against its circuit, not once per item:
 // `counted` says it was.
 void replace_after_failure(self_ptr self, uint64_t ticket,
                            const caf::error& err, bool counted = false) {
   auto& st = self->state;
-  auto& r = st.outstanding.at(ticket);
+  auto i = st.outstanding.find(ticket);
+  if (i == st.outstanding.end())
+    return;
+  auto& r = i->second;
   auto index = r.device;
   auto& s = st.devices[size_t(index)];
   ++s.stats.failed_placements;
@@ -357,36 +1094,23 @@ void replace_after_failure(self_ptr self, uint64_t ticket,
     note_failure(self, size_t(index), err);
   else
     s.breaker.abandoned();
+  if (r.gang_parent != 0)
+    return gang_failed(self, r.gang_parent, err, true);
   r.failed_on |= uint64_t{1} << index;
   r.on_gpu_before = r.on_gpu_before || is_gpu(s.info);
   r.last_failure = code_of(err);
   unplace(self, r);
-  place(self, ticket, describe(err));
+  place_or_queue(self, ticket, describe(err), true);
 }
 
-// Ends an item with the result its device reported, unless it already
-// ended or moved on (then the late completion is dropped and counted).
-void complete(self_ptr self, uint32_t index, work_done& done) {
+// Ends one item with its output, produced on device `index`.
+void end_ok(self_ptr self, uint64_t ticket, size_t index,
+            kernels::kernel_output output, const std::string& device,
+            uint32_t attempts, bool fallback, const std::string& detail) {
   auto& st = self->state;
-  auto i = st.outstanding.find(done.id);
-  if (i == st.outstanding.end() || i->second.device != int32_t(index)) {
-    ++st.counters.duplicates_dropped;
-    return;
-  }
+  auto i = st.outstanding.find(ticket);
   auto& r = i->second;
-  auto& s = st.devices[index];
-  if (r.cost_units > 0 && done.device_ns > 0) {
-    auto& rate = s.ns_per_unit[static_cast<size_t>(r.item.kernel)];
-    double measured = double(done.device_ns) / r.cost_units;
-    rate = rate <= 0 ? measured
-                     : (1 - rate_weight) * rate + rate_weight * measured;
-  }
-  ++s.stats.completed;
-  ++st.counters.completed;
-  s.stats.busy_ns += done.device_ns;
   auto now = clock::now();
-  if (!s.breaker.closed() && s.breaker.succeeded(now))
-    device_event(self, s.info.name, "circuit closed: its probes passed");
   {
     auto& cell = st.latency[index * kernels::kernel_id_limit +
                             static_cast<size_t>(r.item.kernel)];
@@ -398,7 +1122,6 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
     ++cell.count;
     cell.sum_s += took_s;
   }
-  bool fallback = !is_gpu(s.info) && (r.on_gpu_before || r.memory_fallback);
   if (fallback) {
     // The price of falling back, against the tenant's budget.
     auto& fb = st.counters.fallback_by_tenant[r.item.tenant];
@@ -412,28 +1135,109 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
     fb.max_ns = std::max(fb.max_ns, took);
     if (fb.budget_ns > 0 && took > fb.budget_ns) {
       ++fb.over_budget;
-      audit(self, audit_kind::fallback, r.item, s.info.name,
+      audit(self, audit_kind::fallback, r.item, device,
             "over the fallback latency budget: " +
                 std::to_string(took / 1000000) + " ms against " +
                 std::to_string(fb.budget_ns / 1000000) + " ms");
     }
   }
-  audit(self, audit_kind::completed, r.item, s.info.name,
-        r.attempts > 1 ? "after " + std::to_string(r.attempts) + " placements"
-                       : std::string{});
+  audit(self, audit_kind::completed, r.item, device,
+        attempts > 1 ? "after " + std::to_string(attempts) + " placements" +
+                           (detail.empty() ? "" : "; " + detail)
+                     : detail);
   unplace(self, r);
   st.book.end(r.tenant);
-  self->send(r.sink, result_atom::value,
-             work_result{r.item.id, std::move(done.output), s.info.name,
-                         r.attempts, fallback});
+  ++st.counters.completed;
+  ++st.devices[index].stats.completed;
+  self->send(
+      r.sink, result_atom::value,
+      work_result{r.item.id, std::move(output), device, attempts, fallback});
   st.outstanding.erase(i);
+}
+
+// Ends an item with the result its device reported, unless it already
+// ended or moved on (then the late completion is dropped and counted). A
+// merged launch ends each member with its part; a gang slice waits for its
+// siblings.
+void complete(self_ptr self, uint32_t index, work_done& done) {
+  auto& st = self->state;
+  auto i = st.outstanding.find(done.id);
+  if (i == st.outstanding.end() || i->second.device != int32_t(index)) {
+    ++st.counters.duplicates_dropped;
+    return;
+  }
+  auto& r = i->second;
+  auto& s = st.devices[index];
+  if (r.device_units > 0 && done.device_ns > 0) {
+    st.model.record(index, r.item.kernel, r.cls, r.device_units,
+                    double(done.device_ns));
+    s.units_done += r.device_units;
+    s.ns_done += double(done.device_ns);
+  }
+  ++s.stats.launches;
+  s.stats.busy_ns += done.device_ns;
+  if (!s.breaker.closed() && s.breaker.succeeded(clock::now()))
+    device_event(self, s.info.name, "circuit closed: its probes passed");
+  bool fallback = !is_gpu(s.info) && (r.on_gpu_before || r.memory_fallback);
+  if (!r.members.empty()) {
+    auto members = r.members;
+    auto attempts = r.attempts;
+    std::vector<const work_item*> items;
+    for (auto m : members)
+      items.push_back(&st.outstanding.at(m).item);
+    auto parts = batching::split(done.output, items);
+    unplace(self, r);
+    st.outstanding.erase(i);
+    auto detail =
+        "in a merged launch of " + std::to_string(members.size()) + " items";
+    for (size_t j = 0; j < members.size(); ++j) {
+      st.outstanding.at(members[j]).batch = 0;
+      if (!parts) {
+        end_failed(self, members[j],
+                   make_error(errc::invalid_arguments,
+                              "a merged launch could not be split: " +
+                                  describe(parts.error())));
+        continue;
+      }
+      end_ok(self, members[j], index, std::move((*parts)[j]), s.info.name,
+             attempts, fallback, detail);
+    }
+    return;
+  }
+  if (r.gang_parent != 0) {
+    auto parent = r.gang_parent;
+    auto slice = r.slice;
+    unplace(self, r);
+    st.outstanding.erase(i);
+    auto& g = st.outstanding.at(parent);
+    g.parts[slice] = std::move(done.output);
+    if (++g.parts_done < g.parts.size())
+      return;
+    // Every slice is in: rows in order make the whole product.
+    kernels::kernel_output whole;
+    std::string names;
+    for (auto& p : g.parts)
+      whole.values.insert(whole.values.end(), p.values.begin(), p.values.end());
+    for (auto& d : st.devices)
+      if (d.gang == parent) {
+        names += (names.empty() ? "" : "+") + d.info.name;
+        d.gang = 0;
+      }
+    g.slices.clear();
+    g.parts.clear();
+    end_ok(self, parent, index, std::move(whole), names, g.attempts, false,
+           "gang of " + std::to_string(g.item.gang) + " devices");
+    return;
+  }
+  end_ok(self, done.id, index, std::move(done.output), s.info.name, r.attempts,
+         fallback, {});
 }
 
 void retry_parked(self_ptr self) {
   auto parked = std::move(self->state.parked);
   self->state.parked = {};
   for (auto ticket : parked)
-    place(self, ticket, "waited for a device to come back");
+    place_or_queue(self, ticket, "waited for a device to come back", true);
 }
 
 // Admits an item whose checks passed.
@@ -451,11 +1255,37 @@ void admit(self_ptr self, int t, work_item item, client_sink sink,
   r.tenant = t;
   r.device_mask = st.book.policy(t).device_mask;
   r.bytes = bytes;
+  r.cls = size_class(r.cost_units);
   r.admitted_at = now;
   r.item = std::move(item);
   r.sink = std::move(sink);
-  st.outstanding.emplace(ticket, std::move(r));
-  place(self, ticket, {});
+  auto& rec = st.outstanding.emplace(ticket, std::move(r)).first->second;
+  if (rec.item.gang > 1) {
+    st.gangs_waiting.push_back(ticket);
+    pump(self);
+    return;
+  }
+  auto& rule = st.cfg.batch[static_cast<size_t>(rec.item.kernel)];
+  if (rule.enabled && !st.closed &&
+      batching::output_elements(rec.item) <= rule.max_item_elements) {
+    if (auto key = batching::key_of(rec.item)) {
+      // Waits for company: up to the preferred batch or the longest delay.
+      rec.batching = true;
+      auto& open = st.batches[*key];
+      open.members.push_back(ticket);
+      if (open.members.size() == 1) {
+        open.due = now + rule.max_delay;
+        self->delayed_send(self, rule.max_delay, batch_atom::value);
+      }
+      if (open.members.size() >= rule.preferred)
+        flush_batch(self, *key);
+      pump(self);
+      return;
+    }
+  }
+  if (place(self, ticket) == placement::later)
+    enqueue(self, ticket);
+  pump(self);
 }
 
 // Admits held-back items that fit now, in order, tenant by tenant.
@@ -485,7 +1315,7 @@ void drain_memory_waiting(self_ptr self) {
     if (i == st.outstanding.end() || !i->second.waiting_memory)
       continue;
     // place() puts it back at the end if it still does not fit.
-    place(self, ticket, "waited for device memory");
+    place_or_queue(self, ticket, "waited for device memory", true);
   }
 }
 
@@ -510,6 +1340,7 @@ void wake(self_ptr self) {
       drain_memory_waiting(self);
   } while (st.wake_again);
   st.waking = false;
+  pump(self);
 }
 
 // Ends held and waiting items whose time is up.
@@ -538,7 +1369,11 @@ void expire(self_ptr self, clock::time_point now) {
                                               i->second.deadline <= now)
       late.push_back(ticket);
   for (auto ticket : late) {
-    auto& r = st.outstanding.at(ticket);
+    // An earlier end may have placed or ended it meanwhile.
+    auto i = st.outstanding.find(ticket);
+    if (i == st.outstanding.end() || !i->second.waiting_memory)
+      continue;
+    auto& r = i->second;
     r.waiting_memory = false;
     ++st.counters.admission.timeouts;
     caf::error why;
@@ -592,6 +1427,24 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
   if (auto why = validate_item(item); !why.empty())
     return reject(self, item, sink,
                   make_error(errc::invalid_arguments, std::move(why)));
+  if (item.gang > 1) {
+    if (item.kernel != kernel_id::gemm || !item.then.empty() ||
+        item.args.m < item.gang || item.gang > max_gang)
+      return reject(
+          self, item, sink,
+          make_error(errc::invalid_arguments,
+                     "a gang of " + std::to_string(item.gang) +
+                         " devices needs a single gemm with at least as many "
+                         "rows (m) as devices, and at most " +
+                         std::to_string(max_gang) + " devices"));
+    balancer_state::record probe;
+    probe.item.gang = item.gang;
+    probe.item.tenant = item.tenant;
+    probe.device_mask = pol.device_mask;
+    if (auto why = gang_impossible(st, probe); !why.empty())
+      return reject(self, item, sink,
+                    make_error(errc::no_device_available, std::move(why)));
+  }
   auto bytes = item_bytes(item);
   if (auto err = st.book.check_ever(t, bytes, pol.device_mask))
     return reject(self, item, sink, std::move(err));
@@ -631,6 +1484,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
     auto& info = devices[i];
     balancer_state::slot s;
     s.info = info;
+    s.resident = devices::input_cache{info.input_cache_bytes};
     s.has_memory = i < lease.devices.size() && lease.devices[i].has_memory;
     s.stats.name = info.name;
     s.stats.kind = to_string(info.kind);
@@ -640,6 +1494,11 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   }
   st.book = quota_book{std::move(lease)};
   st.held.resize(st.book.tenants());
+  // One ready queue per tenant and one for merged launches.
+  st.ready.resize(st.book.tenants() + 1);
+  st.vtime.assign(st.ready.size(), 0.0);
+  st.model = run_time_model{cfg.model_window};
+  st.started_at = clock::now();
   st.audit = audit_buffer{std::move(audit_dest)};
   st.cfg = cfg;
   for (auto& s : st.devices)
@@ -658,9 +1517,12 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         reject(self, h.item, h.sink,
                make_error(errc::shutting_down, "the runtime stopped"));
       }
+    // Members of merged launches and gang slices end with their launch or
+    // gang.
     std::vector<uint64_t> left;
     for (auto& [ticket, r] : st.outstanding)
-      left.push_back(ticket);
+      if (r.batch == 0 && r.gang_parent == 0)
+        left.push_back(ticket);
     for (auto ticket : left)
       if (st.outstanding.count(ticket) > 0)
         end_failed(self, ticket,
@@ -733,6 +1595,9 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
             s.draining ? device_status::draining : device_status::available;
         s.stats.status = s.status;
         s.backlog_ns = 0;
+        s.resident.clear();
+        s.placed = 0;
+        s.placed_units = 0;
         s.sent = 0;
         s.queued.clear();
         retry_parked(self);
@@ -758,6 +1623,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         s.stats.status = s.status;
         s.handle = device_actor{};
         s.backlog_ns = 0;
+        s.resident.clear();
         // Queued tickets are re-placed below with the ones the actor held.
         s.sent = 0;
         s.queued.clear();
@@ -797,11 +1663,17 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
             auto i = st.outstanding.find(ticket);
             if (i == st.outstanding.end() || i->second.device != int32_t(index))
               continue;
+            // A gang's slice stays: its gang holds the device.
+            if (i->second.gang_parent != 0) {
+              s.queued.push_back(ticket);
+              continue;
+            }
             s.breaker.abandoned();
             unplace(self, i->second);
             --i->second.attempts;
-            place(self, ticket, "device draining: " + why);
+            place_or_queue(self, ticket, "device draining: " + why, true);
           }
+          send_queued(self, index);
         } else {
           retry_parked(self);
         }
@@ -810,6 +1682,9 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](down_atom) {
         auto& st = self->state;
         st.closed = true;
+        // Open batches launch now: their members are admitted and run.
+        while (!st.batches.empty())
+          flush_batch(self, st.batches.begin()->first);
         auto stopping = [] {
           return make_error(errc::shutting_down, "the runtime is stopping");
         };
@@ -836,9 +1711,23 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           out.devices.push_back(s.stats);
           out.devices.back().circuit = s.breaker.state(now);
         }
+        double wall_ns =
+            double(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       now - st.started_at)
+                       .count());
+        for (size_t d = 0; d < st.devices.size(); ++d) {
+          auto& s = st.devices[d];
+          out.devices[d].queued = s.placed;
+          // Reported run times may carry noise: capped at full.
+          if (wall_ns > 0)
+            out.devices[d].utilization =
+                std::min(1.0, double(s.stats.busy_ns) /
+                                  (wall_ns * std::max(1u, s.info.streams)));
+        }
         for (auto& [ticket, r] : st.outstanding)
-          if (r.device >= 0)
-            ++out.devices[size_t(r.device)].queued;
+          if (r.ready || r.batching)
+            ++out.waiting;
+        out.waiting += st.gangs_waiting.size();
         for (size_t d = 0; d < st.devices.size(); ++d)
           for (size_t k = 0; k < kernels::kernel_id_limit; ++k) {
             auto& cell = st.latency[d * kernels::kernel_id_limit + k];
@@ -853,7 +1742,9 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
             h.sum_s = cell.sum_s;
             out.latency.push_back(std::move(h));
           }
-        out.outstanding = st.outstanding.size();
+        for (auto& [ticket, r] : st.outstanding)
+          if (r.members.empty() && r.gang_parent == 0)
+            ++out.outstanding;
         auto u = st.book.usage();
         for (auto& tu : u.tenants)
           out.admission.inflight[tu.tenant] = tu.inflight;
@@ -883,8 +1774,20 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         if (!st.parked.empty())
           retry_parked(self);
         wake(self);
-        if (anything_held(st) || !st.parked.empty())
+        if (anything_held(st) || !st.parked.empty() ||
+            !st.gangs_waiting.empty())
           schedule_retry(self);
+      },
+      [=](batch_atom) {
+        auto& st = self->state;
+        auto now = clock::now();
+        std::vector<batching::batch_key> due;
+        for (auto& [key, open] : st.batches)
+          if (open.due <= now)
+            due.push_back(key);
+        for (auto& key : due)
+          flush_batch(self, key);
+        pump(self);
       },
   };
 }

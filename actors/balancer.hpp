@@ -1,9 +1,13 @@
 // The balancer: the runtime's front door and its placement. It admits every
 // item under the terms the quota actor leased to it (grants, in-flight caps,
 // rate limits, device-memory quotas), holds back or refuses what does not
-// fit, places each admitted item on the device with the earliest expected
-// completion that has room for it, re-places it when a device fails under it,
-// and ends it exactly once.
+// fit, and ends each admitted item exactly once. Admitted items wait in one
+// queue per tenant, served by weighted fair queuing; an item is bound to a
+// device only when the device has room (late binding), choosing the earliest
+// expected completion from a measured run-time model. Small items of one
+// kernel are merged into one launch (dynamic batching); an item that needs
+// several devices (a gang) gets all of them at once or waits. An item moves
+// on when a device fails under it.
 #pragma once
 
 #include <array>
@@ -17,10 +21,13 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/audit.hpp"
+#include "actors/batching.hpp"
 #include "actors/circuit_breaker.hpp"
 #include "actors/client_sink.hpp"
 #include "actors/device_actor.hpp"
+#include "actors/placement_model.hpp"
 #include "actors/quota_book.hpp"
+#include "devices/input_cache.hpp"
 #include "messages/errc.hpp"
 #include "messages/stats.hpp"
 
@@ -57,7 +64,29 @@ using balancer_actor = device_listener::extend<
     /// Internal: periodic flush of buffered audit events.
     caf::reacts_to<tick_atom>,
     /// Internal: held-back and waiting items are due for another try.
-    caf::reacts_to<retry_atom>>;
+    caf::reacts_to<retry_atom>,
+    /// Internal: an open batch may be due to launch.
+    caf::reacts_to<batch_atom>>;
+
+/// How the balancer chooses among devices.
+enum class placement_policy : uint8_t {
+  /// Earliest expected completion from the measured model (the default).
+  earliest_completion,
+  /// Devices in turn (a baseline).
+  round_robin,
+  /// The device with the fewest items per stream (a baseline).
+  least_loaded,
+};
+
+/// Dynamic batching of one kernel.
+struct batch_rule {
+  bool enabled = false;
+  /// Launch when this many items wait, or when the oldest waited this long.
+  uint32_t preferred = 32;
+  std::chrono::microseconds max_delay{2000};
+  /// Only items with at most this many output elements are batched.
+  uint64_t max_item_elements = 65536;
+};
 
 /// Settings of the balancer.
 struct balancer_config {
@@ -67,6 +96,13 @@ struct balancer_config {
   circuit_config circuit;
   /// Predicted run times on a degraded device are multiplied by this.
   double degraded_penalty = 4.0;
+  placement_policy policy = placement_policy::earliest_completion;
+  /// Recent runs per (kernel, size class, device) the model keeps.
+  uint32_t model_window = run_time_model::default_window;
+  /// Per kernel id.
+  std::array<batch_rule, kernels::kernel_id_limit> batch{};
+  /// Gangs may span NUMA nodes when no node has enough devices.
+  bool gang_cross_numa = false;
 };
 
 struct balancer_state {
@@ -83,10 +119,20 @@ struct balancer_state {
     bool draining = false;
     circuit_breaker breaker;
     bool has_memory = false;
-    /// Sum of predicted run times of items placed and not yet ended.
+    /// Sum of predicted run times of items placed and not yet ended, their
+    /// number and their cost units.
     double backlog_ns = 0;
-    /// Learned device time per unit of cost, per kernel (EWMA); 0 = no data.
-    std::array<double, kernels::kernel_id_limit> ns_per_unit{};
+    uint32_t placed = 0;
+    double placed_units = 0;
+    /// Cost units done per ns of device time, all kernels (its measured
+    /// throughput per stream; 0 = none yet).
+    double units_done = 0;
+    double ns_done = 0;
+    /// The gang that holds it (its ticket; 0 = none).
+    uint64_t gang = 0;
+    /// The inputs it holds between launches, as the balancer models them
+    /// (the same policy as the device's own input cache).
+    devices::input_cache resident;
     /// Run requests sent to the device actor and not yet answered, and
     /// tickets placed here that wait for the device to answer some: they go
     /// out together, one message for many items, when it does.
@@ -105,6 +151,9 @@ struct balancer_state {
     /// placed on while it is there.
     uint64_t bytes = 0;
     double cost_units = 0;
+    /// Its cost on the device it is placed on: without the inputs that
+    /// device already holds (data locality).
+    double device_units = 0;
     /// Device it is placed on (-1 while parked or waiting) and the
     /// prediction made.
     int32_t device = -1;
@@ -114,8 +163,28 @@ struct balancer_state {
     /// left).
     uint64_t failed_on = 0;
     bool on_gpu_before = false;
-    /// What made its last placement fail (none before the first failure).
+    /// What made its last placement fail (none before the first failure),
+    /// in words for the audit log.
     errc last_failure = errc::none;
+    std::string why;
+    /// Its size class in the run-time model; placed as an exploration run
+    /// (no measurement for its cell on that device yet).
+    uint8_t cls = 0;
+    bool probe = false;
+    /// Waits in its tenant's ready queue.
+    bool ready = false;
+    /// Dynamic batching: waits in an open batch; or the ticket of the
+    /// merged launch it is part of; a merged launch lists its members.
+    bool batching = false;
+    uint64_t batch = 0;
+    std::vector<uint64_t> members;
+    /// Gangs: the slices of a gang item (tickets), the gang a slice belongs
+    /// to and its position, and the outputs of slices done.
+    std::vector<uint64_t> slices;
+    uint64_t gang_parent = 0;
+    uint32_t slice = 0;
+    std::vector<kernels::kernel_output> parts;
+    uint32_t parts_done = 0;
     /// Sent to a CPU worker because device memory was its limit.
     bool memory_fallback = false;
     /// Waiting for device memory, until.
@@ -141,6 +210,31 @@ struct balancer_state {
   std::deque<uint64_t> memory_waiting;
   /// Per tenant (book index): items held back before admission (FIFO).
   std::vector<std::deque<held_item>> held;
+  /// Admitted items waiting for a device, per tenant (book index), and one
+  /// more queue for merged launches; served by weighted fair queuing on
+  /// virtual time.
+  std::vector<std::deque<uint64_t>> ready;
+  std::vector<double> vtime;
+  double vclock = 0;
+  /// Items and cost units waiting in the ready queues.
+  uint64_t ready_count = 0;
+  double ready_units = 0;
+  /// Gang items waiting for their devices, oldest first.
+  std::deque<uint64_t> gangs_waiting;
+  /// Open batches by what their members share, with their due time.
+  struct open_batch {
+    std::vector<uint64_t> members;
+    clock::time_point due;
+  };
+  std::unordered_map<batching::batch_key, open_batch, batching::batch_key_hash>
+      batches;
+  run_time_model model;
+  /// Model cells (device, kernel, class) with an exploration run in flight.
+  std::unordered_map<uint32_t, uint32_t> probing;
+  uint32_t round_robin = 0;
+  clock::time_point started_at;
+  bool pumping = false;
+  bool pump_again = false;
   quota_book book;
   audit_buffer audit;
   balancer_config cfg;

@@ -105,7 +105,9 @@ caf::error launch_one(self_ptr self, run_request& req,
     self->send(st.listener, failed_atom::value, idx, req.ticket, res.error());
     return caf::none;
   }
-  work_done done{req.ticket, std::move(res->output), res->device_time.count()};
+  work_done done{
+      req.ticket, std::move(res->output),
+      int64_t(double(res->device_time.count()) * res->reported_factor)};
   auto now = clock::now();
   auto hold = [&](std::chrono::milliseconds timeout) {
     st.pending.emplace(req.ticket,
@@ -221,7 +223,8 @@ device_impl(device_actor::stateful_pointer<device_state> self,
             return;
           }
           pending.done.output = std::move(res->output);
-          pending.done.device_ns = res->device_time.count();
+          pending.done.device_ns =
+              int64_t(double(res->device_time.count()) * res->reported_factor);
         }
         self->send(st.listener, done_atom::value, st.cfg.index,
                    std::vector<work_done>{std::move(pending.done)});

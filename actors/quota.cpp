@@ -128,6 +128,11 @@ caf::error compile_one(const pb::TenantGrant& g,
   if (g.queue_timeout_ms() > 0)
     out.queue_timeout_ms = g.queue_timeout_ms();
   out.fallback_budget_ms = g.fallback_budget_ms();
+  if (g.weight() < 0 || !std::isfinite(g.weight()))
+    return bad("weight must be a positive number, not " +
+               std::to_string(g.weight()));
+  if (g.weight() > 0)
+    out.weight = g.weight();
   return caf::none;
 }
 

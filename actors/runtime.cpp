@@ -90,6 +90,26 @@ make_devices(const pb::RuntimeConfig& cfg) {
     p.memory_bytes = g.memory_mib() << 20;
     p.streams = g.streams();
     p.speed = g.speed();
+    if (g.gflops() < 0 || g.gbytes_per_s() < 0 || g.spike_fraction() < 0 ||
+        g.spike_fraction() > 1 || g.spike_factor() < 0)
+      return bad("simulated GPU '" + g.name() +
+                 "': gflops, gbytes_per_s and spike_factor must not be "
+                 "negative, spike_fraction must be in 0..1");
+    if (g.gflops() > 0)
+      p.gflops = g.gflops();
+    if (g.gbytes_per_s() > 0)
+      p.gbytes_per_s = g.gbytes_per_s();
+    if (g.has_numa_node())
+      p.numa_node = g.numa_node();
+    p.spike_fraction = g.spike_fraction();
+    if (g.spike_factor() > 0)
+      p.spike_factor = g.spike_factor();
+    p.cpu = g.cpu();
+    if (g.launch_latency_us() > 1'000'000)
+      return bad("simulated GPU '" + g.name() +
+                 "': launch_latency_us is at most 1 s");
+    if (g.launch_latency_us() > 0)
+      p.launch_latency = std::chrono::microseconds{g.launch_latency_us()};
     auto dev = devices::sim::make_sim_device(p);
     if (!dev)
       return dev.error();
@@ -136,6 +156,53 @@ supervision_of(const pb::RuntimeConfig& cfg) {
     return bad("degraded_penalty must be at least 1");
   if (sv.degraded_penalty() >= 1)
     b.degraded_penalty = sv.degraded_penalty();
+  auto& pl = cfg.placement();
+  switch (pl.policy()) {
+  case pb::EARLIEST_COMPLETION:
+    b.policy = placement_policy::earliest_completion;
+    break;
+  case pb::ROUND_ROBIN:
+    b.policy = placement_policy::round_robin;
+    break;
+  case pb::LEAST_LOADED:
+    b.policy = placement_policy::least_loaded;
+    break;
+  default:
+    return make_error(errc::malformed_config,
+                      "placement: unknown policy " +
+                          std::to_string(int(pl.policy())));
+  }
+  if (pl.model_window() > 64)
+    return make_error(errc::malformed_config,
+                      "placement: model_window is at most 64");
+  if (pl.model_window() > 0)
+    b.model_window = pl.model_window();
+  b.gang_cross_numa = pl.gang_cross_numa();
+  for (auto& rule : pl.batch()) {
+    auto k = kernels::parse_kernel(rule.kernel());
+    auto bad_batch = [&](const std::string& what) {
+      return make_error(errc::malformed_config, "placement: batch rule for '" +
+                                                    rule.kernel() +
+                                                    "': " + what);
+    };
+    if (!k)
+      return bad_batch("unknown kernel");
+    if (*k != kernel_id::axpy && *k != kernel_id::gemm)
+      return bad_batch("only axpy (same alpha) and gemm (same B operand) "
+                       "items can share a launch");
+    auto& b_rule = b.batch[static_cast<size_t>(*k)];
+    if (b_rule.enabled)
+      return bad_batch("given twice");
+    b_rule.enabled = true;
+    if (rule.preferred_batch() > 0)
+      b_rule.preferred = rule.preferred_batch();
+    if (rule.max_delay_us() > 10'000'000)
+      return bad_batch("max_delay_us is at most 10 s");
+    if (rule.max_delay_us() > 0)
+      b_rule.max_delay = std::chrono::microseconds{rule.max_delay_us()};
+    if (rule.max_item_elements() > 0)
+      b_rule.max_item_elements = rule.max_item_elements();
+  }
   auto& c = sv.circuit();
   if (c.failures() > 0)
     b.circuit.failures = c.failures();
@@ -269,7 +336,7 @@ caf::expected<work_result> runtime::run(work_item item) {
 std::shared_ptr<devices::sim::sim_device>
 runtime::sim_device(const std::string& name) const {
   for (auto& d : devs_)
-    if (d->info().name == name && d->info().kind == device_kind::sim_gpu)
+    if (d->info().name == name && d->info().simulated)
       return std::static_pointer_cast<devices::sim::sim_device>(d);
   return nullptr;
 }

@@ -32,6 +32,10 @@ struct launch_result {
   kernels::kernel_output output;
   /// Time the device spent (measured on real hardware, modeled on simulated).
   std::chrono::nanoseconds device_time{0};
+  /// Simulated timing noise: the time reported for the launch is
+  /// device_time times this (a preempted or throttled timer), while the
+  /// device is busy only device_time.
+  double reported_factor = 1.0;
   /// True if the launch will never complete (a hung stream). The device actor's
   /// watchdog turns this into a kernel_timeout.
   bool hung = false;

@@ -38,5 +38,6 @@ using offline_atom = caf::atom_constant<caf::atom("offline")>;
 using online_atom = caf::atom_constant<caf::atom("online")>;
 using crash_atom = caf::atom_constant<caf::atom("crash")>;
 using alerts_atom = caf::atom_constant<caf::atom("alerts")>;
+using batch_atom = caf::atom_constant<caf::atom("batch")>;
 
 } // namespace cohort

@@ -136,6 +136,7 @@ pb::WorkRequest to_proto(const work_item& x) {
     auto s = in.span();
     out.add_inputs()->mutable_values()->Add(s.begin(), s.end());
   }
+  out.set_gang(x.gang);
   return out;
 }
 
@@ -164,6 +165,7 @@ caf::expected<work_item> from_proto(const pb::WorkRequest& x) {
   for (auto& in : x.inputs())
     out.inputs.emplace_back(
         std::vector<float>(in.values().begin(), in.values().end()));
+  out.gang = x.gang();
   return out;
 }
 

@@ -44,6 +44,9 @@ struct device_info {
   std::string uuid;
   std::string arch;
   uint32_t multiprocessors = 0;
+  /// Bytes of inputs it keeps between launches by identity (an input
+  /// cache, least recently used out; 0: it copies every input every time).
+  uint64_t input_cache_bytes = 0;
 };
 
 template <class Inspector>
@@ -55,7 +58,8 @@ typename Inspector::result_type inspect(Inspector& f, device_info& x) {
   });
   return f(caf::meta::type_name("device_info"), x.name, kind, x.simulated,
            x.model, x.memory_bytes, x.streams, x.speed, x.cores, x.numa_node,
-           x.pci_bus_id, x.uuid, x.arch, x.multiprocessors, load);
+           x.pci_bus_id, x.uuid, x.arch, x.multiprocessors, x.input_cache_bytes,
+           load);
 }
 
 } // namespace cohort

@@ -33,6 +33,10 @@ public:
   /// Bytes the values take.
   size_t bytes() const { return size() * sizeof(float); }
 
+  /// Who holds the values: copies of one buffer share an identity, so the
+  /// same identity means the same values (null for a default buffer).
+  const void* identity() const { return data_.get(); }
+
 private:
   std::shared_ptr<const std::vector<float>> data_;
 };

@@ -68,6 +68,8 @@ struct tenant_policy {
   uint32_t queue_timeout_ms = 10000;
   /// Latency budget of one CPU fallback item (admission to end); 0: none.
   uint32_t fallback_budget_ms = 0;
+  /// Share of the devices when work waits (weighted fair queuing).
+  double weight = 1.0;
 };
 
 template <class Inspector>
@@ -80,7 +82,8 @@ typename Inspector::result_type inspect(Inspector& f, tenant_policy& x) {
   return f(caf::meta::type_name("tenant_policy"), x.tenant, x.kernel_mask,
            x.device_mask, x.max_inflight, x.memory_quota, x.device_quota,
            x.device_reserve, x.max_item_bytes, x.rate, x.burst, policy,
-           x.queue_limit, x.queue_timeout_ms, x.fallback_budget_ms, load);
+           x.queue_limit, x.queue_timeout_ms, x.fallback_budget_ms, x.weight,
+           load);
 }
 
 /// The terms under which the balancer admits on its own: every tenant's

@@ -72,6 +72,13 @@ struct device_stats {
   uint32_t restarts = 0;
   /// Items placed on it that have not ended yet (running or queued).
   uint64_t queued = 0;
+  /// Share of its streams' time spent on completed items since the runtime
+  /// started (busy time / (wall time x streams)).
+  double utilization = 0;
+  /// Launches it ran: merged launches count once, gang slices each.
+  uint64_t launches = 0;
+  /// Most items placed on it at once (its queue depth at the peak).
+  uint64_t max_queued = 0;
 };
 
 template <class Inspector>
@@ -85,7 +92,8 @@ typename Inspector::result_type inspect(Inspector& f, device_stats& x) {
   });
   return f(caf::meta::type_name("device_stats"), x.name, x.kind, x.simulated,
            status, circuit, x.circuit_opens, x.completed, x.failed_placements,
-           x.busy_ns, x.losses, x.restarts, x.queued, load);
+           x.busy_ns, x.losses, x.restarts, x.queued, x.utilization, x.launches,
+           x.max_queued, load);
 }
 
 /// Upper bounds (seconds) of the latency histogram buckets; a last bucket
@@ -184,6 +192,21 @@ struct balancer_stats {
   quota_stats admission;
   /// Per (kernel, device) with at least one completed item.
   std::vector<latency_histogram> latency;
+  /// Admitted items waiting for a device (ready queues, open batches,
+  /// gangs waiting for their devices).
+  uint64_t waiting = 0;
+  /// Most items waiting in the ready queues at once.
+  uint64_t max_waiting = 0;
+  /// Merged launches and the items they carried.
+  uint64_t batches = 0;
+  uint64_t batched_items = 0;
+  /// Gang items placed (all their devices at once) and placements that
+  /// had to wait for devices first.
+  uint64_t gangs = 0;
+  uint64_t gang_waits = 0;
+  /// Exploration runs: an item sent to a device with no measurement for
+  /// its kernel and size class yet.
+  uint64_t explored = 0;
 };
 
 template <class Inspector>
@@ -191,7 +214,8 @@ typename Inspector::result_type inspect(Inspector& f, balancer_stats& x) {
   return f(caf::meta::type_name("balancer_stats"), x.devices, x.fallbacks,
            x.fallbacks_by_reason, x.completed, x.retries, x.failed,
            x.duplicates_dropped, x.outstanding, x.fallback_by_tenant,
-           x.admission, x.latency);
+           x.admission, x.latency, x.waiting, x.max_waiting, x.batches,
+           x.batched_items, x.gangs, x.gang_waits, x.explored);
 }
 
 } // namespace cohort

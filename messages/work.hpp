@@ -65,6 +65,9 @@ struct work_item {
   /// Kernels chained after this one on the same device; the result is the
   /// last one's output.
   std::vector<chained_stage> then;
+  /// Devices the item needs at once (a gang): 0 or 1 for one. A gang gemm
+  /// is split by rows of A, one slice per device, all placed together.
+  uint32_t gang = 0;
 
   /// Views of the inputs, in the form the kernel catalog takes.
   std::vector<std::span<const float>> views() const {
@@ -126,7 +129,7 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("work_item"), x.id, x.tenant, kernel, x.args,
-           x.inputs, x.then, load);
+           x.inputs, x.then, x.gang, load);
 }
 
 /// The successful end of a work item, as the client receives it.

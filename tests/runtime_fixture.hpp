@@ -13,8 +13,13 @@
 
 #include "actors/runtime.hpp"
 #include "kernels/random_data.hpp"
+#include "messages/cohort.pb.h"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
+
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 
 namespace cohort::test {
 
@@ -112,6 +117,24 @@ ends submit_all(
   while (!quiet)
     self->receive(
         on_result, on_error, caf::after(linger) >> [&] { quiet = true; });
+  return out;
+}
+
+/// Every record of an audit log file, in order.
+inline std::vector<pb::AuditRecord> read_audit(const std::string& path) {
+  std::vector<pb::AuditRecord> out;
+  int fd = ::open(path.c_str(), O_RDONLY);
+  google::protobuf::io::FileInputStream raw{fd};
+  raw.SetCloseOnDelete(true);
+  for (;;) {
+    google::protobuf::io::CodedInputStream in{&raw};
+    uint32_t size;
+    if (!in.ReadVarint32(&size))
+      break;
+    std::string bytes;
+    in.ReadString(&bytes, int(size));
+    out.emplace_back().ParseFromString(bytes);
+  }
   return out;
 }
 

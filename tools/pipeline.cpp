@@ -88,6 +88,7 @@ work_item make_item(const pb::PipelineSpec& spec, uint64_t index,
     item.tenant = "default";
   item.kernel = static_cast<kernel_id>(st.kernel());
   item.args = args_of(st);
+  item.gang = st.gang();
   uint64_t seed = (spec.seed() * 1000003 + index) * 4;
   for (auto n : plan.sizes[group[0]])
     item.inputs.emplace_back(kernels::random_floats(seed++, n));
@@ -317,6 +318,13 @@ caf::expected<checked_plan> check_spec(const pb::PipelineSpec& spec) {
     if (!s)
       return s.error();
     plan.sizes.push_back(std::move(*s));
+    if (st.gang() > 1 &&
+        (st.kernel() != pb::GEMM || st.chain() ||
+         (i + 1 < spec.stage_size() && spec.stage(i + 1).chain())))
+      return make_error(errc::malformed_pipeline,
+                        "stage '" + st.name() +
+                            "': a gang (gang > 1) is a gemm stage of its own, "
+                            "not chained");
     if (!st.chain()) {
       plan.groups.push_back({i});
       continue;
@@ -455,18 +463,29 @@ void print_report(std::FILE* out, const pipeline_report& r) {
                u(r.lost), u(r.duplicates));
   std::fprintf(out, "time        %.3f s, %.0f items/s\n", r.seconds,
                r.seconds > 0 ? double(r.items) / r.seconds : 0.0);
-  std::fprintf(out, "\n%-8s %-5s %-10s %-11s %9s %7s %11s %6s %9s\n", "device",
-               "kind", "", "status", "items", "share", "busy ms", "lost",
-               "restarts");
+  std::fprintf(out, "\n%-8s %-5s %-10s %-11s %9s %7s %11s %6s %10s %6s %9s\n",
+               "device", "kind", "", "status", "items", "share", "busy ms",
+               "util", "peak queue", "lost", "restarts");
   uint64_t total = 0;
   for (auto& d : r.placement.devices)
     total += d.completed;
   for (auto& d : r.placement.devices)
-    std::fprintf(out, "%-8s %-5s %-10s %-11s %9llu %6.1f%% %11.1f %6u %9u\n",
-                 d.name.c_str(), d.kind.c_str(), d.simulated ? "simulated" : "",
-                 to_string(d.status), u(d.completed),
-                 total ? 100.0 * double(d.completed) / double(total) : 0.0,
-                 double(d.busy_ns) / 1e6, d.losses, d.restarts);
+    std::fprintf(
+        out,
+        "%-8s %-5s %-10s %-11s %9llu %6.1f%% %11.1f %5.0f%% %10llu %6u %9u\n",
+        d.name.c_str(), d.kind.c_str(), d.simulated ? "simulated" : "",
+        to_string(d.status), u(d.completed),
+        total ? 100.0 * double(d.completed) / double(total) : 0.0,
+        double(d.busy_ns) / 1e6, 100 * d.utilization, u(d.max_queued), d.losses,
+        d.restarts);
+  std::fprintf(
+      out,
+      "\nplacement          %llu waiting at the peak, %llu exploration "
+      "runs, %llu merged launches of %llu items, %llu gangs (%llu "
+      "waited for devices)\n",
+      u(r.placement.max_waiting), u(r.placement.explored),
+      u(r.placement.batches), u(r.placement.batched_items),
+      u(r.placement.gangs), u(r.placement.gang_waits));
   if (!r.memory.empty()) {
     std::fprintf(out, "\n%-8s %10s %10s %10s %11s %9s %9s  %s\n", "memory",
                  "capacity", "peak used", "pool held", "allocations", "refused",

@@ -15,13 +15,29 @@ namespace {
 device_info make_info(const sim_params& p) {
   device_info info;
   info.name = p.name;
-  info.kind = device_kind::sim_gpu;
+  info.kind = p.cpu ? device_kind::cpu : device_kind::sim_gpu;
   info.simulated = true;
-  info.model = "simulated GPU";
+  info.model = p.cpu ? "simulated CPU worker" : "simulated GPU";
+  info.numa_node = p.numa_node;
+  if (p.cpu)
+    info.cores = 1;
+  else
+    info.input_cache_bytes =
+        p.input_cache_bytes > 0 ? p.input_cache_bytes : p.memory_bytes / 4;
   info.memory_bytes = p.memory_bytes;
   info.streams = p.streams;
   info.speed = p.speed;
   return info;
+}
+
+// A uniform draw in [0, 1) from a seed and a counter (splitmix64): the same
+// launches spike in every run.
+double spike_draw(uint64_t seed, uint64_t n) {
+  uint64_t z = seed + (n + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return double(z >> 11) * 0x1.0p-53;
 }
 
 uint64_t aligned(uint64_t bytes) {
@@ -37,7 +53,9 @@ static_assert(item_alignment == memory::block_alignment);
 sim_device::sim_device(sim_params params,
                        std::unique_ptr<memory::device_memory> mem)
     : device(make_info(params)), params_(std::move(params)),
-      memory_(std::move(mem)) {
+      memory_(std::move(mem)),
+      spike_seed_(std::hash<std::string>{}(params_.name)),
+      inputs_(info().input_cache_bytes) {
   // nop
 }
 
@@ -148,6 +166,8 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     slow = slow_factor_;
     hung = hung_streams_.erase(stream) > 0;
   }
+  bool spike = params_.spike_fraction > 0 &&
+               spike_draw(spike_seed_, launches_++) < params_.spike_fraction;
   // One block for the chain: host inputs, then each stage's output, each
   // aligned (what item_bytes charges the tenant for).
   uint64_t total = 0;
@@ -172,6 +192,8 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
   std::span<const float> prev;
   for (auto& st : chain) {
     std::vector<std::span<const float>> in;
+    // Inputs it already holds are not transferred again (modeled).
+    uint64_t held = 0;
     for (size_t i = 0; i < st.inputs.size(); ++i) {
       if (st.from_previous == int32_t(i)) {
         in.push_back(prev);
@@ -179,6 +201,8 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
       }
       // The host-to-device copy.
       auto bytes = st.inputs[i].size_bytes();
+      if (inputs_.use(st.inputs[i].data(), bytes))
+        held += bytes;
       if (bytes > 0)
         std::memcpy(cursor, st.inputs[i].data(), bytes);
       in.emplace_back(reinterpret_cast<const float*>(cursor),
@@ -197,8 +221,9 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     prev = {reinterpret_cast<const float*>(out_at), out.values.size()};
     auto lens = kernels::lengths(in);
     auto c = kernels::cost(st.id, st.args, kernels::input_lengths{lens});
+    double moved = c.bytes - std::min(c.bytes, double(held));
     double seconds = std::max(c.flops / (params_.gflops * 1e9),
-                              c.bytes / (params_.gbytes_per_s * 1e9)) /
+                              moved / (params_.gbytes_per_s * 1e9)) /
                      params_.speed;
     res.device_time += std::chrono::duration_cast<std::chrono::nanoseconds>(
         (params_.launch_latency +
@@ -212,6 +237,8 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
   held_.emplace(ticket,
                 held_block{*block, std::max<uint64_t>(total, 1), stream});
   res.hung = hung;
+  if (spike)
+    res.reported_factor = params_.spike_factor;
   return res;
 }
 
@@ -245,6 +272,7 @@ caf::error sim_device::do_reset() {
   // A reset takes the device's memory along: launches in flight were lost
   // (and re-placed); their blocks go back to the host.
   held_.clear();
+  inputs_.clear();
   memory_->reset(false);
   return caf::none;
 }

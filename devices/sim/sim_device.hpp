@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "devices/device.hpp"
+#include "devices/input_cache.hpp"
 #include "devices/memory/device_memory.hpp"
 
 namespace cohort::devices::sim {
@@ -30,6 +31,19 @@ struct sim_params {
   double gbytes_per_s = 8.0;
   /// Modeled fixed cost of one launch.
   std::chrono::nanoseconds launch_latency{std::chrono::microseconds{10}};
+  /// NUMA node it reports (-1: unknown).
+  int32_t numa_node = -1;
+  /// Timing noise: this fraction of launches reports a run time
+  /// `spike_factor` times longer than it took; which ones follows from the
+  /// name, the same in every run.
+  double spike_fraction = 0;
+  double spike_factor = 10;
+  /// A simulated CPU worker: kind cpu and no device memory to account (its
+  /// staging memory is host memory, as a CPU worker's is).
+  bool cpu = false;
+  /// Inputs it keeps between launches (by identity): their transfer is not
+  /// modeled again. 0 means a quarter of its memory; CPU workers none.
+  uint64_t input_cache_bytes = 0;
   /// The memory stack: limit, pool, tenant quotas and reservations.
   memory::memory_options memory;
 };
@@ -72,7 +86,9 @@ public:
   /// (a corrected ECC error, thermal throttling).
   void warn(std::string what);
 
-  memory::device_memory* memory() override { return memory_.get(); }
+  memory::device_memory* memory() override {
+    return params_.cpu ? nullptr : memory_.get();
+  }
 
 private:
   struct held_block {
@@ -114,6 +130,10 @@ private:
   uint32_t pending_xid_ = 0;
   std::set<uint32_t> hung_streams_;
   double slow_factor_ = 1.0;
+  /// Launches so far (picks the spiked ones).
+  uint64_t launches_ = 0;
+  uint64_t spike_seed_ = 0;
+  input_cache inputs_;
 };
 
 /// Makes a simulated GPU; malformed_config when its memory cannot be set up

@@ -186,16 +186,18 @@ TEST_CASE_METHOD(fixture,
   auto e = test::submit_all(sys, **rt, items, [] {});
   test::check_exactly_once(items, e);
   CHECK(e.errors.empty());
-  size_t on_cpu = 0, fell_back = 0;
+  // The CPU worker may also get an item on its merits (its first run of
+  // gemv is measured); every fallback ran there.
+  size_t fell_back = 0;
   for (auto& [id, res] : e.results) {
-    on_cpu += res.device == "cpu0";
+    if (res.fallback)
+      CHECK(res.device == "cpu0");
     fell_back += res.fallback;
   }
-  CHECK(on_cpu > 0);
-  CHECK(fell_back == on_cpu);
+  CHECK(fell_back > 0);
   auto s = (*rt)->admission_stats();
   REQUIRE(s);
-  CHECK(s->memory_fallbacks == on_cpu);
+  CHECK(s->memory_fallbacks == fell_back);
 }
 
 TEST_CASE_METHOD(fixture, "stopping ends held and running items once",

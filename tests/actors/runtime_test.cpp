@@ -6,10 +6,6 @@
 #include "messages/cohort.pb.h"
 #include "tests/runtime_fixture.hpp"
 
-#include <fcntl.h>
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
-
 using namespace cohort;
 using namespace cohort::actors;
 using namespace std::chrono_literals;
@@ -25,22 +21,7 @@ std::vector<work_item> gemv_items(size_t n, uint64_t first_id = 1) {
   return out;
 }
 
-std::vector<pb::AuditRecord> read_audit(const std::string& path) {
-  std::vector<pb::AuditRecord> out;
-  int fd = ::open(path.c_str(), O_RDONLY);
-  google::protobuf::io::FileInputStream raw{fd};
-  raw.SetCloseOnDelete(true);
-  for (;;) {
-    google::protobuf::io::CodedInputStream in{&raw};
-    uint32_t size;
-    if (!in.ReadVarint32(&size))
-      break;
-    std::string bytes;
-    in.ReadString(&bytes, int(size));
-    out.emplace_back().ParseFromString(bytes);
-  }
-  return out;
-}
+using test::read_audit;
 
 size_t count_kind(const std::vector<pb::AuditRecord>& recs, pb::AuditKind k) {
   return size_t(std::count_if(recs.begin(), recs.end(),

@@ -187,8 +187,9 @@ TEST_CASE_METHOD(fixture, "the watchdog counts from a launch's start",
   CHECK(audit_mentions(**rt, "ran past its 400 ms kernel timeout"));
 }
 
-TEST_CASE_METHOD(fixture, "a circuit opens on repeated faults and closes on "
-                          "passing probes",
+TEST_CASE_METHOD(fixture,
+                 "a circuit opens on repeated faults and closes on "
+                 "passing probes",
                  "[actors][supervisor]") {
   // The tenant may use only sim0: while its circuit is open, items wait.
   auto cfg = test::make_config(dir, 1, {{"sim0", 100}});
@@ -308,8 +309,9 @@ TEST_CASE("supervision settings are checked at start", "[actors][supervisor]") {
   CHECK(ok->second.restart_delay == 500ms);
 }
 
-TEST_CASE_METHOD(fixture, "a device brought online before its actor is gone "
-                          "comes back",
+TEST_CASE_METHOD(fixture,
+                 "a device brought online before its actor is gone "
+                 "comes back",
                  "[actors][supervisor]") {
   auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
   auto rt = runtime::start(sys, cfg);
@@ -331,8 +333,9 @@ TEST_CASE_METHOD(fixture, "a device brought online before its actor is gone "
   CHECK(used.count("sim0") == 1);
 }
 
-TEST_CASE_METHOD(fixture, "restarts caused by a sibling do not count against "
-                          "a device's intensity",
+TEST_CASE_METHOD(fixture,
+                 "restarts caused by a sibling do not count against "
+                 "a device's intensity",
                  "[actors][supervisor]") {
   auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
   cfg.mutable_supervision()->set_strategy(pb::ONE_FOR_ALL);
@@ -374,7 +377,7 @@ TEST_CASE_METHOD(fixture, "a device loss counts once against its circuit",
   r.sim_device("sim0")->slow_down(3000);
   r.sim_device("sim1")->slow_down(3000);
   auto items = gemv_items(30);
-  // Many items are on sim0 when it is lost.
+  // Items fill sim0's window (2 per stream) when it is lost.
   auto e = test::submit_all(sys, r, items, [&] {
     std::this_thread::sleep_for(20ms);
     r.sim_device("sim0")->lose();
@@ -384,7 +387,9 @@ TEST_CASE_METHOD(fixture, "a device loss counts once against its circuit",
   auto stats = r.placement_stats();
   REQUIRE(stats);
   CHECK(stats->devices[0].losses == 1);
-  CHECK(stats->devices[0].failed_placements > 3);
+  // As many as its circuit's threshold: counted one by one they would open
+  // it.
+  CHECK(stats->devices[0].failed_placements >= 3);
   CHECK(stats->devices[0].circuit_opens == 0);
 }
 
