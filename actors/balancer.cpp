@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 
+#include "devices/memory/memory_resource.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::actors {
@@ -14,9 +15,6 @@ namespace {
 
 using self_ptr = balancer_actor::stateful_pointer<balancer_state>;
 using clock = balancer_state::clock;
-
-// Weight of the newest measurement in the per-kernel rate estimate.
-constexpr double rate_weight = 0.2;
 
 // Devices one gang may need at most (device masks are 64 bits).
 constexpr uint32_t max_gang = 64;
@@ -96,12 +94,6 @@ uint32_t cell_key(size_t device, const balancer_state::record& r) {
   return uint32_t(device) << 16 | uint32_t(r.item.kernel) << 8 | r.cls;
 }
 
-// Predicted device time of `r` on device `index`: the median of its recent
-// runs of the same kernel and size class there. Without one, `explore` says
-// whether the device should get a first run of that cell (none in flight
-// yet: measure instead of guessing), and the guess is the same kernel at the
-// nearest size there, else the best device that ran it scaled by nominal
-// speeds, else the nominal speed.
 // Cost units of `r` on device `s`: its inputs the device already holds are
 // not moved again. With `evicting`, inputs it would have to push others out
 // for cost those too (a later item moves them back): what placement weighs,
@@ -122,6 +114,12 @@ double units_on(const balancer_state::slot& s, const balancer_state::record& r,
   return std::max(r.cost_units - held, r.cost_units * 0.01) + evicted;
 }
 
+// Predicted device time of `r` on device `index`: the median of its recent
+// runs of the same kernel and size class there. Without one, `explore` says
+// whether the device should get a first run of that cell (none in flight
+// yet: measure instead of guessing), and the guess is the same kernel at the
+// nearest size there, else the best device that ran it scaled by nominal
+// speeds, else the nominal speed.
 double predict_ns(const balancer_state& st, size_t index,
                   const balancer_state::record& r, bool* explore = nullptr) {
   auto& s = st.devices[index];
@@ -301,9 +299,6 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   self->send(rec.sink, failed_atom::value, rec.item.id, std::move(err));
   ++st.counters.failed;
   st.outstanding.erase(i);
-  for (auto& s : st.devices)
-    if (s.gang == ticket)
-      s.gang = 0;
   wake(self);
 }
 
@@ -406,11 +401,9 @@ enum class placement {
   elsewhere,
 };
 
-// Binds `r` to device `index` and sends it on; audits the placement.
-void commit(self_ptr self, uint64_t ticket, size_t index, bool explore,
-            bool memory_fallback, const caf::error& memory_why) {
-  auto& st = self->state;
-  auto& r = st.outstanding.at(ticket);
+// Binds `r` to device `index`: its prediction, backlog, memory charge and
+// inputs there (what `unplace` undoes).
+void bind(balancer_state& st, balancer_state::record& r, size_t index) {
   auto& s = st.devices[index];
   r.device = int32_t(index);
   r.waiting_memory = false;
@@ -420,17 +413,26 @@ void commit(self_ptr self, uint64_t ticket, size_t index, bool explore,
   ++s.placed;
   s.stats.max_queued = std::max<uint64_t>(s.stats.max_queued, s.placed);
   s.placed_units += r.cost_units;
-  if (explore) {
-    r.probe = true;
-    ++st.probing[cell_key(index, r)];
-    ++st.counters.explored;
-  }
   if (!s.breaker.closed())
     s.breaker.placed(clock::now());
   for_each_charge(st, r, [&](int tenant, uint64_t bytes) {
     st.book.charge(tenant, index, bytes);
   });
   ++r.attempts;
+}
+
+// Binds `r` to device `index` and sends it on; audits the placement.
+void commit(self_ptr self, uint64_t ticket, size_t index, bool explore,
+            bool memory_fallback, const caf::error& memory_why) {
+  auto& st = self->state;
+  auto& r = st.outstanding.at(ticket);
+  auto& s = st.devices[index];
+  bind(st, r, index);
+  if (explore) {
+    r.probe = true;
+    ++st.probing[cell_key(index, r)];
+    ++st.counters.explored;
+  }
   // Each member of a merged launch is audited as placed on its own.
   auto note = [&](audit_kind kind, const std::string& detail) {
     if (r.members.empty())
@@ -703,13 +705,11 @@ void place_or_queue(self_ptr self, uint64_t ticket, std::string why,
 // Device memory the largest slice of a gang gemm takes: its rows of A, all
 // of B, its rows of the product.
 uint64_t gang_slice_bytes(const work_item& item, uint32_t k) {
+  using devices::memory::align_up;
   auto rows = (item.args.m + k - 1) / k;
-  auto align = [](uint64_t b) {
-    return (b + item_alignment - 1) / item_alignment * item_alignment;
-  };
-  return align(rows * item.args.k * sizeof(float)) +
-         align(item.inputs[1].bytes()) +
-         align(rows * item.args.n * sizeof(float));
+  return align_up(rows * item.args.k * sizeof(float), item_alignment) +
+         align_up(item.inputs[1].bytes(), item_alignment) +
+         align_up(rows * item.args.n * sizeof(float), item_alignment);
 }
 
 // Device sets for a gang of `k` on `r`: the k devices with the earliest
@@ -886,7 +886,6 @@ void place_gangs(self_ptr self) {
       s.device_mask = uint64_t{1} << set[j];
       s.gang_parent = ticket;
       s.slice = j;
-      s.attempts = 0;
       s.admitted_at = g.admitted_at;
       s.sink = g.sink;
       auto slice_ticket = ++st.next_ticket;
@@ -895,8 +894,6 @@ void place_gangs(self_ptr self) {
       names += (names.empty() ? "" : "+") + st.devices[set[j]].info.name;
       slices.push_back({slice_ticket, set[j]});
       st.outstanding.emplace(slice_ticket, std::move(s));
-      if (!st.devices[set[j]].breaker.closed())
-        st.devices[set[j]].breaker.placed(clock::now());
     }
     auto& gang = st.outstanding.at(ticket);
     audit(self, audit_kind::placed, gang.item, names,
@@ -905,18 +902,7 @@ void place_gangs(self_ptr self) {
     // Slices skip the ready queues: each waits behind at most what its
     // device already holds.
     for (auto [slice_ticket, index] : slices) {
-      auto& s = st.outstanding.at(slice_ticket);
-      auto& dev = st.devices[index];
-      s.device = int32_t(index);
-      s.predicted_ns = predict_ns(st, index, s);
-      send_inputs(dev, s);
-      dev.backlog_ns += s.predicted_ns;
-      ++dev.placed;
-      dev.stats.max_queued =
-          std::max<uint64_t>(dev.stats.max_queued, dev.placed);
-      dev.placed_units += s.cost_units;
-      st.book.charge(s.tenant, index, s.bytes);
-      ++s.attempts;
+      bind(st, st.outstanding.at(slice_ticket), index);
       dispatch(self, index, slice_ticket);
     }
   }
