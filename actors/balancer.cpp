@@ -60,6 +60,19 @@ bool is_device_failure(errc code) {
   }
 }
 
+// A device refused the item's memory (hard OOM in its pool, or its exact
+// accounting of a limit or quota): not a failure of the device.
+bool is_memory_refusal(errc code) {
+  return code == errc::out_of_memory || code == errc::memory_limit ||
+         code == errc::over_memory_quota;
+}
+
+// The pause after the n-th memory refusal of one item: 1 ms doubling, at
+// most 32 ms.
+std::chrono::milliseconds refusal_backoff(uint32_t n) {
+  return std::chrono::milliseconds(1 << std::min(n == 0 ? 0u : n - 1, 5u));
+}
+
 bool takes_work(device_status s) {
   return s == device_status::available || s == device_status::degraded;
 }
@@ -87,6 +100,16 @@ void reject(self_ptr self, const work_item& item, const client_sink& sink,
   ++adm.rejected_by_reason[to_string(code_of(err))];
   audit(self, audit_kind::rejected, item, "", describe(err));
   self->send(sink, failed_atom::value, item.id, std::move(err));
+}
+
+balancer_state::client_key key_of(const client_sink& sink, uint64_t id) {
+  return {sink.address(), id};
+}
+
+// Refuses an item that was held back: it leaves the index of open items.
+void reject_held(self_ptr self, balancer_state::held_item& h, caf::error err) {
+  self->state.by_client.erase(key_of(h.sink, h.item.id));
+  reject(self, h.item, h.sink, std::move(err));
 }
 
 // Key of a run-time model cell in `probing`.
@@ -285,6 +308,7 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   if (!r.slices.empty())
     release_gang(self, ticket);
   auto& rec = i->second;
+  st.by_client.erase(key_of(rec.sink, rec.item.id));
   audit(self, audit_kind::failed, rec.item,
         rec.device >= 0 ? st.devices[size_t(rec.device)].info.name : "",
         describe(err));
@@ -472,6 +496,12 @@ void commit(self_ptr self, uint64_t ticket, size_t index, bool explore,
 placement place(self_ptr self, uint64_t ticket, bool strict = false) {
   auto& st = self->state;
   auto& r = st.outstanding.at(ticket);
+  if (r.cancelled) {
+    // Cancelled while it ran, then its launch failed: it goes no further.
+    end_failed(self, ticket,
+               make_error(errc::cancelled, "cancelled by its client"));
+    return placement::elsewhere;
+  }
   if (r.attempts >= st.cfg.max_attempts) {
     end_failed(self, ticket,
                make_error(errc::retries_exhausted,
@@ -509,7 +539,14 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
   };
   bool memory_online = false;
   bool memory_fits = false;
+  // The balancer's own books refused it somewhere (not only a device).
+  bool books_refused = false;
   caf::error memory_why;
+  if (r.memory_refused != 0) {
+    now = clock::now();
+    if (now >= r.retry_at)
+      r.memory_refused = 0;
+  }
   // Devices that already failed this item are a last resort.
   for (int pass = 0; pass < 2 && fit.empty(); ++pass) {
     for (size_t i = 0; i < st.devices.size(); ++i) {
@@ -532,8 +569,14 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
         t *= st.cfg.degraded_penalty;
       if (s.has_memory) {
         memory_online = true;
+        if (r.memory_refused & bit) {
+          if (!memory_why)
+            memory_why = r.memory_why;
+          continue;
+        }
         if (auto err = memory_check(st, r, i)) {
           memory_why = std::move(err);
+          books_refused = true;
           continue;
         }
         memory_fits = true;
@@ -553,15 +596,22 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
     // tenant's policy decides.
     switch (st.book.policy(r.tenant).on_limit) {
     case limit_policy::reject:
-      end_failed(self, ticket, memory_why);
+      // Only the balancer's books refuse at once: a device that refused
+      // what they let through is waited for, as under QUEUE.
+      if (books_refused) {
+        end_failed(self, ticket, memory_why);
+        return placement::elsewhere;
+      }
+      [[fallthrough]];
+    case limit_policy::queue:
+      r.device = -1;
+      wait_for_memory(self, ticket, memory_why);
       return placement::elsewhere;
     case limit_policy::cpu_fallback:
       if (!fit.empty()) {
         memory_fallback = true;
         break;
       }
-      [[fallthrough]];
-    case limit_policy::queue:
       r.device = -1;
       wait_for_memory(self, ticket, memory_why);
       return placement::elsewhere;
@@ -815,6 +865,14 @@ void place_gangs(self_ptr self) {
     }
     auto& g = i->second;
     auto k = g.item.gang;
+    if (g.retry_at != clock::time_point{}) {
+      // Backing off after a device refused a slice's memory.
+      if (clock::now() < g.retry_at) {
+        schedule_retry(self);
+        return;
+      }
+      g.retry_at = {};
+    }
     if (auto why = gang_impossible(st, g); !why.empty()) {
       st.gangs_waiting.pop_front();
       end_failed(self, ticket, make_error(errc::no_device_available, why));
@@ -922,7 +980,25 @@ void gang_failed(self_ptr self, uint64_t parent, const caf::error& err,
   auto& g = i->second;
   g.why = describe(err);
   g.last_failure = code_of(err);
-  ++st.counters.retries;
+  if (is_memory_refusal(code_of(err))) {
+    // Not a placement that failed: the gang waits a little (backoff) and
+    // tries again, within its tenant's queue timeout.
+    auto now = clock::now();
+    if (g.memory_refusals++ == 0)
+      g.first_refusal = now;
+    auto timeout =
+        std::chrono::milliseconds(st.book.policy(g.tenant).queue_timeout_ms);
+    if (now - g.first_refusal >= timeout)
+      return end_failed(
+          self, parent,
+          make_error(code_of(err), describe(err) + " (refused for memory for " +
+                                       std::to_string(timeout.count()) +
+                                       " ms, its queue timeout)"));
+    g.attempts -= std::min(g.attempts, 1u);
+    g.retry_at = now + refusal_backoff(g.memory_refusals);
+  } else {
+    ++st.counters.retries;
+  }
   release_gang(self, parent);
   st.gangs_waiting.push_front(parent);
 }
@@ -1089,6 +1165,40 @@ void replace_after_failure(self_ptr self, uint64_t ticket,
   place_or_queue(self, ticket, describe(err), true);
 }
 
+// Device `index` refused the item's memory although the books let it
+// through: the item waits (with backoff) for memory there, may go to
+// another device at once, and the refusal is not a placement. Refusals
+// that go on past the tenant's queue timeout from the first end it.
+void memory_refused(self_ptr self, uint64_t ticket, const caf::error& err) {
+  auto& st = self->state;
+  auto& r = st.outstanding.at(ticket);
+  auto index = size_t(r.device);
+  auto& s = st.devices[index];
+  ++s.stats.memory_refusals;
+  s.breaker.abandoned();
+  if (r.gang_parent != 0)
+    return gang_failed(self, r.gang_parent, err, true);
+  auto now = clock::now();
+  if (r.memory_refusals++ == 0)
+    r.first_refusal = now;
+  auto timeout =
+      std::chrono::milliseconds(st.book.policy(r.tenant).queue_timeout_ms);
+  unplace(self, r);
+  --r.attempts;
+  if (now - r.first_refusal >= timeout) {
+    end_failed(self, ticket,
+               make_error(code_of(err), describe(err) +
+                                            " (refused for memory for " +
+                                            std::to_string(timeout.count()) +
+                                            " ms, its queue timeout)"));
+    return;
+  }
+  r.memory_refused |= uint64_t{1} << index;
+  r.retry_at = now + refusal_backoff(r.memory_refusals);
+  r.memory_why = err;
+  place_or_queue(self, ticket, describe(err), true);
+}
+
 // Ends one item with its output, produced on device `index`.
 void end_ok(self_ptr self, uint64_t ticket, size_t index,
             kernels::kernel_output output, const std::string& device,
@@ -1096,6 +1206,11 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
   auto& st = self->state;
   auto i = st.outstanding.find(ticket);
   auto& r = i->second;
+  if (r.cancelled)
+    return end_failed(
+        self, ticket,
+        make_error(errc::cancelled, "cancelled while it ran on " + device +
+                                        "; its result was dropped"));
   auto now = clock::now();
   {
     auto& cell = st.latency[index * kernels::kernel_id_limit +
@@ -1133,6 +1248,7 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
                      : detail);
   unplace(self, r);
   st.book.end(r.tenant);
+  st.by_client.erase(key_of(r.sink, r.item.id));
   ++st.counters.completed;
   ++st.devices[index].stats.completed;
   self->send(
@@ -1219,6 +1335,14 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
          fallback, {});
 }
 
+// Device `index` was reset (or its memory released for good): the blocks
+// of the items lost with it are no longer charged.
+void release_stranded(balancer_state& st, size_t index) {
+  for (auto [tenant, bytes] : st.devices[index].stranded)
+    st.book.refund(tenant, index, bytes);
+  st.devices[index].stranded.clear();
+}
+
 void retry_parked(self_ptr self) {
   auto parked = std::move(self->state.parked);
   self->state.parked = {};
@@ -1243,6 +1367,7 @@ void admit(self_ptr self, int t, work_item item, client_sink sink,
   r.bytes = bytes;
   r.cls = size_class(r.cost_units);
   r.admitted_at = now;
+  st.by_client.insert_or_assign(key_of(sink, item.id), ticket);
   r.item = std::move(item);
   r.sink = std::move(sink);
   auto& rec = st.outstanding.emplace(ticket, std::move(r)).first->second;
@@ -1339,13 +1464,13 @@ void expire(self_ptr self, clock::time_point now) {
       q.pop_front();
       auto why = st.book.check_admit(int(t), now);
       ++st.counters.admission.timeouts;
-      reject(self, h.item, h.sink,
-             make_error(
-                 why ? code_of(why) : errc::over_inflight_quota,
-                 (why ? describe(why) : std::string{"held back"}) +
-                     " (held back for " +
-                     std::to_string(st.book.policy(int(t)).queue_timeout_ms) +
-                     " ms, its queue timeout)"));
+      reject_held(self, h,
+                  make_error(why ? code_of(why) : errc::over_inflight_quota,
+                             (why ? describe(why) : std::string{"held back"}) +
+                                 " (held back for " +
+                                 std::to_string(
+                                     st.book.policy(int(t)).queue_timeout_ms) +
+                                 " ms, its queue timeout)"));
     }
   }
   std::vector<uint64_t> late;
@@ -1366,6 +1491,8 @@ void expire(self_ptr self, clock::time_point now) {
     for (size_t d = 0; d < st.devices.size() && !why; ++d)
       if ((r.device_mask & (uint64_t{1} << d)) && st.devices[d].has_memory)
         why = st.book.check_place(r.tenant, d, r.bytes);
+    if (!why)
+      why = r.memory_why;
     end_failed(
         self, ticket,
         make_error(
@@ -1387,6 +1514,18 @@ bool anything_held(const balancer_state& st) {
 
 void on_submit(self_ptr self, work_item& item, client_sink& sink) {
   auto& st = self->state;
+  if (!sink) {
+    // Its end could not be delivered: refused, and there is no one to tell
+    // but the audit log and the counters.
+    auto& adm = st.counters.admission;
+    ++adm.rejected;
+    ++adm.rejected_by_reason[to_string(errc::invalid_arguments)];
+    audit(self, audit_kind::rejected, item, "",
+          describe(make_error(errc::invalid_arguments,
+                              "submitted without a client_sink: its end "
+                              "could not be delivered")));
+    return;
+  }
   if (st.closed)
     return reject(self, item, sink,
                   make_error(errc::shutting_down, "the runtime is stopping"));
@@ -1434,6 +1573,14 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
   auto bytes = item_bytes(item);
   if (auto err = st.book.check_ever(t, bytes, pol.device_mask))
     return reject(self, item, sink, std::move(err));
+  auto key = key_of(sink, item.id);
+  if (st.by_client.count(key) > 0)
+    return reject(self, item, sink,
+                  make_error(errc::duplicate_id,
+                             "this client already has item " +
+                                 std::to_string(item.id) +
+                                 " in flight: the ends of the two could not "
+                                 "be told apart"));
   auto now = clock::now();
   auto& q = st.held[size_t(t)];
   // Later items wait behind held-back ones: order within a tenant holds.
@@ -1447,16 +1594,75 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
   if (pol.on_limit == limit_policy::reject)
     return reject(self, item, sink, std::move(blocked));
   if (q.size() >= pol.queue_limit)
-    return reject(
-        self, item, sink,
-        make_error(code_of(blocked), describe(blocked) + "; its queue of " +
-                                         std::to_string(pol.queue_limit) +
-                                         " held-back items is full"));
+    return reject(self, item, sink,
+                  make_error(errc::queue_full,
+                             "tenant '" + item.tenant + "': its queue of " +
+                                 std::to_string(pol.queue_limit) +
+                                 " held-back items is full; held back by: " +
+                                 describe(blocked)));
   ++st.counters.admission.held;
+  st.by_client.emplace(std::move(key), 0);
   q.push_back({std::move(item), std::move(sink), bytes,
                now + std::chrono::milliseconds(pol.queue_timeout_ms),
                std::move(blocked)});
   schedule_retry(self);
+}
+
+// Cancels a client's item (see the cancel message in balancer.hpp).
+void cancel(self_ptr self, uint64_t id, const client_sink& sink) {
+  auto& st = self->state;
+  auto k = st.by_client.find(key_of(sink, id));
+  if (k == st.by_client.end())
+    return;
+  auto ticket = k->second;
+  auto err = make_error(errc::cancelled, "cancelled by its client");
+  ++st.counters.cancelled;
+  if (ticket == 0) {
+    // Held back before admission: it never ran.
+    for (auto& q : st.held)
+      for (auto h = q.begin(); h != q.end(); ++h)
+        if (h->item.id == id && h->sink == sink) {
+          auto held = std::move(*h);
+          q.erase(h);
+          reject_held(self, held, std::move(err));
+          return;
+        }
+    return;
+  }
+  auto& r = st.outstanding.at(ticket);
+  // One that waits (ready queue, open batch, parked, waiting for memory or
+  // for its gang's devices) ends now; one that is part of a launch ends
+  // when the launch does.
+  if (r.device < 0 && r.batch == 0 && r.slices.empty())
+    end_failed(self, ticket, std::move(err));
+  else
+    r.cancelled = true;
+}
+
+// Ends every item still open with shutting_down: the devices are gone.
+void end_everything(self_ptr self) {
+  auto& st = self->state;
+  st.stopping = true;
+  st.closed = true;
+  for (auto& q : st.held)
+    while (!q.empty()) {
+      auto h = std::move(q.front());
+      q.pop_front();
+      reject_held(self, h,
+                  make_error(errc::shutting_down, "the runtime stopped"));
+    }
+  // Members of merged launches and gang slices end with their launch or
+  // gang.
+  std::vector<uint64_t> left;
+  for (auto& [ticket, r] : st.outstanding)
+    if (r.batch == 0 && r.gang_parent == 0)
+      left.push_back(ticket);
+  for (auto ticket : left)
+    if (st.outstanding.count(ticket) > 0)
+      end_failed(self, ticket,
+                 make_error(errc::shutting_down,
+                            "the runtime stopped before the item finished"));
+  st.audit.flush(self);
 }
 
 } // namespace
@@ -1493,33 +1699,21 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   // Stopped with items still in flight (the runtime drained what it could
   // first): each ends now, once, with shutting_down.
   self->set_exit_handler([=](caf::exit_msg& msg) {
-    auto& st = self->state;
-    st.stopping = true;
-    st.closed = true;
-    for (auto& q : st.held)
-      while (!q.empty()) {
-        auto h = std::move(q.front());
-        q.pop_front();
-        reject(self, h.item, h.sink,
-               make_error(errc::shutting_down, "the runtime stopped"));
-      }
-    // Members of merged launches and gang slices end with their launch or
-    // gang.
-    std::vector<uint64_t> left;
-    for (auto& [ticket, r] : st.outstanding)
-      if (r.batch == 0 && r.gang_parent == 0)
-        left.push_back(ticket);
-    for (auto ticket : left)
-      if (st.outstanding.count(ticket) > 0)
-        end_failed(self, ticket,
-                   make_error(errc::shutting_down,
-                              "the runtime stopped before the item finished"));
-    st.audit.flush(self);
+    end_everything(self);
     self->quit(msg.reason);
   });
   return {
       [=](submit_atom, work_item& item, client_sink& sink) {
         on_submit(self, item, sink);
+      },
+      [=](cancel_atom, uint64_t id, client_sink& sink) {
+        cancel(self, id, sink);
+      },
+      [=](halt_atom) {
+        end_everything(self);
+        // The audit log closes next: later refusals are counted, not logged.
+        self->state.audit = audit_buffer{};
+        return true;
       },
       [=](lease_atom, quota_lease& lease) {
         // New limits for the same tenants: use so far carries over. Items in
@@ -1560,6 +1754,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         auto i = st.outstanding.find(ticket);
         if (i == st.outstanding.end() || i->second.device != int32_t(index)) {
           ++st.counters.duplicates_dropped;
+        } else if (is_memory_refusal(code_of(err))) {
+          memory_refused(self, ticket, err);
         } else if (is_retryable(code_of(err))) {
           replace_after_failure(self, ticket, err);
         } else {
@@ -1586,6 +1782,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         s.placed_units = 0;
         s.sent = 0;
         s.queued.clear();
+        // The supervisor reset it before it came back.
+        release_stranded(st, index);
         retry_parked(self);
         wake(self);
       },
@@ -1622,6 +1820,22 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         for (auto& [ticket, r] : st.outstanding)
           if (r.device == int32_t(index))
             moving.push_back(ticket);
+        if (permanent) {
+          // The supervisor released its memory before it gave up on it.
+          release_stranded(st, index);
+        } else {
+          // The device's ledger holds the moving items' blocks until its
+          // reset: the book keeps them charged there too, so that the two
+          // agree on what each tenant may still take elsewhere.
+          for (auto ticket : moving)
+            for_each_charge(st, st.outstanding.at(ticket),
+                            [&](int tenant, uint64_t bytes) {
+                              if (!s.has_memory || bytes == 0)
+                                return;
+                              st.book.charge(tenant, index, bytes);
+                              s.stranded.emplace_back(tenant, bytes);
+                            });
+        }
         for (auto ticket : moving)
           replace_after_failure(self, ticket, reason, true);
         // Parked items whose devices are all gone for good cannot wait longer.
@@ -1678,7 +1892,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           while (!q.empty()) {
             auto h = std::move(q.front());
             q.pop_front();
-            reject(self, h.item, h.sink, stopping());
+            reject_held(self, h, stopping());
           }
         }
         auto waiting = std::move(st.memory_waiting);

@@ -35,8 +35,11 @@ namespace cohort::actors {
 
 /// Where clients submit: `(submit_atom, work_item, client_sink)`. Every
 /// submitted item ends at its sink exactly once.
-using entry_actor =
-    caf::typed_actor<caf::reacts_to<submit_atom, work_item, client_sink>>;
+using entry_actor = caf::typed_actor<
+    /// Submits `item`; its end arrives at `sink`.
+    caf::reacts_to<submit_atom, work_item, client_sink>,
+    /// Cancels the item `id` that `sink` submitted (see balancer_actor).
+    caf::reacts_to<cancel_atom, uint64_t, client_sink>>;
 
 using balancer_actor = device_listener::extend<
     /// Admits `item` for its tenant under the lease, holds it back (policy
@@ -52,9 +55,18 @@ using balancer_actor = device_listener::extend<
     /// Device `index` is now `status` (a device_status: available, degraded
     /// or draining) while its actor keeps running, because of `why`.
     caf::reacts_to<status_atom, uint32_t, uint8_t, std::string>,
+    /// Cancels the item `id` of client `sink`: one that waits ends now with
+    /// cancelled, one that runs ends with cancelled when its launch ends
+    /// (its result is dropped). Unknown ids are ignored.
+    caf::reacts_to<cancel_atom, uint64_t, client_sink>,
     /// Stops admitting: later submissions, and items held back or waiting
     /// for memory, end with shutting_down. Replies when done.
     caf::replies_to<down_atom>::with<bool>,
+    /// The runtime stopped (its devices are gone): every item still open
+    /// ends now with shutting_down. The balancer stays as a closed door
+    /// that refuses every later submission with shutting_down, for as long
+    /// as a client holds its handle. Replies when done.
+    caf::replies_to<halt_atom>::with<bool>,
     /// Returns the balancer's counters (admission included).
     caf::replies_to<stats_atom>::with<balancer_stats>,
     /// Returns what every tenant uses of its lease now.
@@ -138,6 +150,11 @@ struct balancer_state {
     /// out together, one message for many items, when it does.
     uint32_t sent = 0;
     std::vector<uint64_t> queued;
+    /// Device memory charged to tenants for items that were on it when it
+    /// was lost: its ledger holds their blocks until the device is reset,
+    /// so the balancer's book keeps them too until it comes back (up) or
+    /// is gone for good (its memory released).
+    std::vector<std::pair<int, uint64_t>> stranded;
     device_stats stats;
   };
   /// One admitted item until it ends.
@@ -187,9 +204,22 @@ struct balancer_state {
     uint32_t parts_done = 0;
     /// Sent to a CPU worker because device memory was its limit.
     bool memory_fallback = false;
+    /// Cancelled while placed or part of a launch: it ends with cancelled
+    /// when that launch ends.
+    bool cancelled = false;
     /// Waiting for device memory, until.
     bool waiting_memory = false;
     clock::time_point deadline{};
+    /// Devices that refused its memory although the balancer's books let it
+    /// through (their exact layout, fragmentation, a lost device's blocks
+    /// not yet freed): skipped until `retry_at` (backoff doubling per
+    /// refusal). Refusals do not count as placements; they end the item
+    /// only when they go on past its tenant's queue timeout from the first.
+    uint64_t memory_refused = 0;
+    uint32_t memory_refusals = 0;
+    clock::time_point retry_at{};
+    clock::time_point first_refusal{};
+    caf::error memory_why;
     clock::time_point admitted_at{};
   };
   /// An item held back before admission (in-flight cap, rate limit).
@@ -204,6 +234,23 @@ struct balancer_state {
   };
   std::vector<slot> devices;
   std::unordered_map<uint64_t, record> outstanding;
+  /// A client's item: its sink and its work id.
+  struct client_key {
+    caf::actor_addr sink;
+    uint64_t id;
+    bool operator==(const client_key& other) const {
+      return id == other.id && sink == other.sink;
+    }
+  };
+  struct client_key_hash {
+    size_t operator()(const client_key& k) const noexcept {
+      return std::hash<caf::actor_addr>{}(k.sink) ^ (k.id * 0x9e3779b97f4a7c15);
+    }
+  };
+  /// Every item held back or admitted and not yet ended, by client: its
+  /// ticket (0 while held back). A second item with the same key is refused
+  /// (duplicate_id); cancel finds items here.
+  std::unordered_map<client_key, uint64_t, client_key_hash> by_client;
   /// Tickets waiting for a device of their mask to come back.
   std::vector<uint64_t> parked;
   /// Tickets waiting for device memory (FIFO).

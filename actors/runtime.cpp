@@ -322,7 +322,17 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   return rt;
 }
 
+namespace {
+
+caf::error stopped_error() {
+  return make_error(errc::shutting_down, "the runtime is stopped");
+}
+
+} // namespace
+
 caf::expected<work_result> runtime::run(work_item item) {
+  if (stopped_)
+    return stopped_error();
   caf::scoped_actor self{sys_};
   auto sink = caf::actor_cast<client_sink>(self);
   self->send(balancer_, submit_atom::value, std::move(item), sink);
@@ -330,6 +340,35 @@ caf::expected<work_result> runtime::run(work_item item) {
   self->receive(
       [&](result_atom, work_result& res) { out = std::move(res); },
       [&](failed_atom, uint64_t, caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+caf::expected<work_result> runtime::run(work_item item,
+                                        std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0)
+    return make_error(errc::invalid_arguments,
+                      "run: the timeout must be positive, not " +
+                          std::to_string(timeout.count()) + " ms");
+  if (stopped_)
+    return stopped_error();
+  caf::scoped_actor self{sys_};
+  auto sink = caf::actor_cast<client_sink>(self);
+  auto id = item.id;
+  self->send(balancer_, submit_atom::value, std::move(item), sink);
+  caf::expected<work_result> out{caf::error{}};
+  self->receive(
+      [&](result_atom, work_result& res) { out = std::move(res); },
+      [&](failed_atom, uint64_t, caf::error& err) { out = std::move(err); },
+      caf::after(timeout) >>
+          [&] {
+            // Its end now goes nowhere: it is cancelled so that it ends at
+            // once if it still waits.
+            self->send(balancer_, cancel_atom::value, id, sink);
+            out = make_error(
+                errc::timed_out,
+                "item " + std::to_string(id) + " did not end within " +
+                    std::to_string(timeout.count()) + " ms; it was cancelled");
+          });
   return out;
 }
 
@@ -341,17 +380,24 @@ runtime::sim_device(const std::string& name) const {
   return nullptr;
 }
 
-namespace {
-
 template <class T, class Handle, class... Ts>
-caf::expected<T> ask(caf::actor_system& sys, const Handle& dest, Ts... xs) {
-  caf::scoped_actor self{sys};
+caf::expected<T> runtime::ask(const Handle& dest, Ts... xs) {
+  caf::scoped_actor self{sys_};
   caf::expected<T> out{caf::error{}};
   self->request(dest, caf::infinite, xs...)
       .receive([&](T& x) { out = std::move(x); },
-               [&](caf::error& err) { out = std::move(err); });
+               [&](caf::error& err) {
+                 // The actors of a stopped runtime are gone: say so in
+                 // Cohort's own terms.
+                 if (stopped_ && code_of(err) == errc::none)
+                   out = stopped_error();
+                 else
+                   out = std::move(err);
+               });
   return out;
 }
+
+namespace {
 
 caf::error error_of(const caf::expected<bool>& x) {
   return x ? caf::error{} : x.error();
@@ -360,7 +406,7 @@ caf::error error_of(const caf::expected<bool>& x) {
 } // namespace
 
 caf::expected<balancer_stats> runtime::placement_stats() {
-  return ask<balancer_stats>(sys_, balancer_, stats_atom::value);
+  return ask<balancer_stats>(balancer_, stats_atom::value);
 }
 
 caf::expected<quota_stats> runtime::admission_stats() {
@@ -371,29 +417,27 @@ caf::expected<quota_stats> runtime::admission_stats() {
 }
 
 caf::expected<headroom_report> runtime::headroom(const std::string& tenant) {
-  return ask<headroom_report>(sys_, quota_, headroom_atom::value, tenant);
+  return ask<headroom_report>(quota_, headroom_atom::value, tenant);
 }
 
 caf::expected<simulation_report> runtime::simulate(allocation_plan plan) {
-  return ask<simulation_report>(sys_, quota_, simulate_atom::value,
-                                std::move(plan));
+  return ask<simulation_report>(quota_, simulate_atom::value, std::move(plan));
 }
 
 caf::expected<std::vector<memory_snapshot>> runtime::memory_stats() {
-  return ask<std::vector<memory_snapshot>>(sys_, supervisor_,
-                                           memory_atom::value);
+  return ask<std::vector<memory_snapshot>>(supervisor_, memory_atom::value);
 }
 
 caf::error runtime::drain(const std::string& device) {
-  return error_of(ask<bool>(sys_, supervisor_, drain_atom::value, device));
+  return error_of(ask<bool>(supervisor_, drain_atom::value, device));
 }
 
 caf::error runtime::set_offline(const std::string& device) {
-  return error_of(ask<bool>(sys_, supervisor_, offline_atom::value, device));
+  return error_of(ask<bool>(supervisor_, offline_atom::value, device));
 }
 
 caf::error runtime::set_online(const std::string& device) {
-  return error_of(ask<bool>(sys_, supervisor_, online_atom::value, device));
+  return error_of(ask<bool>(supervisor_, online_atom::value, device));
 }
 
 caf::error runtime::set_tenant_limits(const std::string& tenant,
@@ -419,8 +463,7 @@ caf::error runtime::set_tenant_limits(const std::string& tenant,
   if (limits.has_memory_quota_bytes())
     if (auto slot = ledger_->slot(tenant); slot >= 0)
       ledger_->set_quota(slot, limits.memory_quota_bytes());
-  if (auto x = ask<bool>(sys_, quota_, lease_atom::value, std::move(*lease));
-      !x)
+  if (auto x = ask<bool>(quota_, lease_atom::value, std::move(*lease)); !x)
     return x.error();
   cfg_ = std::move(next);
   return caf::none;
@@ -433,7 +476,7 @@ void runtime::audit_admin(std::string detail) {
 }
 
 caf::expected<std::vector<cohort::alert>> runtime::alerts() {
-  return ask<std::vector<cohort::alert>>(sys_, alerts_, alerts_atom::value);
+  return ask<std::vector<cohort::alert>>(alerts_, alerts_atom::value);
 }
 
 std::vector<std::pair<uint64_t, uint32_t>> runtime::xid_errors() const {
@@ -444,26 +487,25 @@ std::vector<std::pair<uint64_t, uint32_t>> runtime::xid_errors() const {
 }
 
 caf::error runtime::crash_device_actor(const std::string& device) {
-  return error_of(ask<bool>(sys_, supervisor_, crash_atom::value, device));
+  return error_of(ask<bool>(supervisor_, crash_atom::value, device));
 }
 
 caf::expected<uint64_t> runtime::flush_audit() {
   // The balancer and the supervisor send their buffered events before they
   // reply, so the audit actor has them all before our flush reaches it.
-  if (auto x = ask<bool>(sys_, balancer_, flush_atom::value); !x)
+  if (auto x = ask<bool>(balancer_, flush_atom::value); !x)
     return x.error();
-  return ask<uint64_t>(sys_, audit_, flush_atom::value);
+  return ask<uint64_t>(audit_, flush_atom::value);
 }
 
 caf::expected<cohort::audit_stats> runtime::audit_stats() {
-  return ask<cohort::audit_stats>(sys_, audit_, stats_atom::value);
+  return ask<cohort::audit_stats>(audit_, stats_atom::value);
 }
 
 void runtime::stop() {
-  if (stopped_)
+  if (stopped_.exchange(true))
     return;
-  stopped_ = true;
-  ask<bool>(sys_, balancer_, down_atom::value);
+  ask<bool>(balancer_, down_atom::value);
   // Let what is running finish.
   auto deadline = std::chrono::steady_clock::now() + drain_timeout_;
   for (;;) {
@@ -483,11 +525,13 @@ void runtime::stop() {
     self->receive([](caf::down_msg&) {});
   };
   // Devices first; the balancer then ends what they still held, and its
-  // audit events reach the log before the final flush.
+  // audit events reach the log before the final flush. The balancer stays
+  // as a closed door: a client that still holds its handle hears
+  // shutting_down rather than nothing.
   stop_one(alerts_.address());
   stop_one(supervisor_.address());
-  stop_one(balancer_.address());
-  ask<uint64_t>(sys_, audit_, flush_atom::value);
+  ask<bool>(balancer_, halt_atom::value);
+  ask<uint64_t>(audit_, flush_atom::value);
   stop_one(quota_.address());
   stop_one(audit_.address());
 }

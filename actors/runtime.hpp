@@ -2,6 +2,8 @@
 // device set from a config, spawns the actors and offers typed submission.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,12 +55,26 @@ public:
         std::vector<std::shared_ptr<devices::device>> extra = {},
         std::shared_ptr<devices::memory::memory_observer> observer = nullptr);
 
-  /// Submits one item as its tenant and waits for its end.
+  /// Submits one item as its tenant and waits for its end. After `stop()`
+  /// it ends at once with shutting_down.
   caf::expected<work_result> run(work_item item);
+
+  /// As `run(item)`, waiting at most `timeout` (positive). When the time is
+  /// up the item is cancelled and the call ends with timed_out: an item
+  /// still waiting never runs; one already running finishes on its device
+  /// and its result is dropped. Either way the audit log records its one
+  /// end. A timeout that is not positive is invalid_arguments.
+  caf::expected<work_result> run(work_item item,
+                                 std::chrono::milliseconds timeout);
 
   /// The front door for asynchronous clients: send it
   /// `(submit_atom, work_item, client_sink)`; the end arrives at the sink.
-  /// It is the balancer, which admits under the quota actor's lease.
+  /// It is the balancer, which admits under the quota actor's lease. Work
+  /// ids must be unique among a client's items in flight (a second one is
+  /// refused with duplicate_id); a null sink is refused (audited and
+  /// counted, as no one could hear the end). After `stop()` it stays open
+  /// as long as a handle to it is held, and refuses every submission with
+  /// shutting_down.
   entry_actor entry() const { return balancer_; }
 
   /// The quota actor (headroom, dry runs, the lease).
@@ -127,8 +143,13 @@ public:
   /// Stops admitting (items held back end with shutting_down), lets items
   /// in flight finish for up to the config's shutdown_drain_ms, ends what is
   /// left with shutting_down, flushes the audit log and stops every actor.
-  /// Every admitted item still ends exactly once.
+  /// Every admitted item still ends exactly once. Afterwards every call
+  /// that needs the actors ends with shutting_down (placement_stats() still
+  /// reports the final counters), and so does every submission.
   void stop();
+
+  /// Whether `stop()` was called.
+  bool stopped() const { return stopped_; }
 
 private:
   explicit runtime(caf::actor_system& sys);
@@ -147,7 +168,12 @@ private:
   pb::RuntimeConfig cfg_;
   std::shared_ptr<devices::memory::tenant_ledger> ledger_;
   std::chrono::milliseconds drain_timeout_{10000};
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};
+
+  /// Sends `xs` to `dest` and waits for its reply; after stop, a receiver
+  /// that is gone is shutting_down.
+  template <class T, class Handle, class... Ts>
+  caf::expected<T> ask(const Handle& dest, Ts... xs);
 };
 
 } // namespace cohort::actors

@@ -75,7 +75,18 @@ memory_snapshot snapshot_of(devices::device& dev) {
   return none;
 }
 
+// A device without an actor that will not be restarted now: its memory's
+// books are cleared, so that the tenant ledger stops charging the blocks of
+// the launches lost with it (a simulated GPU's blocks go back to the host; a
+// real GPU's went with its context). The balancer refunds them when it
+// hears that the device is gone for good.
+void release_memory(supervisor_state::entry& e) {
+  if (auto* mem = e.dev->memory())
+    mem->reset(!e.dev->info().simulated);
+}
+
 void give_up(self_ptr self, uint32_t index, caf::error reason) {
+  release_memory(self->state.devices[index]);
   transition(self, index, lifecycle_event::gave_up, describe(reason));
   self->send(self->state.balancer, down_atom::value, index, std::move(reason),
              true);
@@ -303,7 +314,10 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           self->send_exit(e.handle, make_error(errc::device_offline,
                                                "taken offline by an operator"));
         } else {
-          // Resetting: the pending restart finds it offline and does nothing.
+          // Resetting: the pending restart finds it offline and does
+          // nothing, so the memory of the launches lost with it is
+          // released now.
+          release_memory(e);
           self->send(
               st.balancer, down_atom::value, uint32_t(i),
               make_error(errc::device_offline, "taken offline by an operator"),

@@ -39,5 +39,7 @@ using online_atom = caf::atom_constant<caf::atom("online")>;
 using crash_atom = caf::atom_constant<caf::atom("crash")>;
 using alerts_atom = caf::atom_constant<caf::atom("alerts")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using halt_atom = caf::atom_constant<caf::atom("halt")>;
 
 } // namespace cohort

@@ -61,6 +61,14 @@ std::string to_string(errc x) {
     return "device_offline";
   case errc::device_restarted:
     return "device_restarted";
+  case errc::duplicate_id:
+    return "duplicate_id";
+  case errc::queue_full:
+    return "queue_full";
+  case errc::cancelled:
+    return "cancelled";
+  case errc::timed_out:
+    return "timed_out";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

@@ -71,6 +71,17 @@ enum class errc : uint8_t {
   /// The supervisor restarted the device on purpose (with a lost sibling,
   /// strategy ONE_FOR_ALL); work on it moves elsewhere.
   device_restarted,
+  /// The same client already has an item with this id in flight: the ends
+  /// of the two could not be told apart.
+  duplicate_id,
+  /// The tenant's queue of held-back items is full.
+  queue_full,
+  /// The item was cancelled (by its client, or because the caller's wait
+  /// ran out) before it ended.
+  cancelled,
+  /// A caller's wait ran out (`runtime::run` with a timeout); the item was
+  /// cancelled.
+  timed_out,
 };
 
 /// Returns the enumerator's name.

@@ -77,6 +77,9 @@ struct device_stats {
   double utilization = 0;
   /// Launches it ran: merged launches count once, gang slices each.
   uint64_t launches = 0;
+  /// Placements it refused for memory although the balancer's books let
+  /// them through (the item waited and was placed again).
+  uint64_t memory_refusals = 0;
   /// Most items placed on it at once (its queue depth at the peak).
   uint64_t max_queued = 0;
 };
@@ -93,7 +96,7 @@ typename Inspector::result_type inspect(Inspector& f, device_stats& x) {
   return f(caf::meta::type_name("device_stats"), x.name, x.kind, x.simulated,
            status, circuit, x.circuit_opens, x.completed, x.failed_placements,
            x.busy_ns, x.losses, x.restarts, x.queued, x.utilization, x.launches,
-           x.max_queued, load);
+           x.memory_refusals, x.max_queued, load);
 }
 
 /// Upper bounds (seconds) of the latency histogram buckets; a last bucket
@@ -181,6 +184,8 @@ struct balancer_stats {
   uint64_t retries = 0;
   /// Items that ended with a definitive error after admission.
   uint64_t failed = 0;
+  /// Cancel requests that found their item (held back, waiting or running).
+  uint64_t cancelled = 0;
   /// Completions that arrived for items already ended (dropped, never
   /// delivered).
   uint64_t duplicates_dropped = 0;
@@ -215,7 +220,7 @@ typename Inspector::result_type inspect(Inspector& f, balancer_stats& x) {
            x.fallbacks_by_reason, x.completed, x.retries, x.failed,
            x.duplicates_dropped, x.outstanding, x.fallback_by_tenant,
            x.admission, x.latency, x.waiting, x.max_waiting, x.batches,
-           x.batched_items, x.gangs, x.gang_waits, x.explored);
+           x.batched_items, x.gangs, x.gang_waits, x.explored, x.cancelled);
 }
 
 } // namespace cohort

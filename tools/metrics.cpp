@@ -203,6 +203,10 @@ metrics_exporter::render(const metrics_input& in,
     family failed{out, "cohort_device_failed_placements_total",
                   "Placements that failed on the device and moved on",
                   MetricType::Counter};
+    family refusals{out, "cohort_device_memory_refusals_total",
+                    "Placements the device refused for memory although the "
+                    "balancer's books let them through (the item waited)",
+                    MetricType::Counter};
     family busy{out, "cohort_device_busy_seconds_total",
                 "Device time spent on completed items (modeled on simulated "
                 "devices)",
@@ -246,6 +250,7 @@ metrics_exporter::render(const metrics_input& in,
                      : 0);
       completed.add(dl, double(s->completed));
       failed.add(dl, double(s->failed_placements));
+      refusals.add(dl, double(s->memory_refusals));
       busy.add(dl, double(s->busy_ns) / 1e9);
       losses.add(dl, s->losses);
       restarts.add(dl, s->restarts);

@@ -74,9 +74,14 @@ TEST_CASE_METHOD(fixture,
   REQUIRE(e.errors.size() == 4);
   int timed_out = 0, full = 0;
   for (auto& [id, err] : e.errors) {
-    CHECK(code_of(err) == errc::over_inflight_quota);
-    timed_out += describe(err).find("held back for 50 ms") != std::string::npos;
-    full += describe(err).find("queue of 2") != std::string::npos;
+    if (code_of(err) == errc::over_inflight_quota) {
+      CHECK_THAT(describe(err), Catch::Contains("held back for 50 ms"));
+      ++timed_out;
+    } else {
+      CHECK(code_of(err) == errc::queue_full);
+      CHECK_THAT(describe(err), Catch::Contains("queue of 2"));
+      ++full;
+    }
   }
   CHECK(timed_out == 2);
   CHECK(full == 2);
@@ -222,4 +227,223 @@ TEST_CASE_METHOD(fixture, "stopping ends held and running items once",
   REQUIRE(e.errors.size() == 4);
   for (auto& [id, err] : e.errors)
     CHECK(code_of(err) == errc::shutting_down);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a client's second item with an id in flight is refused "
+                 "with duplicate_id",
+                 "[actors][balancer]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}});
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  slow_to(**rt, "sim0", 200);
+  caf::scoped_actor self{sys};
+  auto sink = caf::actor_cast<client_sink>(self);
+  self->send((*rt)->entry(), submit_atom::value, test::gemv_item(7), sink);
+  self->send((*rt)->entry(), submit_atom::value, test::gemv_item(7), sink);
+  std::vector<caf::error> errors;
+  std::vector<work_result> results;
+  for (int i = 0; i < 2; ++i)
+    self->receive(
+        [&](result_atom, work_result& r) { results.push_back(std::move(r)); },
+        [&](failed_atom, uint64_t id, caf::error& err) {
+          CHECK(id == 7);
+          errors.push_back(std::move(err));
+        },
+        caf::after(10s) >> [&] { FAIL("an end is missing"); });
+  REQUIRE(errors.size() == 1);
+  CHECK(code_of(errors[0]) == errc::duplicate_id);
+  CHECK(results.size() == 1);
+  // Once the first has ended, the id is free again; another client's item
+  // with the same id never clashes.
+  self->send((*rt)->entry(), submit_atom::value, test::gemv_item(7), sink);
+  self->receive(
+      [&](result_atom, work_result& r) { CHECK(r.id == 7); },
+      [&](failed_atom, uint64_t, caf::error& err) { FAIL(describe(err)); });
+  auto other = (*rt)->run(test::gemv_item(7));
+  CHECK(other);
+  CHECK((*rt)->admission_stats()->rejected_by_reason["duplicate_id"] == 1);
+}
+
+TEST_CASE_METHOD(fixture, "a submission without a client_sink is refused",
+                 "[actors][balancer]") {
+  auto cfg = test::make_config(dir, 1, {});
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  caf::anon_send((*rt)->entry(), submit_atom::value, test::gemv_item(1),
+                 client_sink{});
+  // It is neither admitted nor run: only the refusal is counted and audited.
+  auto stats = (*rt)->admission_stats();
+  for (int i = 0; i < 100 && stats && stats->rejected == 0; ++i) {
+    std::this_thread::sleep_for(5ms);
+    stats = (*rt)->admission_stats();
+  }
+  REQUIRE(stats);
+  CHECK(stats->admitted == 0);
+  CHECK(stats->rejected_by_reason["invalid_arguments"] == 1);
+  REQUIRE((*rt)->flush_audit());
+  auto recs = test::read_audit((*rt)->audit_path());
+  bool audited = false;
+  for (auto& r : recs)
+    audited |= r.kind() == pb::REJECTED &&
+               r.detail().find("without a client_sink") != std::string::npos;
+  CHECK(audited);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "cancel ends a waiting item at once and a running one when "
+                 "its launch ends",
+                 "[actors][balancer]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}});
+  auto* t = cfg.mutable_tenant(0);
+  t->set_max_inflight(2);
+  t->set_on_limit(pb::QUEUE);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  slow_to(**rt, "sim0", 300);
+  caf::scoped_actor self{sys};
+  auto sink = caf::actor_cast<client_sink>(self);
+  // 1 and 2 are admitted (2 waits for a stream), 3 is held back.
+  for (uint64_t id = 1; id <= 3; ++id)
+    self->send((*rt)->entry(), submit_atom::value, test::gemv_item(id), sink);
+  std::this_thread::sleep_for(50ms);
+  for (uint64_t id : {3, 1, 99})
+    self->send((*rt)->entry(), cancel_atom::value, id, sink);
+  std::map<uint64_t, caf::error> errors;
+  std::map<uint64_t, work_result> results;
+  std::vector<uint64_t> order;
+  for (int i = 0; i < 3; ++i)
+    self->receive(
+        [&](result_atom, work_result& r) {
+          order.push_back(r.id);
+          results[r.id] = std::move(r);
+        },
+        [&](failed_atom, uint64_t id, caf::error& err) {
+          order.push_back(id);
+          errors[id] = std::move(err);
+        },
+        caf::after(10s) >> [&] { FAIL("an end is missing"); });
+  // Nothing more arrives: each ended once.
+  self->receive(
+      [&](result_atom, work_result& r) { FAIL("a second end of " << r.id); },
+      [&](failed_atom, uint64_t id, caf::error&) {
+        FAIL("a second end of " << id);
+      },
+      caf::after(100ms) >> [] {});
+  REQUIRE(order.size() == 3);
+  // The held item ended at once, the running one only when it finished.
+  CHECK(order.front() == 3);
+  CHECK(code_of(errors[3]) == errc::cancelled);
+  CHECK(code_of(errors[1]) == errc::cancelled);
+  CHECK_THAT(describe(errors[1]), Catch::Contains("result was dropped"));
+  CHECK(results.count(2) == 1);
+  CHECK((*rt)->placement_stats()->cancelled == 2);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a device's memory refusal is waited for and is not a "
+                 "placement",
+                 "[actors][balancer][memory]") {
+  auto policy = GENERATE(pb::QUEUE, pb::REJECT);
+  INFO("on_limit " << pb::LimitPolicy_Name(policy));
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}});
+  cfg.set_max_attempts(2);
+  cfg.mutable_tenant(0)->set_on_limit(policy);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  // Twelve refusals in a row: far more than its placements allow.
+  (*rt)->sim_device("sim0")->fail_next_allocations(12);
+  auto items = gemv_items(3);
+  auto e = test::submit_all(sys, **rt, items, [] {});
+  test::check_exactly_once(items, e);
+  for (auto& [id, err] : e.errors)
+    FAIL_CHECK("item " << id << ": " << describe(err));
+  auto stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].memory_refusals == 12);
+  CHECK(stats->retries == 0);
+  for (auto& [id, res] : e.results)
+    CHECK(res.attempts == 1);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "memory refusals end an item after its queue timeout, with "
+                 "the device's error",
+                 "[actors][balancer][memory]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}});
+  cfg.mutable_tenant(0)->set_on_limit(pb::QUEUE);
+  cfg.mutable_tenant(0)->set_queue_timeout_ms(100);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  (*rt)->sim_device("sim0")->memory()->faults().fail_above(1);
+  auto start = std::chrono::steady_clock::now();
+  auto res = (*rt)->run(test::gemv_item(1));
+  auto took = std::chrono::steady_clock::now() - start;
+  REQUIRE_FALSE(res);
+  CHECK(code_of(res.error()) == errc::out_of_memory);
+  CHECK_THAT(describe(res.error()), Catch::Contains("queue timeout"));
+  CHECK(took >= 100ms);
+  auto stats = (*rt)->placement_stats();
+  REQUIRE(stats);
+  // Backoff: a few dozen tries in 100 ms, not a tight loop.
+  CHECK(stats->devices[0].memory_refusals >= 3);
+  CHECK(stats->devices[0].memory_refusals <= 60);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "small simulated GPUs with large items run everything "
+                 "without a fault",
+                 "[actors][balancer][memory]") {
+  // 24 MiB GPUs and items of up to 7 MiB: the pool's exact layout refuses
+  // now and then what the balancer's books let through.
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 2}});
+  for (auto& g : *cfg.mutable_devices()->mutable_sim_gpu())
+    g.set_memory_mib(24);
+  cfg.mutable_tenant(0)->set_on_limit(pb::QUEUE);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  std::vector<work_item> items;
+  for (uint64_t id = 1; id <= 200; ++id) {
+    // m x n floats: up to 1,700,000 of them, about 6.5 MiB with the rest.
+    uint64_t m = 64 + (id * 7919) % 1300, n = 1300;
+    items.push_back(test::gemv_item(id, "t", m, n));
+  }
+  auto e = test::submit_all(sys, **rt, items, [] {});
+  test::check_exactly_once(items, e);
+  for (auto& [id, err] : e.errors)
+    FAIL_CHECK("item " << id << ": " << describe(err));
+}
+
+TEST_CASE_METHOD(fixture,
+                 "after a loss the balancer's book keeps the lost device's "
+                 "blocks until its reset, as its ledger does",
+                 "[actors][balancer][memory]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  auto* t = cfg.mutable_tenant(0);
+  t->set_on_limit(pb::QUEUE);
+  // Room for exactly two items across the fleet.
+  t->set_memory_quota_bytes(2 * gemv_bytes);
+  cfg.mutable_supervision()->set_restart_delay_ms(100);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  // Both items go to sim0: sim1 drains until they run.
+  REQUIRE_FALSE(r.drain("sim1"));
+  slow_to(r, "sim0", 300);
+  auto items = gemv_items(2);
+  auto e = test::submit_all(sys, r, items, [&] {
+    std::this_thread::sleep_for(30ms);
+    REQUIRE_FALSE(r.set_online("sim1"));
+    std::this_thread::sleep_for(10ms);
+    r.sim_device("sim0")->lose();
+  });
+  test::check_exactly_once(items, e);
+  for (auto& [id, err] : e.errors)
+    FAIL_CHECK("item " << id << ": " << describe(err));
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].losses == 1);
+  // sim1 was never asked for what the tenant's ledger still held on sim0.
+  CHECK(stats->devices[1].memory_refusals == 0);
+  CHECK(stats->admission.memory_waits > 0);
 }
