@@ -77,6 +77,15 @@ bool takes_work(device_status s) {
   return s == device_status::available || s == device_status::degraded;
 }
 
+// A device that does not take work now but may again: being reset, drained
+// or taken offline by an operator (operators' actions are usually
+// temporary). Items that only it could run park rather than fail.
+bool may_come_back(const balancer_state::slot& s) {
+  return s.status == device_status::resetting ||
+         s.status == device_status::draining ||
+         (s.status == device_status::offline && s.operator_offline);
+}
+
 void audit(self_ptr self, audit_kind kind, const work_item& item,
            std::string device, std::string detail = {}) {
   auto& st = self->state;
@@ -202,6 +211,11 @@ void schedule_retry(self_ptr self) {
 
 void wake(self_ptr self);
 void pump(self_ptr self);
+void retry_parked(self_ptr self);
+bool circuit_reopened(balancer_state& st);
+
+// Parked items get a look at most this often outside of device events.
+constexpr auto parked_look_interval = std::chrono::milliseconds(1);
 
 // Calls f(tenant, bytes) for each device-memory charge of `r`: a merged
 // launch charges each member's tenant for its own item.
@@ -431,6 +445,7 @@ void bind(balancer_state& st, balancer_state::record& r, size_t index) {
   auto& s = st.devices[index];
   r.device = int32_t(index);
   r.waiting_memory = false;
+  r.park_deadline = {};
   r.predicted_ns = predict_ns(st, index, r);
   send_inputs(s, r);
   s.backlog_ns += r.predicted_ns;
@@ -554,7 +569,7 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
       uint64_t bit = uint64_t{1} << i;
       if (!(r.device_mask & bit))
         continue;
-      if (s.status == device_status::resetting)
+      if (may_come_back(s))
         may_return = true;
       if (!takes_work(s.status) || (pass == 0 && (r.failed_on & bit)))
         continue;
@@ -619,7 +634,26 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
   }
   if (fit.empty()) {
     if (may_return) {
+      // Parked until a device of its grant takes work again, for at most
+      // its tenant's queue timeout.
       r.device = -1;
+      if (now == clock::time_point{})
+        now = clock::now();
+      auto timeout = st.book.policy(r.tenant).queue_timeout_ms;
+      if (r.park_deadline == clock::time_point{}) {
+        r.park_deadline = now + std::chrono::milliseconds(timeout);
+      } else if (now >= r.park_deadline) {
+        end_failed(
+            self, ticket,
+            make_error(errc::no_device_available,
+                       "no device granted to tenant '" + r.item.tenant +
+                           "' took work for " + std::to_string(timeout) +
+                           " ms (its queue timeout): offline by an "
+                           "operator, draining, being reset or behind "
+                           "an open circuit" +
+                           (r.why.empty() ? "" : "; last failure: " + r.why)));
+        return placement::elsewhere;
+      }
       st.parked.push_back(ticket);
       schedule_retry(self);
       return placement::elsewhere;
@@ -1076,6 +1110,9 @@ void pump(self_ptr self) {
   };
   do {
     st.pump_again = false;
+    if (!st.parked.empty() &&
+        (std::exchange(st.parked_due, false) || circuit_reopened(st)))
+      retry_parked(self);
     place_gangs(self);
     auto any_room = [&] {
       for (auto& s : st.devices)
@@ -1278,8 +1315,11 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
   }
   ++s.stats.launches;
   s.stats.busy_ns += done.device_ns;
-  if (!s.breaker.closed() && s.breaker.succeeded(clock::now()))
+  if (!s.breaker.closed() && s.breaker.succeeded(clock::now())) {
     device_event(self, s.info.name, "circuit closed: its probes passed");
+    // Items parked behind it go first, with the next pump.
+    st.parked_due = true;
+  }
   bool fallback = !is_gpu(s.info) && (r.on_gpu_before || r.memory_fallback);
   if (!r.members.empty()) {
     auto members = r.members;
@@ -1343,11 +1383,41 @@ void release_stranded(balancer_state& st, size_t index) {
   st.devices[index].stranded.clear();
 }
 
+// Parked items get a look before anything in the ready queues: those that
+// find no room go to the front of their tenant's queue, in their order.
 void retry_parked(self_ptr self) {
-  auto parked = std::move(self->state.parked);
-  self->state.parked = {};
-  for (auto ticket : parked)
-    place_or_queue(self, ticket, "waited for a device to come back", true);
+  auto& st = self->state;
+  auto parked = std::move(st.parked);
+  st.parked = {};
+  st.next_parked_look = clock::now() + parked_look_interval;
+  std::vector<uint64_t> later;
+  for (auto ticket : parked) {
+    auto i = st.outstanding.find(ticket);
+    if (i == st.outstanding.end())
+      continue;
+    i->second.why = "waited for a device to come back";
+    if (place(self, ticket) == placement::later)
+      later.push_back(ticket);
+  }
+  for (auto i = later.rbegin(); i != later.rend(); ++i)
+    enqueue(self, *i, true);
+}
+
+// Whether a device whose circuit is not closed lets items through now (its
+// open period ended): items parked behind it go before the ready queues.
+bool circuit_reopened(balancer_state& st) {
+  clock::time_point now{};
+  for (auto& s : st.devices) {
+    if (s.breaker.closed() || !takes_work(s.status))
+      continue;
+    if (now == clock::time_point{})
+      now = clock::now();
+    if (now < st.next_parked_look)
+      return false;
+    if (s.breaker.allows(now))
+      return true;
+  }
+  return false;
 }
 
 // Admits an item whose checks passed.
@@ -1772,6 +1842,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           device_event(self, s.info.name, "device restarted and back online");
         }
         s.started = true;
+        s.operator_offline = false;
         s.handle = std::move(handle);
         s.status =
             s.draining ? device_status::draining : device_status::available;
@@ -1802,6 +1873,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         }
         s.status =
             permanent ? device_status::offline : device_status::resetting;
+        s.operator_offline =
+            permanent && code_of(reason) == errc::device_offline;
         if (permanent)
           s.draining = false;
         s.stats.status = s.status;
@@ -1820,6 +1893,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         for (auto& [ticket, r] : st.outstanding)
           if (r.device == int32_t(index))
             moving.push_back(ticket);
+        // In the order they were admitted, as they will wait.
+        std::sort(moving.begin(), moving.end());
         if (permanent) {
           // The supervisor released its memory before it gave up on it.
           release_stranded(st, index);

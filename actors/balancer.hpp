@@ -129,6 +129,9 @@ struct balancer_state {
     bool started = false;
     /// An operator drains it: it comes back from a restart draining.
     bool draining = false;
+    /// Offline because an operator took it offline (it may come back), not
+    /// given up after losses.
+    bool operator_offline = false;
     circuit_breaker breaker;
     bool has_memory = false;
     /// Sum of predicted run times of items placed and not yet ended, their
@@ -207,6 +210,9 @@ struct balancer_state {
     /// Cancelled while placed or part of a launch: it ends with cancelled
     /// when that launch ends.
     bool cancelled = false;
+    /// Parked (no device of its grant takes work now) until this time, its
+    /// tenant's queue timeout after it first parked; reset when placed.
+    clock::time_point park_deadline{};
     /// Waiting for device memory, until.
     bool waiting_memory = false;
     clock::time_point deadline{};
@@ -251,8 +257,13 @@ struct balancer_state {
   /// ticket (0 while held back). A second item with the same key is refused
   /// (duplicate_id); cancel finds items here.
   std::unordered_map<client_key, uint64_t, client_key_hash> by_client;
-  /// Tickets waiting for a device of their mask to come back.
+  /// Tickets waiting for a device of their mask to come back, in order.
   std::vector<uint64_t> parked;
+  /// Parked items are not looked at again before this (outside of device
+  /// events), however often the balancer pumps.
+  clock::time_point next_parked_look{};
+  /// A circuit closed: parked items get a look with the next pump.
+  bool parked_due = false;
   /// Tickets waiting for device memory (FIFO).
   std::deque<uint64_t> memory_waiting;
   /// Per tenant (book index): items held back before admission (FIFO).

@@ -447,3 +447,95 @@ TEST_CASE_METHOD(fixture,
   CHECK(stats->devices[1].memory_refusals == 0);
   CHECK(stats->admission.memory_waits > 0);
 }
+
+TEST_CASE_METHOD(fixture,
+                 "parked items go first, in order, when their device comes "
+                 "back",
+                 "[actors][balancer]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  cfg.mutable_tenant(0)->set_tenant("broad");
+  auto* narrow = cfg.add_tenant();
+  narrow->set_tenant("narrow");
+  narrow->add_kernels("*");
+  narrow->add_devices("sim0");
+  // The loss opens sim0's circuit for 200 ms after its restart.
+  cfg.mutable_supervision()->set_restart_delay_ms(50);
+  cfg.mutable_supervision()->mutable_circuit()->set_failures(1);
+  cfg.mutable_supervision()->mutable_circuit()->set_open_ms(200);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  slow_to(r, "sim0", 5);
+  slow_to(r, "sim1", 5);
+  std::vector<work_item> broad, narrows;
+  for (uint64_t id = 1; id <= 300; ++id)
+    broad.push_back(test::gemv_item(id, "broad"));
+  for (uint64_t id = 1001; id <= 1004; ++id)
+    narrows.push_back(test::gemv_item(id, "narrow"));
+  test::ends n;
+  // The broad tenant keeps both devices busy; sim0 is lost and narrow's
+  // items wait for it.
+  auto e = test::submit_all(sys, r, broad, [&] {
+    std::this_thread::sleep_for(20ms);
+    r.sim_device("sim0")->lose();
+    std::this_thread::sleep_for(5ms);
+    n = test::submit_all(sys, r, narrows, [] {});
+  });
+  test::check_exactly_once(broad, e);
+  test::check_exactly_once(narrows, n);
+  CHECK(n.errors.empty());
+  REQUIRE(r.flush_audit());
+  // On sim0, after its restart: narrow's four first, in their order.
+  bool up = false;
+  std::vector<std::pair<std::string, uint64_t>> placed;
+  for (auto& rec : test::read_audit(r.audit_path())) {
+    if (rec.kind() == pb::DEVICE_EVENT && rec.device() == "sim0" &&
+        rec.detail().find("back online") != std::string::npos)
+      up = true;
+    if (up && rec.kind() == pb::PLACED && rec.device() == "sim0")
+      placed.emplace_back(rec.tenant(), rec.work_id());
+  }
+  REQUIRE(placed.size() >= 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(placed[i].first == "narrow");
+    CHECK(placed[i].second == 1001 + i);
+  }
+}
+
+TEST_CASE_METHOD(fixture,
+                 "work parks while an operator has every granted device "
+                 "offline or draining",
+                 "[actors][balancer][supervisor]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}});
+  cfg.mutable_tenant(0)->set_queue_timeout_ms(300);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  auto park_then = [&](auto take_away, uint64_t id) {
+    REQUIRE_FALSE(take_away());
+    auto e = test::submit_all(sys, r, {test::gemv_item(id)}, [&] {
+      std::this_thread::sleep_for(60ms);
+      REQUIRE_FALSE(r.set_online("sim0"));
+    });
+    CHECK_FALSE(e.timed_out);
+    CHECK(e.results.count(id) == 1);
+    for (auto& [i, err] : e.errors)
+      FAIL_CHECK(describe(err));
+  };
+  SECTION("offline, then online") {
+    park_then([&] { return r.set_offline("sim0"); }, 1);
+  }
+  SECTION("draining, then online") {
+    park_then([&] { return r.drain("sim0"); }, 2);
+  }
+  SECTION("offline for longer than the queue timeout") {
+    REQUIRE_FALSE(r.set_offline("sim0"));
+    auto start = std::chrono::steady_clock::now();
+    auto res = r.run(test::gemv_item(3));
+    auto took = std::chrono::steady_clock::now() - start;
+    REQUIRE_FALSE(res);
+    CHECK(code_of(res.error()) == errc::no_device_available);
+    CHECK_THAT(describe(res.error()), Catch::Contains("queue timeout"));
+    CHECK(took >= 300ms);
+  }
+}
