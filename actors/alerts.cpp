@@ -125,6 +125,13 @@ alert_evaluator::evaluate(const alert_inputs& in) {
   }
   ended_before_ = ended;
   fallbacks_before_ = in.stats.fallbacks;
+  if (in.audit.failing)
+    fire("audit_unavailable", "runtime", "critical",
+         "the audit log " + in.audit.segment + " cannot be written (" +
+             std::to_string(in.audit.write_errors) +
+             " failed writes or syncs, " + std::to_string(in.audit.pending) +
+             " records waiting, " + std::to_string(in.audit.dropped) +
+             " dropped)");
   for (auto& t : in.headroom.tenants) {
     auto f = rules_.tenant_quota_fraction;
     if (t.memory_quota > 0 && double(t.memory) >= f * double(t.memory_quota))
@@ -229,10 +236,20 @@ alert_impl(alert_actor::stateful_pointer<alert_state> self, alert_rules rules,
                                 .then(
                                     [=](headroom_report& h) {
                                       in->headroom = std::move(h);
-                                      in->now = clock::now();
-                                      audit_changes(
-                                          self, self->state.eval.evaluate(*in));
-                                      next_tick(self);
+                                      self->request(self->state.audit,
+                                                    ask_timeout,
+                                                    stats_atom::value)
+                                          .then(
+                                              [=](cohort::audit_stats& a) {
+                                                in->audit = std::move(a);
+                                                in->now = clock::now();
+                                                audit_changes(
+                                                    self,
+                                                    self->state.eval.evaluate(
+                                                        *in));
+                                                next_tick(self);
+                                              },
+                                              failed);
                                     },
                                     failed);
                           },

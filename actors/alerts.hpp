@@ -43,6 +43,7 @@ struct alert_inputs {
   balancer_stats stats;
   std::vector<memory_snapshot> memory;
   headroom_report headroom;
+  cohort::audit_stats audit;
 };
 
 /// The rules' memory between evaluations (rates need the previous counters,

@@ -15,9 +15,19 @@ using std::chrono::steady_clock;
 
 using self_ptr = audit_actor::stateful_pointer<audit_state>;
 
-void keep_first(self_ptr self, caf::error err) {
-  if (err && !self->state.write_error)
-    self->state.write_error = std::move(err);
+// While writes fail, the next try comes this long after the last.
+constexpr auto retry_interval = milliseconds(100);
+
+// Tells the listener when the log stopped or started being writable.
+void report(self_ptr self, const caf::error& err) {
+  auto& st = self->state;
+  bool failing = st.log->failing();
+  if (failing == st.failing)
+    return;
+  st.failing = failing;
+  st.why = failing ? describe(err) : std::string{};
+  if (st.listener)
+    self->send(st.listener, audit_atom::value, !failing, st.why);
 }
 
 // Makes sure a tick arrives by the time buffered records are due to be
@@ -26,7 +36,9 @@ void keep_first(self_ptr self, caf::error err) {
 void schedule_tick(self_ptr self) {
   auto& st = self->state;
   std::optional<milliseconds> delay;
-  if (st.log->pending() > 0)
+  if (st.log->failing())
+    delay = retry_interval;
+  else if (st.log->pending() > 0)
     delay = milliseconds(20);
   if (auto sync = st.log->sync_due_in(); sync && (!delay || *sync < *delay))
     delay = std::max(*sync, milliseconds(1));
@@ -52,14 +64,19 @@ audit_actor::behavior_type audit_impl(self_ptr self,
         // write and one fdatasync cover them too (group commit). The last
         // message of a burst writes what is full.
         bool more = !self->mailbox().empty();
+        caf::error err;
         for (auto& ev : events)
-          keep_first(self, st.log->append(ev, more));
+          if (auto e = st.log->append(ev, more); e && !err)
+            err = std::move(e);
+        report(self, err);
         schedule_tick(self);
       },
       [=](flush_atom) -> caf::result<uint64_t> {
-        keep_first(self, self->state.log->flush(true));
-        if (self->state.write_error)
-          return self->state.write_error;
+        auto err = self->state.log->flush(true);
+        report(self, err);
+        schedule_tick(self);
+        if (err)
+          return err;
         return self->state.log->records();
       },
       [=](stats_atom) { return self->state.log->stats(); },
@@ -67,8 +84,15 @@ audit_actor::behavior_type audit_impl(self_ptr self,
         auto& st = self->state;
         // Forgets any other tick in flight: at worst one more is scheduled.
         st.next_tick = steady_clock::time_point::max();
-        keep_first(self, st.log->tick());
+        // While writes fail, a tick tries to write everything again.
+        report(self, st.log->failing() ? st.log->flush(true) : st.log->tick());
         schedule_tick(self);
+      },
+      [=](watch_atom, audit_listener& listener) {
+        auto& st = self->state;
+        st.listener = std::move(listener);
+        if (st.failing)
+          self->send(st.listener, audit_atom::value, false, st.why);
       },
   };
 }

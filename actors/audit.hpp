@@ -14,6 +14,11 @@
 
 namespace cohort::actors {
 
+/// Told when the audit log stops or starts again being writable.
+using audit_listener = caf::typed_actor<
+    /// `ok`: the log can be written again; otherwise `why` it cannot.
+    caf::reacts_to<audit_atom, bool, std::string>>;
+
 using audit_actor = caf::typed_actor<
     /// Appends a batch of events to the log, in order.
     caf::reacts_to<record_atom, std::vector<audit_event>>,
@@ -24,24 +29,32 @@ using audit_actor = caf::typed_actor<
     /// The log's counters.
     caf::replies_to<stats_atom>::with<audit_stats>,
     /// Periodic write of buffered records (and sync, under
-    /// audit_fsync::interval).
-    caf::reacts_to<tick_atom>>;
+    /// audit_fsync::interval); while writes fail, another try.
+    caf::reacts_to<tick_atom>,
+    /// Tells `listener` whenever the log stops or starts again being
+    /// writable (at once if it cannot be written now).
+    caf::reacts_to<watch_atom, audit_listener>>;
 
 struct audit_state {
   std::shared_ptr<audit_log> log;
   /// When the earliest tick in flight arrives (none when max()).
   std::chrono::steady_clock::time_point next_tick =
       std::chrono::steady_clock::time_point::max();
-  /// First write error, reported by every later flush.
-  caf::error write_error;
+  /// Whether the listener was last told that the log cannot be written,
+  /// and why.
+  bool failing = false;
+  std::string why;
+  audit_listener listener;
   static inline const char* name = "cohort.audit";
 };
 
 /// Owns `log` and appends what it is sent. Buffered records are written at
 /// the log's batch size, at most 20 ms after they arrive, and on flush;
 /// under audit_fsync::interval, written records are synced when their
-/// interval is up. The log blocks on write(2) and fdatasync: spawn it
-/// detached, off the scheduler's threads.
+/// interval is up. While writes fail (a full disk), it tries again every
+/// 100 ms and tells its listener when the log stops and starts being
+/// writable. The log blocks on write(2) and fdatasync: spawn it detached,
+/// off the scheduler's threads.
 audit_actor::behavior_type
 audit_impl(audit_actor::stateful_pointer<audit_state> self,
            std::shared_ptr<audit_log> log);

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <memory>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -430,6 +431,16 @@ caf::expected<audit_options> audit_options_of(const pb::RuntimeConfig& cfg) {
                "segments to keep");
   out.rotate_bytes = a.rotate_bytes();
   out.keep_files = a.keep_files();
+  if (a.on_write_failure() != pb::AUDIT_FAIL_CLOSED &&
+      a.on_write_failure() != pb::AUDIT_KEEP_RUNNING)
+    return bad("on_write_failure is " +
+               std::to_string(int(a.on_write_failure())) +
+               ", not AUDIT_FAIL_CLOSED (0) or AUDIT_KEEP_RUNNING (1)");
+  if (a.max_unwritten_mib() > 4096)
+    return bad("max_unwritten_mib is " + std::to_string(a.max_unwritten_mib()) +
+               ", at most 4096");
+  if (a.max_unwritten_mib() > 0)
+    out.max_unwritten_bytes = uint64_t{a.max_unwritten_mib()} << 20;
   return out;
 }
 
@@ -452,6 +463,8 @@ audit_log::~audit_log() {
   flush(true);
   if (fd_ >= 0)
     ::close(fd_);
+  if (lock_fd_ >= 0)
+    ::close(lock_fd_);
 }
 
 caf::expected<std::unique_ptr<audit_log>>
@@ -461,8 +474,51 @@ audit_log::open(const std::string& path, uint32_t batch) {
   return open(path, opts);
 }
 
+namespace {
+
+// Takes the writer's lock of the log at `path`: an exclusive flock on
+// `path.lock`, which holds the writer's pid. Returns its descriptor.
+caf::expected<int> lock_log(const std::string& path) {
+  auto lock_path = path + ".lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return make_error(errc::io_error,
+                      io_failure(lock_path + ": cannot open the lock file"));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    auto why = errno;
+    char holder[32] = {0};
+    auto n = ::pread(fd, holder, sizeof(holder) - 1, 0);
+    ::close(fd);
+    if (why == EWOULDBLOCK)
+      return make_error(
+          errc::io_error,
+          path + ": the audit log is in use by another writer" +
+              (n > 0 ? std::string{" (pid "} + std::string{holder, size_t(n)} +
+                           ")"
+                     : std::string{}) +
+              "; one log has one writer (give each node its own audit_path)");
+    errno = why;
+    return make_error(errc::io_error,
+                      io_failure(lock_path + ": cannot lock the audit log"));
+  }
+  auto pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
+    // The pid is only for the message a second writer gets.
+  }
+  return fd;
+}
+
+} // namespace
+
 caf::expected<std::unique_ptr<audit_log>>
 audit_log::open(const std::string& path, audit_options opts) {
+  auto lock = lock_log(path);
+  if (!lock)
+    return lock.error();
+  // Released on every early return; the log owns it once made.
+  std::unique_ptr<int, void (*)(int*)> lock_guard{
+      &*lock, [](int* fd) { ::close(*fd); }};
   auto segments = numbered_segments(path);
   bool existed = ::access(path.c_str(), F_OK) == 0;
   audit_verdict v;
@@ -482,6 +538,9 @@ audit_log::open(const std::string& path, audit_options opts) {
     return make_error(errc::io_error,
                       io_failure(path + ": cannot open the audit log"));
   std::unique_ptr<audit_log> log{new audit_log(path, fd, opts)};
+  log->lock_fd_ = *lock;
+  lock_guard.release();
+  log->stats_.opened_at_seq = v.last_seq;
   log->seq_ = v.last_seq;
   log->written_seq_ = log->synced_seq_ = v.last_seq;
   log->head_ = v.head;
@@ -566,6 +625,16 @@ void audit_log::chain(const audit_event& ev) {
 }
 
 caf::error audit_log::append(const audit_event& ev, bool more_coming) {
+  if (failing_ && buffer_.size() >= opts_.max_unwritten_bytes) {
+    // Memory stays bounded while the log cannot be written: unless the
+    // write works now, the record is not chained, and the gap is recorded
+    // once writes work again.
+    if (auto err = write_batch()) {
+      ++dropped_since_;
+      ++stats_.dropped;
+      return err;
+    }
+  }
   chain(ev);
   if (pending_ >=
       (more_coming ? uint64_t{max_group} * opts_.batch : uint64_t{opts_.batch}))
@@ -588,7 +657,7 @@ caf::error audit_log::write_batch() {
       // of it would break the chain in the middle of the file.
       if (done > 0 && ::ftruncate(fd_, off_t(file_bytes_)) != 0)
         msg += io_failure("; cutting off the partial write failed too");
-      return make_error(errc::io_error, msg);
+      return failed(make_error(errc::io_error, msg));
     }
     done += size_t(n);
   }
@@ -600,6 +669,15 @@ caf::error audit_log::write_batch() {
   written_seq_ = seq_;
   buffer_.clear();
   pending_ = 0;
+  if (std::exchange(failing_, false) && dropped_since_ > 0) {
+    // The first record after the failure says what the chain is missing.
+    chain({audit_kind::recovery, "", 0, "", "",
+           "AUDIT GAP: " + std::to_string(dropped_since_) +
+               " records were dropped while the log could not be written (" +
+               describe(last_error_) + ")",
+           0});
+    dropped_since_ = 0;
+  }
   caf::error err;
   if (opts_.fsync == audit_fsync::every_batch ||
       (opts_.fsync == audit_fsync::interval &&
@@ -615,11 +693,14 @@ caf::error audit_log::sync() {
     return caf::none;
   if (::fdatasync(fd_) != 0) {
     ++stats_.write_errors;
-    return make_error(errc::io_error, io_failure(path_ + ": fdatasync failed"));
+    return failed(
+        make_error(errc::io_error, io_failure(path_ + ": fdatasync failed")));
   }
   ++stats_.fsyncs;
   stats_.records_synced += written_seq_ - synced_seq_;
   synced_seq_ = written_seq_;
+  if (buffer_.empty())
+    failing_ = false;
   return caf::none;
 }
 
@@ -697,8 +778,15 @@ std::optional<std::chrono::milliseconds> audit_log::sync_due_in() const {
   return std::chrono::ceil<std::chrono::milliseconds>(left);
 }
 
+caf::error audit_log::failed(caf::error err) {
+  failing_ = true;
+  last_error_ = err;
+  return err;
+}
+
 cohort::audit_stats audit_log::stats() const {
   auto out = stats_;
+  out.failing = failing_;
   out.pending = pending_;
   out.last_seq = seq_;
   out.segment = path_;

@@ -55,6 +55,10 @@ struct audit_options {
   uint64_t rotate_bytes = 0;
   /// Rotated segments kept (the oldest go first); 0 keeps all.
   uint32_t keep_files = 0;
+  /// While writes fail, records are kept in memory up to this many bytes;
+  /// past it they are dropped and counted, and the first record written
+  /// after the failure (an AUDIT GAP, kind RECOVERY) says how many.
+  uint64_t max_unwritten_bytes = uint64_t{64} << 20;
 };
 
 /// The audit options of `cfg` (`audit_batch` and `audit { ... }`);
@@ -124,7 +128,10 @@ public:
   /// existing log must verify and its chain continues; a torn write at the
   /// end of the active file (an incomplete last record after a crash) is
   /// cut off and the cut audited as a RECOVERY record. Any other bad record
-  /// is refused with audit_chain_broken naming it.
+  /// is refused with audit_chain_broken naming it. One writer at a time:
+  /// the log is locked (flock on `path.lock`) while open, and a second
+  /// writer, in this process or another, is refused with io_error naming
+  /// the holder's pid.
   static caf::expected<std::unique_ptr<audit_log>> open(const std::string& path,
                                                         audit_options opts);
 
@@ -135,8 +142,13 @@ public:
   /// Chains and buffers one record; writes the batch when it is full. With
   /// `more_coming` (the caller holds more records to append right away) a
   /// full batch waits for them, up to `max_group` batches: one write and one
-  /// fdatasync then cover them all (group commit).
+  /// fdatasync then cover them all (group commit). While writes fail and
+  /// `max_unwritten_bytes` are buffered, the record is dropped (counted in
+  /// `stats().dropped`) and the write error returned.
   caf::error append(const audit_event& ev, bool more_coming = false);
+
+  /// True while the last write or sync failed (until one succeeds).
+  bool failing() const { return failing_; }
 
   /// How many batches group commit may join into one write.
   static constexpr uint32_t max_group = 16;
@@ -194,6 +206,9 @@ private:
 
   caf::error sync();
 
+  // Notes that the log cannot be written now; returns `err`.
+  caf::error failed(caf::error err);
+
   // Renames the active file to the next segment, starts a new one and
   // prunes old segments.
   caf::error rotate();
@@ -218,6 +233,12 @@ private:
   /// When the oldest written but unsynced record was written.
   std::chrono::steady_clock::time_point unsynced_since_;
   cohort::audit_stats stats_;
+  /// The writer's lock (flock on `path.lock`), held while open.
+  int lock_fd_ = -1;
+  /// The last write or sync failed; records dropped since (not chained).
+  bool failing_ = false;
+  caf::error last_error_;
+  uint64_t dropped_since_ = 0;
 };
 
 } // namespace cohort::actors

@@ -1472,6 +1472,9 @@ void admit(self_ptr self, int t, work_item item, client_sink sink,
 // Admits held-back items that fit now, in order, tenant by tenant.
 void drain_held(self_ptr self, clock::time_point now) {
   auto& st = self->state;
+  // Held items wait while the audit log cannot be written.
+  if (st.audit_down && st.cfg.audit_fail_closed)
+    return;
   for (size_t t = 0; t < st.held.size(); ++t) {
     auto& q = st.held[t];
     while (!q.empty() && !st.closed) {
@@ -1599,6 +1602,12 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
   if (st.closed)
     return reject(self, item, sink,
                   make_error(errc::shutting_down, "the runtime is stopping"));
+  if (st.audit_down && st.cfg.audit_fail_closed)
+    return reject(self, item, sink,
+                  make_error(errc::audit_unavailable,
+                             "the audit log cannot be written (" +
+                                 st.audit_why +
+                                 "); admission resumes when it can"));
   auto t = st.book.tenant_index(item.tenant);
   if (t < 0)
     return reject(self, item, sink, no_grant(item.tenant));
@@ -1778,6 +1787,22 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       },
       [=](cancel_atom, uint64_t id, client_sink& sink) {
         cancel(self, id, sink);
+      },
+      [=](audit_atom, bool ok, std::string& why) {
+        auto& st = self->state;
+        st.audit_down = !ok;
+        st.audit_why = why;
+        // Recorded in the log itself once it can be written again.
+        device_event(self, "",
+                     ok ? std::string{"audit log writable again: admission "
+                                      "resumes"}
+                        : "audit log cannot be written: " + why +
+                              (st.cfg.audit_fail_closed
+                                   ? "; admission stops until it can"
+                                   : "; admission goes on (on_write_failure: "
+                                     "AUDIT_KEEP_RUNNING)"));
+        if (ok)
+          wake(self);
       },
       [=](halt_atom) {
         end_everything(self);

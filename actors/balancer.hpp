@@ -55,6 +55,9 @@ using balancer_actor = device_listener::extend<
     /// Device `index` is now `status` (a device_status: available, degraded
     /// or draining) while its actor keeps running, because of `why`.
     caf::reacts_to<status_atom, uint32_t, uint8_t, std::string>,
+    /// The audit log can (`ok`) or cannot be written, and why: while it
+    /// cannot, nothing is admitted (unless the config keeps running).
+    caf::reacts_to<audit_atom, bool, std::string>,
     /// Cancels the item `id` of client `sink`: one that waits ends now with
     /// cancelled, one that runs ends with cancelled when its launch ends
     /// (its result is dropped). Unknown ids are ignored.
@@ -115,6 +118,9 @@ struct balancer_config {
   std::array<batch_rule, kernels::kernel_id_limit> batch{};
   /// Gangs may span NUMA nodes when no node has enough devices.
   bool gang_cross_numa = false;
+  /// Refuse new items (audit_unavailable) while the audit log cannot be
+  /// written.
+  bool audit_fail_closed = true;
 };
 
 struct balancer_state {
@@ -308,6 +314,9 @@ struct balancer_state {
   std::vector<latency_cell> latency;
   uint64_t next_ticket = 0;
   bool closed = false;
+  /// The audit log cannot be written now, and why.
+  bool audit_down = false;
+  std::string audit_why;
   /// Set by the exit handler: nothing is admitted or placed any more.
   bool stopping = false;
   bool retry_scheduled = false;

@@ -172,6 +172,8 @@ supervision_of(const pb::RuntimeConfig& cfg) {
                       "placement: unknown policy " +
                           std::to_string(int(pl.policy())));
   }
+  b.audit_fail_closed =
+      cfg.audit().on_write_failure() != pb::AUDIT_KEEP_RUNNING;
   if (pl.model_window() > 64)
     return make_error(errc::malformed_config,
                       "placement: model_window is at most 64");
@@ -309,6 +311,9 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
       sys.spawn(quota_impl, std::move(*lease), std::move(pools), rt->balancer_);
   rt->supervisor_ =
       sys.spawn(supervisor_impl, rt->devs_, rt->balancer_, rt->audit_, scfg);
+  // The balancer hears when the audit log stops or starts being writable.
+  caf::anon_send(rt->audit_, watch_atom::value,
+                 caf::actor_cast<audit_listener>(rt->balancer_));
   rt->cfg_ = cfg;
   rt->ledger_ = ledger;
   rt->alerts_ = sys.spawn(alert_impl, *rules, rt->balancer_, rt->supervisor_,

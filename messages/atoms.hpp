@@ -41,5 +41,7 @@ using alerts_atom = caf::atom_constant<caf::atom("alerts")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using halt_atom = caf::atom_constant<caf::atom("halt")>;
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
+using audit_atom = caf::atom_constant<caf::atom("audit")>;
 
 } // namespace cohort

@@ -27,6 +27,15 @@ struct audit_stats {
   uint64_t recoveries = 0;
   /// Failed write(2) or fdatasync calls.
   uint64_t write_errors = 0;
+  /// Records dropped (never chained) while writes failed and the memory
+  /// for unwritten records was full; the chain says so in an AUDIT GAP
+  /// record once writes work again.
+  uint64_t dropped = 0;
+  /// True while the log cannot be written (the last write or sync failed).
+  bool failing = false;
+  /// The newest record's sequence number when this process opened the log:
+  /// this run's records are the ones after it.
+  uint64_t opened_at_seq = 0;
   /// Records chained but not yet written.
   uint64_t pending = 0;
   /// Sequence number of the newest record (the chain's length when it starts
@@ -44,8 +53,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, audit_stats& x) {
   return f(caf::meta::type_name("audit_stats"), x.records_appended,
            x.records_written, x.records_synced, x.bytes_written, x.fsyncs,
-           x.rotations, x.recoveries, x.write_errors, x.pending, x.last_seq,
-           x.segment, x.segment_bytes, x.segments);
+           x.rotations, x.recoveries, x.write_errors, x.dropped, x.failing,
+           x.opened_at_seq, x.pending, x.last_seq, x.segment, x.segment_bytes,
+           x.segments);
 }
 
 } // namespace cohort

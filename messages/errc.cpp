@@ -69,6 +69,8 @@ std::string to_string(errc x) {
     return "cancelled";
   case errc::timed_out:
     return "timed_out";
+  case errc::audit_unavailable:
+    return "audit_unavailable";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

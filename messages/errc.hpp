@@ -82,6 +82,9 @@ enum class errc : uint8_t {
   /// A caller's wait ran out (`runtime::run` with a timeout); the item was
   /// cancelled.
   timed_out,
+  /// The audit log cannot be written (a full disk, an I/O error): nothing
+  /// is admitted until it can, so that nothing runs unaudited.
+  audit_unavailable,
 };
 
 /// Returns the enumerator's name.

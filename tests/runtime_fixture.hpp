@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <unistd.h>
 
 namespace cohort::test {
 
@@ -137,6 +138,40 @@ inline std::vector<pb::AuditRecord> read_audit(const std::string& path) {
   }
   return out;
 }
+
+/// Makes writes to the open file `path` of this process fail (ENOSPC, as on
+/// a full disk) until destroyed or `repair()`ed: the descriptor that has it
+/// open is pointed at /dev/full, then back at the file.
+class full_disk {
+public:
+  explicit full_disk(const std::string& path) {
+    auto want = std::filesystem::canonical(path);
+    for (auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+      std::error_code ec;
+      auto target = std::filesystem::read_symlink(e.path(), ec);
+      if (!ec && target == want && fd_ < 0)
+        fd_ = std::stoi(e.path().filename().string());
+    }
+    REQUIRE(fd_ >= 0);
+    saved_ = ::dup(fd_);
+    int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+    REQUIRE(full >= 0);
+    REQUIRE(::dup2(full, fd_) == fd_);
+    ::close(full);
+  }
+  ~full_disk() { repair(); }
+  void repair() {
+    if (saved_ < 0)
+      return;
+    ::dup2(saved_, fd_);
+    ::close(saved_);
+    saved_ = -1;
+  }
+
+private:
+  int fd_ = -1;
+  int saved_ = -1;
+};
 
 /// An actor system with Cohort's types and a temporary directory.
 struct actor_fixture {

@@ -393,6 +393,14 @@ metrics_exporter::render(const metrics_input& in,
         MetricType::Counter, double(a.write_errors));
     one("cohort_audit_pending_records", "Audit records not yet written",
         MetricType::Gauge, double(a.pending));
+    one("cohort_audit_failing",
+        "1 while the audit log cannot be written (new items are refused "
+        "unless on_write_failure is AUDIT_KEEP_RUNNING)",
+        MetricType::Gauge, a.failing ? 1.0 : 0.0);
+    one("cohort_audit_dropped_records_total",
+        "Audit records dropped while the log could not be written and its "
+        "memory for unwritten records was full",
+        MetricType::Counter, double(a.dropped));
   }
   {
     family firing{out, "cohort_alerts_firing",

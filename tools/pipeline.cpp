@@ -433,12 +433,20 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   if (!rep)
     return rep.error();
   auto flushed = (*rt)->flush_audit();
+  auto stats = (*rt)->audit_stats();
   (*rt)->stop();
-  if (!flushed) {
-    rep->audit.reason = describe(flushed.error());
-  } else {
-    rep->audit = actors::audit_log::verify(rep->audit_path);
-  }
+  rep->audit = actors::audit_log::verify(rep->audit_path);
+  if (stats)
+    rep->audit_run_records = stats->last_seq - stats->opened_at_seq;
+  if (!flushed)
+    rep->audit_unwritten = describe(flushed.error());
+  else if (stats && stats->dropped > 0)
+    rep->audit_unwritten = std::to_string(stats->dropped) +
+                           " records dropped while the log could not be "
+                           "written";
+  // A log that missed records of this run does not vouch for it.
+  if (!rep->audit_unwritten.empty())
+    rep->audit.ok = false;
   return rep;
 }
 
@@ -522,9 +530,14 @@ void print_report(std::FILE* out, const pipeline_report& r) {
     std::fprintf(out, "fault injected     %s\n", f.c_str());
   if (r.audit.ok)
     std::fprintf(out,
-                 "audit chain        verified: %llu records in %s, head %s\n",
+                 "audit chain        verified: %llu records in %s (%llu from "
+                 "this run), head %s\n",
                  u(r.audit.good_records), r.audit_path.c_str(),
+                 u(r.audit_run_records),
                  actors::to_hex(r.audit.head).substr(0, 16).c_str());
+  else if (!r.audit_unwritten.empty())
+    std::fprintf(out, "audit chain        INCOMPLETE: %s (%s)\n",
+                 r.audit_unwritten.c_str(), r.audit_path.c_str());
   else
     std::fprintf(out, "audit chain        BROKEN at record %llu of %s: %s\n",
                  u(r.audit.first_bad), r.audit_path.c_str(),

@@ -60,6 +60,11 @@ struct pipeline_report {
   uint64_t leaked = 0;
   std::string audit_path;
   actors::audit_verdict audit;
+  /// Records this run added to the log (its earlier records are verified,
+  /// not counted), and what could not be written: the flush's error and
+  /// records dropped while writes failed.
+  uint64_t audit_run_records = 0;
+  std::string audit_unwritten;
   /// The first few error messages, for the report.
   std::vector<std::string> errors;
   /// Faults injected, as text.

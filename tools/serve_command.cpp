@@ -251,26 +251,48 @@ int cmd_serve(const std::vector<std::string>& args) {
   if (workload.joinable())
     workload.join();
   auto audit_path = (*rt)->audit_path();
+  auto flushed = (*rt)->flush_audit();
+  auto audit = (*rt)->audit_stats();
   (*rt)->stop();
-  // Every admitted item ended exactly once: the log says so.
+  // Every item admitted in this run ended exactly once: the log says so.
+  // Records before this run (an earlier node's) are verified, not counted.
+  uint64_t first = audit ? audit->opened_at_seq : 0;
   uint64_t admitted = 0;
   uint64_t ended = 0;
   auto verdict =
       actors::audit_log::verify(audit_path, [&](const pb::AuditRecord& r) {
+        if (r.seq() <= first)
+          return;
         if (r.kind() == pb::ADMITTED)
           ++admitted;
         else if (r.kind() == pb::COMPLETED || r.kind() == pb::FAILED)
           ++ended;
       });
-  std::printf("cohort serve: stopped; %llu items admitted, %llu ended; audit "
-              "log %s: %s, %llu records\n",
+  // A log that could not be written is not a verified record of this run.
+  bool complete = flushed && audit && audit->dropped == 0;
+  std::printf("cohort serve: stopped; %llu items admitted, %llu ended in "
+              "this run; audit log %s: %s, %llu records (%llu from this "
+              "run)\n",
               (unsigned long long)admitted, (unsigned long long)ended,
-              audit_path.c_str(), verdict.ok ? "verified" : "BROKEN",
-              (unsigned long long)verdict.good_records);
+              audit_path.c_str(),
+              !verdict.ok ? "BROKEN"
+              : !complete ? "INCOMPLETE"
+                          : "verified",
+              (unsigned long long)verdict.good_records,
+              (unsigned long long)(verdict.last_seq > first
+                                       ? verdict.last_seq - first
+                                       : 0));
   if (!verdict.ok)
     std::printf("  first bad record %llu: %s\n",
                 (unsigned long long)verdict.first_bad, verdict.reason.c_str());
-  return verdict.ok && admitted == ended ? exit_ok : exit_failed;
+  if (!complete)
+    std::printf("  the log could not be written: %s; %llu write errors, %llu "
+                "records dropped\n",
+                flushed ? "records were dropped"
+                        : describe(flushed.error()).c_str(),
+                (unsigned long long)(audit ? audit->write_errors : 0),
+                (unsigned long long)(audit ? audit->dropped : 0));
+  return verdict.ok && complete && admitted == ended ? exit_ok : exit_failed;
 }
 
 } // namespace cohort::tools

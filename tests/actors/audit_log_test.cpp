@@ -575,3 +575,76 @@ TEST_CASE("group commit: a full batch waits for records already coming",
   CHECK((*log)->stats().records_written == 101 + audit_log::max_group * 8);
   CHECK(audit_log::verify(path).ok);
 }
+
+TEST_CASE("a log has one writer: a second open is refused until the first "
+          "closes",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  auto first = audit_log::open(path, 8);
+  REQUIRE(first);
+  auto second = audit_log::open(path, 8);
+  REQUIRE_FALSE(second);
+  CHECK(code_of(second.error()) == errc::io_error);
+  CHECK_THAT(describe(second.error()),
+             Catch::Contains("in use by another writer") &&
+                 Catch::Contains("pid " + std::to_string(::getpid())));
+  first->reset();
+  auto third = audit_log::open(path, 8);
+  CHECK(third);
+}
+
+TEST_CASE("while writes fail, records wait in bounded memory and the gap is "
+          "chained",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  audit_options opts;
+  opts.batch = 4;
+  opts.max_unwritten_bytes = 4096;
+  auto log = audit_log::open(path, opts);
+  REQUIRE(log);
+  auto& l = **log;
+  auto event = [](uint64_t i) {
+    return audit_event{audit_kind::admitted, "t", i, "", "axpy", "detail", 0};
+  };
+  for (uint64_t i = 0; i < 10; ++i)
+    REQUIRE_FALSE(l.append(event(i)));
+  REQUIRE_FALSE(l.flush(true));
+  {
+    test::full_disk full{path};
+    caf::error last;
+    for (uint64_t i = 10; i < 500; ++i)
+      if (auto err = l.append(event(i)))
+        last = std::move(err);
+    CHECK(code_of(last) == errc::io_error);
+    CHECK_THAT(describe(last), Catch::Contains("No space left on device"));
+    CHECK(l.failing());
+    auto s = l.stats();
+    CHECK(s.failing);
+    CHECK(s.write_errors > 0);
+    // Bounded: what did not fit in 4 KiB was dropped, not kept.
+    CHECK(s.dropped > 0);
+    CHECK(s.pending < 500);
+    CHECK(code_of(l.flush(true)) == errc::io_error);
+  }
+  // The disk has room again: everything kept is written, after the record
+  // that names the gap.
+  REQUIRE_FALSE(l.flush(true));
+  CHECK_FALSE(l.failing());
+  auto dropped = l.stats().dropped;
+  REQUIRE_FALSE(l.append(event(500)));
+  REQUIRE_FALSE(l.flush(true));
+  uint64_t admitted = 0;
+  std::string gap;
+  auto v = audit_log::verify(path, [&](const pb::AuditRecord& r) {
+    if (r.kind() == pb::ADMITTED)
+      ++admitted;
+    if (r.kind() == pb::RECOVERY)
+      gap = r.detail();
+  });
+  CHECK(v.ok);
+  CHECK(admitted + dropped == 501);
+  CHECK_THAT(gap, Catch::StartsWith("AUDIT GAP: " + std::to_string(dropped) +
+                                    " records were dropped"));
+}

@@ -345,3 +345,96 @@ TEST_CASE("kill -9 during heavy writes loses no acknowledged record",
                             << v.good_records << " records, last ack "
                             << acked);
 }
+
+TEST_CASE_METHOD(fixture,
+                 "the runtime fails closed while the audit log cannot be "
+                 "written, and resumes when it can",
+                 "[actors][audit]") {
+  auto cfg = test::make_config(dir, 1, {});
+  cfg.mutable_alerts()->set_eval_interval_ms(20);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  REQUIRE(r.run(test::gemv_item(1)));
+  REQUIRE(r.flush_audit());
+  uint64_t id = 1;
+  {
+    test::full_disk full{r.audit_path()};
+    // Admission stops once the audit actor finds that it cannot write.
+    caf::error refused;
+    for (int i = 0; i < 200 && !refused; ++i) {
+      auto res = r.run(test::gemv_item(++id));
+      if (!res)
+        refused = res.error();
+      std::this_thread::sleep_for(5ms);
+    }
+    INFO(describe(refused));
+    CHECK(code_of(refused) == errc::audit_unavailable);
+    CHECK(code_of(r.flush_audit().error()) == errc::io_error);
+    CHECK(r.audit_stats()->failing);
+    bool alerted = false;
+    for (int i = 0; i < 200 && !alerted; ++i) {
+      auto firing = r.alerts();
+      REQUIRE(firing);
+      for (auto& a : *firing)
+        alerted |= a.name == "audit_unavailable" && a.severity == "critical";
+      std::this_thread::sleep_for(5ms);
+    }
+    CHECK(alerted);
+    CHECK(r.admission_stats()->rejected_by_reason["audit_unavailable"] > 0);
+  }
+  // Room again: within a retry or two admission resumes.
+  caf::expected<work_result> res{caf::error{}};
+  for (int i = 0; i < 200; ++i) {
+    res = r.run(test::gemv_item(++id));
+    if (res)
+      break;
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(res);
+  REQUIRE(r.flush_audit());
+  r.stop();
+  // Every admitted item ended, and the records of those that ran while the
+  // disk was full are in the chain.
+  std::map<uint64_t, int> admitted, ended;
+  auto v = audit_log::verify(r.audit_path(), [&](const pb::AuditRecord& rec) {
+    if (rec.kind() == pb::ADMITTED)
+      ++admitted[rec.work_id()];
+    if (rec.kind() == pb::COMPLETED || rec.kind() == pb::FAILED)
+      ++ended[rec.work_id()];
+  });
+  CHECK(v.ok);
+  CHECK(admitted.size() >= 3);
+  CHECK(admitted == ended);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "AUDIT_KEEP_RUNNING admits while the audit log cannot be "
+                 "written",
+                 "[actors][audit]") {
+  auto cfg = test::make_config(dir, 1, {});
+  cfg.mutable_audit()->set_on_write_failure(pb::AUDIT_KEEP_RUNNING);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  REQUIRE(r.run(test::gemv_item(1)));
+  test::full_disk full{r.audit_path()};
+  for (uint64_t id = 2; id < 30; ++id) {
+    auto res = r.run(test::gemv_item(id));
+    INFO(describe(res ? caf::error{} : res.error()));
+    CHECK(res);
+    std::this_thread::sleep_for(2ms);
+  }
+  CHECK(r.audit_stats()->failing);
+}
+
+TEST_CASE_METHOD(fixture, "two runtimes cannot share one audit log",
+                 "[actors][audit]") {
+  auto cfg = test::make_config(dir, 1, {});
+  auto first = runtime::start(sys, cfg);
+  REQUIRE(first);
+  auto second = runtime::start(sys, cfg);
+  REQUIRE_FALSE(second);
+  CHECK_THAT(describe(second.error()),
+             Catch::Contains("in use by another writer"));
+}

@@ -250,3 +250,40 @@ TEST_CASE("cohort devices lists CPU workers and simulated GPUs",
   CHECK_THAT(res.output, Catch::Contains("SIMULATED"));
   CHECK_THAT(res.output, Catch::Contains("16.0 GiB"));
 }
+
+TEST_CASE("cohort run: an audit log in use by another writer is refused, and "
+          "a shared log counts only this run",
+          "[tools][cli]") {
+  test::temp_dir dir;
+  auto log = dir.file("shared.log");
+  auto spec = write(dir, "p.textproto", R"(
+batches: 3
+stage { name: "s" kernel: REDUCE_SUM args { n: 1024 } })");
+  {
+    // Another writer holds the log.
+    auto holder = actors::audit_log::open(log, 8);
+    REQUIRE(holder);
+    auto res = cohort_cli("run " + spec + " --no-progress --audit " + log);
+    INFO(res.output);
+    CHECK(res.status == 2);
+    CHECK_THAT(res.output, Catch::Contains("in use by another writer"));
+  }
+  auto first = cohort_cli("run " + spec + " --no-progress --audit " + log);
+  INFO(first.output);
+  CHECK(first.status == 0);
+  auto second = cohort_cli("run " + spec + " --no-progress --audit " + log);
+  INFO(second.output);
+  CHECK(second.status == 0);
+  // The second run verifies the whole chain and counts its own records.
+  auto total = actors::audit_log::verify(log).good_records;
+  auto at = second.output.find("audit chain        verified: ");
+  REQUIRE(at != std::string::npos);
+  unsigned long long all = 0, mine = 0;
+  REQUIRE(std::sscanf(second.output.c_str() + at,
+                      "audit chain        verified: %llu records in %*s "
+                      "(%llu from this run)",
+                      &all, &mine) == 2);
+  CHECK(all == total);
+  CHECK(mine > 0);
+  CHECK(mine < all);
+}

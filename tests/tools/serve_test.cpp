@@ -11,6 +11,7 @@
 
 #include <httplib.h>
 
+#include "actors/audit_log.hpp"
 #include "tests/runtime_fixture.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tools/serve_command.hpp"
@@ -380,4 +381,25 @@ TEST_CASE_METHOD(served,
     }
     CHECK(seen > 0);
   }
+}
+
+TEST_CASE("cohort serve's stop summary counts this run only",
+          "[tools][serve]") {
+  test::temp_dir dir;
+  auto log = dir.file("node.log");
+  {
+    // An earlier node's log ends with an item it never finished (it
+    // crashed): this run must not be blamed for it.
+    auto earlier = actors::audit_log::open(log, 8);
+    REQUIRE(earlier);
+    REQUIRE_FALSE((*earlier)->append(
+        {audit_kind::admitted, "t", 7, "", "axpy", "before the crash", 0}));
+    REQUIRE_FALSE((*earlier)->flush(true));
+  }
+  auto res = test::cohort_cli("serve --listen 127.0.0.1:0 --audit " + log +
+                              " --for 0.3");
+  INFO(res.output);
+  CHECK(res.status == 0);
+  CHECK(has(res.output, "0 items admitted, 0 ended in this run"));
+  CHECK(has(res.output, ": verified,"));
 }
