@@ -1,5 +1,7 @@
 #include "actors/runtime.hpp"
 
+#include "actors/config_check.hpp"
+
 #include <set>
 #include <thread>
 
@@ -241,6 +243,8 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
                std::vector<std::shared_ptr<devices::device>> extra,
                std::shared_ptr<devices::memory::memory_observer> observer) {
   kernels::use_single_threaded_blas();
+  if (auto err = check_config(cfg))
+    return err;
   auto devs = make_devices(cfg);
   if (!devs)
     return devs.error();

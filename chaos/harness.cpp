@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 #include <unistd.h>
 
+#include "actors/config_check.hpp"
 #include "actors/runtime.hpp"
 #include "chaos/quota_observer.hpp"
 #include "kernels/random_data.hpp"
@@ -29,11 +30,16 @@ using ms = std::chrono::milliseconds;
 using kernels::kernel_id;
 
 constexpr kernel_id every_kernel[] = {
-    kernel_id::axpy,       kernel_id::dot,  kernel_id::nrm2,
-    kernel_id::reduce_sum, kernel_id::inclusive_scan,
-    kernel_id::gemv,       kernel_id::gemm, kernel_id::topk_cosine};
+    kernel_id::axpy,           kernel_id::dot,
+    kernel_id::nrm2,           kernel_id::reduce_sum,
+    kernel_id::inclusive_scan, kernel_id::gemv,
+    kernel_id::gemm,           kernel_id::topk_cosine};
 
-ms scaled(uint32_t x, double scale) {
+// Items of all loads, and repeats of one event or random faults, at most.
+constexpr uint64_t max_scenario_items = 1'000'000;
+constexpr uint32_t max_event_repeats = 100'000;
+
+ms scaled(uint64_t x, double scale) {
   return ms{int64_t(std::llround(double(x) * scale))};
 }
 
@@ -154,18 +160,72 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
     return make_error(errc::malformed_config, "a scenario needs a name");
   if (s.load_size() == 0)
     return bad("it has no load");
+  if (auto err = actors::check_config(s.runtime()))
+    return bad(describe(err));
+  using bounds = actors::config_bounds;
+  auto too_long = [&](const std::string& what, uint64_t ms) {
+    return bad(what + " is " + std::to_string(ms) + " ms, at most " +
+               std::to_string(bounds::max_ms) + " (one hour)");
+  };
   std::set<std::string> tenants;
   for (auto& g : s.runtime().tenant())
     tenants.insert(g.tenant());
+  std::set<std::string> sims;
+  for (auto& g : s.runtime().devices().sim_gpu())
+    sims.insert(g.name());
+  uint64_t items = 0;
   for (auto& load : s.load()) {
     if (load.items() == 0)
       return bad("a load of tenant '" + load.tenant() + "' has no items");
+    if (tenants.count(load.tenant()) == 0)
+      return bad("a load of tenant '" + load.tenant() +
+                 "', which the runtime grants nothing (grants are "
+                 "default-deny)");
+    items += load.items();
     if (load.size() > (uint64_t{1} << 24))
       return bad("a load's size is above 16M elements");
+    if (load.submit_over_ms() > bounds::max_ms)
+      return too_long("a load's submit_over_ms", load.submit_over_ms());
     for (auto k : load.kernel())
-      if (k == pb::KERNEL_UNSPECIFIED)
-        return bad("a load lists KERNEL_UNSPECIFIED");
+      if (k == pb::KERNEL_UNSPECIFIED || k > 255 ||
+          !kernels::is_known(static_cast<uint8_t>(k)))
+        return bad("a load lists kernel " + std::to_string(k) +
+                   ", which is not in the catalog");
   }
+  if (items > max_scenario_items)
+    return bad("the loads have " + std::to_string(items) + " items, at most " +
+               std::to_string(max_scenario_items));
+  for (auto& ev : s.event()) {
+    auto what = "event at " + std::to_string(ev.at_ms()) + " ms: ";
+    if (ev.kind() == pb::FAULT_UNSPECIFIED || !pb::FaultKind_IsValid(ev.kind()))
+      return bad(what + "kind " + std::to_string(int(ev.kind())) +
+                 " is not a fault kind");
+    if (sims.count(ev.device()) == 0)
+      return bad(what + "no simulated GPU is named '" + ev.device() + "'");
+    if (ev.count() > max_event_repeats)
+      return bad(what + "count is " + std::to_string(ev.count()) +
+                 ", at most " + std::to_string(max_event_repeats));
+    // In 64 bits: every_ms x count overflows 32.
+    auto last = uint64_t{ev.at_ms()} +
+                uint64_t{ev.every_ms()} * std::max(1u, ev.count() - 1);
+    if (ev.at_ms() > bounds::max_ms || last > bounds::max_ms)
+      return too_long(what + "its last repeat", last);
+    if (ev.kind() == pb::SLOW_DOWN &&
+        !(std::isfinite(ev.factor()) && ev.factor() >= 1e-3 &&
+          ev.factor() <= 1e6))
+      return bad(what + "SLOW_DOWN needs a finite factor in 0.001..1000000");
+  }
+  for (auto k : s.random().kind())
+    if (k == pb::FAULT_UNSPECIFIED || !pb::FaultKind_IsValid(k))
+      return bad("random faults: kind " + std::to_string(k) +
+                 " is not a fault kind");
+  if (s.random().count() > max_event_repeats)
+    return bad("random faults: count is " + std::to_string(s.random().count()) +
+               ", at most " + std::to_string(max_event_repeats));
+  if (s.random().over_ms() > bounds::max_ms)
+    return too_long("random faults: over_ms", s.random().over_ms());
+  if (s.deadline_ms() > bounds::max_ms)
+    return too_long("deadline_ms", s.deadline_ms());
   auto check_codes = [&](const auto& codes) -> caf::error {
     for (auto& code : codes) {
       bool known = false;
@@ -223,7 +283,8 @@ std::vector<timed_fault> expand_timeline(const pb::ChaosScenario& s,
     auto f = fault_of(ev);
     for (uint32_t i = 0; i < std::max(1u, ev.count()); ++i)
       out.push_back(
-          {scaled(ev.at_ms(), scale) + scaled(ev.every_ms() * i, 1.0), f});
+          {scaled(ev.at_ms(), scale) + scaled(uint64_t{ev.every_ms()} * i, 1.0),
+           f});
   }
   auto& r = s.random();
   std::vector<std::string> sims;
@@ -232,7 +293,8 @@ std::vector<timed_fault> expand_timeline(const pb::ChaosScenario& s,
   if (r.count() > 0 && r.kind_size() > 0 && !sims.empty()) {
     // Plain modulo draws from a fixed engine: the same on every platform.
     std::mt19937_64 rng{seed ^ 0x9e3779b97f4a7c15ull};
-    auto over = uint64_t(std::max<int64_t>(1, scaled(r.over_ms(), scale).count()));
+    auto over =
+        uint64_t(std::max<int64_t>(1, scaled(r.over_ms(), scale).count()));
     for (uint32_t i = 0; i < r.count(); ++i) {
       fault f;
       f.kind = static_cast<pb::FaultKind>(r.kind(int(rng() % r.kind_size())));
@@ -298,8 +360,8 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
         continue;
       }
       if (is_loss(tf.f))
-        losses.push_back({tf.f.device, at, describe(tf.f),
-                          tf.f.kind == pb::HANG_STREAM});
+        losses.push_back(
+            {tf.f.device, at, describe(tf.f), tf.f.kind == pb::HANG_STREAM});
     }
   }};
   caf::scoped_actor self{sys};
@@ -324,15 +386,15 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
     auto left = std::chrono::duration_cast<ms>(deadline - clock::now());
     if (left.count() <= 0)
       break;
-    self->receive(on_result, on_error,
-                  caf::after(left) >> [&] { timed_out = true; });
+    self->receive(
+        on_result, on_error, caf::after(left) >> [&] { timed_out = true; });
   }
   timeline.join();
   // Late duplicates would arrive now.
   bool quiet = false;
   while (!quiet)
-    self->receive(on_result, on_error,
-                  caf::after(ms{100}) >> [&] { quiet = true; });
+    self->receive(
+        on_result, on_error, caf::after(ms{100}) >> [&] { quiet = true; });
   rep.wall = std::chrono::duration_cast<ms>(clock::now() - start);
   if (auto st = (*rt)->placement_stats()) {
     rep.retries = st->retries;
@@ -341,10 +403,9 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
       rep.device_notes.push_back(
           d.name + ": " + std::to_string(d.completed) + " completed, " +
           std::to_string(d.failed_placements) + " failed placements, " +
-          std::to_string(d.losses) + " losses, " +
-          std::to_string(d.restarts) + " restarts, " +
-          std::to_string(d.circuit_opens) + " circuit opens, ends " +
-          to_string(d.status));
+          std::to_string(d.losses) + " losses, " + std::to_string(d.restarts) +
+          " restarts, " + std::to_string(d.circuit_opens) +
+          " circuit opens, ends " + to_string(d.status));
       rep.losses += d.losses;
       rep.restarts += d.restarts;
       rep.circuit_opens += d.circuit_opens;
@@ -355,8 +416,7 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
                     "%s: %llu fallbacks, worst %.1f ms, %llu over a %lld ms "
                     "budget",
                     tenant.c_str(), (unsigned long long)fb.items,
-                    double(fb.max_ns) / 1e6,
-                    (unsigned long long)fb.over_budget,
+                    double(fb.max_ns) / 1e6, (unsigned long long)fb.over_budget,
                     (long long)(fb.budget_ns / 1000000));
       rep.fallback_notes.push_back(line);
     }

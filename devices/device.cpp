@@ -20,6 +20,12 @@ bool is_device_level_xid(uint32_t xid) {
   }
 }
 
+caf::error device::host_memory_exhausted() const {
+  return make_error(errc::out_of_memory,
+                    info_.name + ": host memory ran out while computing the "
+                                 "item (std::bad_alloc)");
+}
+
 caf::expected<launch_result>
 device::do_launch_chain(uint32_t stream, uint64_t ticket,
                         std::span<const stage_view> chain,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -75,12 +76,18 @@ public:
   /// comes from the device's pool, tagged with `owner`. Memory errors:
   /// out_of_memory (the device is full: hard OOM), memory_limit or
   /// over_memory_quota (a configured limit: soft OOM).
+  /// Host memory exhausted while computing (std::bad_alloc) is
+  /// out_of_memory for the item, never a crash of the device's owner.
   caf::expected<launch_result> launch(uint32_t stream, uint64_t ticket,
                                       kernels::kernel_id id,
                                       const kernels::kernel_args& args,
                                       kernels::input_views inputs,
                                       const memory::owner_tag& owner = {}) {
-    return do_launch(stream, ticket, id, args, inputs, owner);
+    try {
+      return do_launch(stream, ticket, id, args, inputs, owner);
+    } catch (const std::bad_alloc&) {
+      return host_memory_exhausted();
+    }
   }
 
   /// Runs (or enqueues) a chain of kernels as one launch: only the first
@@ -91,7 +98,11 @@ public:
   launch_chain(uint32_t stream, uint64_t ticket,
                std::span<const stage_view> chain,
                const memory::owner_tag& owner = {}) {
-    return do_launch_chain(stream, ticket, chain, owner);
+    try {
+      return do_launch_chain(stream, ticket, chain, owner);
+    } catch (const std::bad_alloc&) {
+      return host_memory_exhausted();
+    }
   }
 
   /// Asynchronous devices: the output of a pending launch whose completion
@@ -188,6 +199,9 @@ private:
                   std::span<const stage_view> chain,
                   const memory::owner_tag& owner);
   virtual caf::error do_health() = 0;
+  /// out_of_memory for a launch that ran out of host memory.
+  caf::error host_memory_exhausted() const;
+
   virtual caf::error do_reset() = 0;
   /// The default: a real GPU's sticky error needs a new process, and device
   /// actors are not hosted in child processes yet.

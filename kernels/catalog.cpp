@@ -90,8 +90,39 @@ std::string validate(kernel_id id, const kernel_args& args,
   return validate(id, args, input_lengths{lens});
 }
 
+namespace {
+
+std::string validate_shape(kernel_id id, const kernel_args& args,
+                           input_lengths inputs);
+
+} // namespace
+
 std::string validate(kernel_id id, const kernel_args& args,
                      input_lengths inputs) {
+  if (auto err = validate_shape(id, args, inputs); !err.empty())
+    return err;
+  auto kn = name(id);
+  if (!std::isfinite(args.alpha))
+    return format("%.*s: alpha must be a finite number", int(kn.size()),
+                  kn.data());
+  // Every product of two valid dimensions fits 64 bits (each is below
+  // 2^31); the output must also fit what one item may produce.
+  uint64_t out = 0;
+  if (id == kernel_id::gemm ? !product(args.m, args.n, out)
+                            : (out = output_elements(id, args, inputs), false))
+    out = std::numeric_limits<uint64_t>::max();
+  if (out > max_output_elements)
+    return format("%.*s: the output would have %llu elements, at most %llu "
+                  "are allowed per item",
+                  int(kn.size()), kn.data(), (unsigned long long)out,
+                  (unsigned long long)max_output_elements);
+  return {};
+}
+
+namespace {
+
+std::string validate_shape(kernel_id id, const kernel_args& args,
+                           input_lengths inputs) {
   if (!is_known(static_cast<uint8_t>(id)))
     return format("unknown kernel (id %d); known kernels: axpy, dot, nrm2, "
                   "reduce_sum, inclusive_scan, gemv, gemm, topk_cosine",
@@ -143,6 +174,8 @@ std::string validate(kernel_id id, const kernel_args& args,
   }
   return "unreachable";
 }
+
+} // namespace
 
 uint64_t output_elements(kernel_id id, const kernel_args& args,
                          input_lengths inputs) {

@@ -45,8 +45,13 @@ bool is_known(uint8_t raw);
 /// Parses a kernel name; nullopt when the catalog has no such kernel.
 std::optional<kernel_id> parse_kernel(std::string_view name);
 
-/// Checks inputs and arguments; returns an empty string when valid, otherwise
-/// a message naming the kernel and the mismatch.
+/// Most float values one item's output may have (4 GiB): larger outputs are
+/// refused before anything is allocated.
+inline constexpr uint64_t max_output_elements = uint64_t{1} << 30;
+
+/// Checks inputs and arguments (shapes, a finite alpha, an output of at most
+/// max_output_elements); returns an empty string when valid, otherwise a
+/// message naming the kernel and the mismatch.
 std::string validate(kernel_id id, const kernel_args& args, input_views inputs);
 std::string validate(kernel_id id, const kernel_args& args,
                      input_lengths inputs);

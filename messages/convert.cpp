@@ -5,6 +5,7 @@
 #include "messages/stats.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
@@ -211,15 +212,42 @@ caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path) {
     return bad("a pipeline needs at least one stage");
   if (spec.batches() == 0)
     return bad("batches must be positive");
+  // Bounded before anything is allocated: the runner keeps a record per
+  // item and the inputs of every item in flight.
+  if (spec.stage_size() > max_pipeline_stages)
+    return bad("a pipeline has at most " + std::to_string(max_pipeline_stages) +
+               " stages, this one " + std::to_string(spec.stage_size()));
+  if (uint64_t{spec.batches()} * uint64_t(spec.stage_size()) >
+      max_pipeline_items)
+    return bad(
+        "batches x stages is " +
+        std::to_string(uint64_t{spec.batches()} * uint64_t(spec.stage_size())) +
+        " items, at most " + std::to_string(max_pipeline_items));
+  if (spec.window() > max_pipeline_window)
+    return bad("window is " + std::to_string(spec.window()) + ", at most " +
+               std::to_string(max_pipeline_window));
   for (int i = 0; i < spec.stage_size(); ++i) {
     auto& st = spec.stage(i);
-    if (!kernels::is_known(static_cast<uint8_t>(st.kernel())))
-      return bad("stage " + std::to_string(i + 1) + " ('" + st.name() +
-                 "') names no kernel of the catalog");
+    auto where = "stage " + std::to_string(i + 1) + " ('" + st.name() + "')";
+    if (st.kernel() < 0 || st.kernel() > 255 ||
+        !kernels::is_known(static_cast<uint8_t>(st.kernel())))
+      return bad(where + " names no kernel of the catalog (kernel " +
+                 std::to_string(int(st.kernel())) + ")");
+    if (!std::isfinite(st.args().alpha()))
+      return bad(where + ": alpha must be a finite number");
+    if (st.gang() > 64)
+      return bad(where + ": a gang has at most 64 devices, not " +
+                 std::to_string(st.gang()));
   }
-  for (auto& f : spec.fault())
-    if (f.kind() == pb::FAULT_UNSPECIFIED || f.device().empty())
+  for (auto& f : spec.fault()) {
+    if (f.kind() == pb::FAULT_UNSPECIFIED || !pb::FaultKind_IsValid(f.kind()) ||
+        f.device().empty())
       return bad("every fault needs a device and a kind");
+    if (f.after_batches() > spec.batches())
+      return bad("a fault after batch " + std::to_string(f.after_batches()) +
+                 " never happens: the pipeline has " +
+                 std::to_string(spec.batches()) + " batches");
+  }
   return spec;
 }
 
@@ -239,6 +267,9 @@ caf::expected<pb::AllocationPlan> load_plan(const std::string& path) {
   };
   if (plan.step_size() == 0)
     return bad("a plan needs at least one step");
+  if (plan.step_size() > 1'000'000)
+    return bad("a plan has at most 1000000 steps, this one " +
+               std::to_string(plan.step_size()));
   for (int i = 0; i < plan.step_size(); ++i) {
     auto& st = plan.step(i);
     auto where = "step " + std::to_string(i + 1) + ": ";

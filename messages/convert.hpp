@@ -33,7 +33,14 @@ caf::expected<work_item> from_proto(const pb::WorkRequest& x);
 caf::error load_text_file(const std::string& path,
                           google::protobuf::Message& msg, errc code);
 
-/// Loads and checks a pipeline spec file (errc::malformed_pipeline).
+/// Most stages, items (batches x stages) and items in flight (window) of one
+/// pipeline: checked before anything is allocated.
+inline constexpr int max_pipeline_stages = 256;
+inline constexpr uint64_t max_pipeline_items = 10'000'000;
+inline constexpr uint32_t max_pipeline_window = 65536;
+
+/// Loads and checks a pipeline spec file (errc::malformed_pipeline): its
+/// counts within the bounds above, known kernels, finite arguments.
 caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path);
 
 /// Loads and checks a runtime config file (errc::malformed_config).

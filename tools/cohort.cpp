@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/config_check.hpp"
 #include "actors/quota_book.hpp"
 #include "actors/runtime.hpp"
 #include "actors/simulation.hpp"
@@ -19,9 +20,9 @@
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
+#include "tools/admin_command.hpp"
 #include "tools/audit_command.hpp"
 #include "tools/byte_units.hpp"
-#include "tools/admin_command.hpp"
 #include "tools/chaos_command.hpp"
 #include "tools/pipeline.hpp"
 #include "tools/serve_command.hpp"
@@ -171,7 +172,13 @@ caf::expected<pb::RuntimeConfig> config_arg(const command_args& a,
   auto i = a.values.find("--config");
   if (i == a.values.end())
     return fallback;
-  return read_device_config(i->second);
+  auto cfg = read_device_config(i->second);
+  // The same check as runtime::start's: every command refuses alike.
+  if (cfg)
+    if (auto err = actors::check_config(*cfg))
+      return make_error(errc::malformed_config,
+                        i->second + ": " + describe(err));
+  return cfg;
 }
 
 int cmd_devices(const std::vector<std::string>& args) {
@@ -198,6 +205,12 @@ int cmd_devices(const std::vector<std::string>& args) {
     for (auto& g : found.devices)
       devs->push_back(g);
   }
+  // Its grants must fit these devices, as runtime::start checks.
+  std::vector<device_info> infos;
+  for (auto& d : *devs)
+    infos.push_back(d->info());
+  if (auto lease = actors::compile_quotas(cfg, infos); !lease)
+    return bad_input(lease.error());
   auto topo = devices::discover_cpu_topology();
   std::printf("CPU topology (hwloc): %u cores, %u hardware threads, %u NUMA "
               "node(s)%s%s\n\n",

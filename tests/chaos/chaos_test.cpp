@@ -189,8 +189,10 @@ TEST_CASE("bad scenarios get clear errors", "[chaos]") {
   REQUIRE_FALSE(x);
   CHECK(code_of(x.error()) == errc::malformed_config);
   CHECK(describe(x.error()).find("line 2") != std::string::npos);
-  auto y = load_scenario(write("name: \"x\" load { tenant: \"t\" items: 1 "
-                               "allowed_error: \"nope\" }"));
+  auto y = load_scenario(
+      write("name: \"x\" runtime { tenant { tenant: \"t\" kernels: \"*\" "
+            "devices: \"*\" } } load { tenant: \"t\" items: 1 "
+            "allowed_error: \"nope\" }"));
   REQUIRE_FALSE(y);
   CHECK(describe(y.error()).find("'nope' is not an error name") !=
         std::string::npos);
@@ -212,10 +214,11 @@ TEST_CASE("bad scenarios get clear errors", "[chaos]") {
   ev->set_kind(pb::LOSE);
   auto r = run_scenario(sys, s);
   REQUIRE_FALSE(r);
-  CHECK(describe(r.error()).find("no device is named 'sim9'") !=
+  CHECK(describe(r.error()).find("no simulated GPU is named 'sim9'") !=
         std::string::npos);
   ev->set_device("cpu0");
   auto r2 = run_scenario(sys, s);
   REQUIRE_FALSE(r2);
-  CHECK(describe(r2.error()).find("simulated GPUs only") != std::string::npos);
+  CHECK(describe(r2.error()).find("no simulated GPU is named 'cpu0'") !=
+        std::string::npos);
 }

@@ -1,0 +1,136 @@
+#include "actors/config_check.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "actors/alerts.hpp"
+#include "actors/audit_log.hpp"
+#include "actors/runtime.hpp"
+#include "messages/errc.hpp"
+
+namespace cohort::actors {
+
+namespace {
+
+using bounds = config_bounds;
+
+caf::error bad(const std::string& what) {
+  return make_error(errc::malformed_config, what);
+}
+
+// `x` is finite and in [lo, hi].
+bool within(double x, double lo, double hi) {
+  return std::isfinite(x) && x >= lo && x <= hi;
+}
+
+caf::error too_long(const std::string& what, uint32_t ms) {
+  return bad(what + " is " + std::to_string(ms) + " ms, at most " +
+             std::to_string(bounds::max_ms) + " (one hour)");
+}
+
+caf::error check_sim_gpu(const pb::SimGpu& g) {
+  auto where = "simulated GPU '" + g.name() + "': ";
+  if (g.memory_mib() > bounds::max_sim_memory_mib)
+    return bad(where + "memory_mib is " + std::to_string(g.memory_mib()) +
+               ", at most " + std::to_string(bounds::max_sim_memory_mib) +
+               " (1 TiB)");
+  if (g.streams() > bounds::max_streams)
+    return bad(where + "streams is " + std::to_string(g.streams()) +
+               ", at most " + std::to_string(bounds::max_streams));
+  if (g.speed() != 0 &&
+      !within(g.speed(), bounds::min_speed, bounds::max_speed))
+    return bad(where + "speed must be a finite number in 0.001..1000000");
+  for (auto [name, x] : {std::pair{"gflops", g.gflops()},
+                         std::pair{"gbytes_per_s", g.gbytes_per_s()},
+                         std::pair{"spike_factor", g.spike_factor()}})
+    if (!within(x, 0, 1e9))
+      return bad(where + name + " must be a finite number in 0..1e9");
+  if (!within(g.spike_fraction(), 0, 1))
+    return bad(where + "spike_fraction must be in 0..1");
+  return caf::none;
+}
+
+caf::error check_tenant(const pb::TenantGrant& t) {
+  auto where = "tenant '" + t.tenant() + "': ";
+  if (t.max_inflight() > bounds::max_inflight)
+    return bad(where + "max_inflight is " + std::to_string(t.max_inflight()) +
+               ", at most " + std::to_string(bounds::max_inflight));
+  if (t.queue_limit() > bounds::max_queue_limit)
+    return bad(where + "queue_limit is " + std::to_string(t.queue_limit()) +
+               ", at most " + std::to_string(bounds::max_queue_limit));
+  if (t.queue_timeout_ms() > bounds::max_ms)
+    return too_long(where + "queue_timeout_ms", t.queue_timeout_ms());
+  if (t.fallback_budget_ms() > bounds::max_ms)
+    return too_long(where + "fallback_budget_ms", t.fallback_budget_ms());
+  if (!within(t.weight(), 0, 1e6))
+    return bad(where + "weight must be a finite number in 0..1000000");
+  auto& r = t.rate_limit();
+  if (!within(r.items_per_second(), 0, 1e9))
+    return bad(where + "rate_limit.items_per_second must be a finite number "
+                       "in 0..1e9");
+  if (t.on_limit() != pb::REJECT && t.on_limit() != pb::QUEUE &&
+      t.on_limit() != pb::CPU_FALLBACK)
+    return bad(where + "on_limit " + std::to_string(int(t.on_limit())) +
+               " is not REJECT, QUEUE or CPU_FALLBACK");
+  return caf::none;
+}
+
+} // namespace
+
+caf::error check_config(const pb::RuntimeConfig& cfg) {
+  auto& d = cfg.devices();
+  if (d.has_cpu_workers() && d.cpu_workers() > 64)
+    return bad("cpu_workers is " + std::to_string(d.cpu_workers()) +
+               ", at most 64 devices are supported");
+  if (d.sim_gpu_size() > 64)
+    return bad("the config has " + std::to_string(d.sim_gpu_size()) +
+               " simulated GPUs, at most 64 devices are supported");
+  // A GPU has one more stream than it launches on: its pool's fill stream.
+  if (d.gpu_streams() > bounds::max_gpu_streams)
+    return bad("gpu_streams is " + std::to_string(d.gpu_streams()) +
+               ", at most " + std::to_string(bounds::max_gpu_streams) +
+               " are supported");
+  for (auto& g : d.sim_gpu())
+    if (auto err = check_sim_gpu(g))
+      return err;
+  if (cfg.tenant_size() > bounds::max_tenants)
+    return bad("the config has " + std::to_string(cfg.tenant_size()) +
+               " tenants, at most " + std::to_string(bounds::max_tenants));
+  for (auto& t : cfg.tenant())
+    if (auto err = check_tenant(t))
+      return err;
+  if (cfg.max_attempts() > bounds::max_attempts)
+    return bad("max_attempts is " + std::to_string(cfg.max_attempts()) +
+               ", at most " + std::to_string(bounds::max_attempts));
+  for (auto [name, ms] :
+       {std::pair{"kernel_timeout_ms", cfg.kernel_timeout_ms()},
+        std::pair{"restart_period_ms", cfg.restart_period_ms()},
+        std::pair{"shutdown_drain_ms", cfg.shutdown_drain_ms()},
+        std::pair{"supervision.restart_delay_ms",
+                  cfg.supervision().restart_delay_ms()},
+        std::pair{"supervision.max_restart_delay_ms",
+                  cfg.supervision().max_restart_delay_ms()},
+        std::pair{"supervision.degraded_quiet_ms",
+                  cfg.supervision().degraded_quiet_ms()},
+        std::pair{"supervision.circuit.window_ms",
+                  cfg.supervision().circuit().window_ms()},
+        std::pair{"supervision.circuit.open_ms",
+                  cfg.supervision().circuit().open_ms()},
+        std::pair{"alerts.eval_interval_ms", cfg.alerts().eval_interval_ms()},
+        std::pair{"alerts.device_unavailable_ms",
+                  cfg.alerts().device_unavailable_ms()}})
+    if (ms > bounds::max_ms)
+      return too_long(name, ms);
+  if (!within(cfg.supervision().degraded_penalty(), 0, 1e6))
+    return bad("supervision: degraded_penalty must be a finite number in "
+               "0..1000000");
+  if (auto s = supervision_of(cfg); !s)
+    return s.error();
+  if (auto a = audit_options_of(cfg); !a)
+    return a.error();
+  if (auto r = alert_rules_of(cfg); !r)
+    return r.error();
+  return caf::none;
+}
+
+} // namespace cohort::actors

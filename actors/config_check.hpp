@@ -1,0 +1,43 @@
+// One check of a runtime config's counts and sizes, shared by every command
+// and by runtime::start: a config that one command refuses, every command
+// refuses, before anything is allocated or started.
+#pragma once
+
+#include <caf/error.hpp>
+
+#include "devices/memory/pool_resource.hpp"
+#include "messages/cohort.pb.h"
+
+namespace cohort::actors {
+
+/// Upper bounds on a config's counts and sizes: far above any real fleet,
+/// low enough that nothing they allow can exhaust the host.
+struct config_bounds {
+  /// A simulated GPU: 1 TiB of memory, 64 streams, speeds and rates within
+  /// 1e-3 .. 1e6 of nominal.
+  static constexpr uint64_t max_sim_memory_mib = uint64_t{1} << 20;
+  static constexpr uint32_t max_streams = 64;
+  /// A real GPU's launch streams: its pool fences 16, one is the fill
+  /// stream.
+  static constexpr uint32_t max_gpu_streams =
+      devices::memory::pool_resource::max_streams - 1;
+  static constexpr double min_speed = 1e-3;
+  static constexpr double max_speed = 1e6;
+  /// Tenants, and per tenant: items in flight, held-back items.
+  static constexpr int max_tenants = 4096;
+  static constexpr uint32_t max_inflight = 1u << 20;
+  static constexpr uint32_t max_queue_limit = 1u << 20;
+  /// Any time in a config: one hour.
+  static constexpr uint32_t max_ms = 3'600'000;
+  /// Placements of one item.
+  static constexpr uint32_t max_attempts = 1000;
+};
+
+/// Checks every count, size, time and number of `cfg` (finite and in
+/// range) and every section the runtime compiles without devices
+/// (supervision, placement, audit, alerts). Returns malformed_config naming
+/// the first problem, or none. Grants are checked against the devices by
+/// compile_quotas.
+caf::error check_config(const pb::RuntimeConfig& cfg);
+
+} // namespace cohort::actors
