@@ -2,7 +2,8 @@
 # The project's two commands:
 #   ./dev.sh run    install dependencies, build, run the example pipeline (CPU + 4 simulated GPUs)
 #   ./dev.sh test   install dependencies, build, run the test suite
-# Other verbs: setup, build, bench [dispatch|kernels|pool|placement].
+# Other verbs: setup, build, bench [dispatch|kernels|pool|placement], chaos,
+# gpu-check (on a machine with an NVIDIA GPU).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 build_dir=${COHORT_BUILD_DIR:-build}
@@ -65,5 +66,10 @@ case "$verb" in
     [ -x "$bin" ] || bin="$build_dir/bench/$which/bench_$which"
     "$bin" "$@"
     ;;
-  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos]" >&2; exit 2 ;;
+  gpu-check)
+    # ./dev.sh gpu-check [REPORT]: CUDA build, conformance suite, GPU tests
+    # and GPU benchmarks on the real device, one report (gpu-report.md).
+    exec scripts/gpu-check.sh "$@"
+    ;;
+  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|gpu-check]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# ./dev.sh gpu-check [REPORT]: validates Cohort on the real GPUs of this
+# machine in one command. Builds with the CUDA backend required (and HIP when
+# hipcc finds a device), runs the conformance suite, the GPU tests and
+# `bench kernels` / `bench pool` on the real device, and writes one Markdown
+# report with every figure (default gpu-report.md) to paste into
+# docs/gpu-validation.md.
+#
+# Exit status: 0 when a real GPU was found and every step passed; 1 when a
+# step failed; 2 when no real GPU is present (nothing was validated, and the
+# report says so: a machine without a GPU never passes this check).
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")/.."
+report=${1:-gpu-report.md}
+build_dir=${COHORT_GPU_BUILD_DIR:-build-gpu}
+log_dir=$(mktemp -d)
+failed=0
+
+section() { printf '\n## %s\n\n' "$1" >>"$report"; }
+fence() { printf '```\n' >>"$report"; cat "$1" >>"$report"; printf '```\n' >>"$report"; }
+
+# step NAME LOGFILE COMMAND...: runs it, records its status and output.
+step() {
+  local name=$1 log=$2
+  shift 2
+  echo "gpu-check: $name"
+  local start=$SECONDS
+  "$@" >"$log" 2>&1
+  local rc=$?
+  section "$name (exit $rc, $((SECONDS - start)) s)"
+  printf '`%s`\n\n' "$*" >>"$report"
+  fence "$log"
+  if [ $rc -ne 0 ]; then
+    echo "gpu-check: $name FAILED (exit $rc), see $report"
+    failed=1
+  fi
+  return $rc
+}
+
+{
+  echo "# Cohort GPU check"
+  echo
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "- host: $(uname -srm), $(nproc) cores"
+  echo "- load: $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$report"
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$log_dir/smi" 2>&1 ||
+  ! grep -q '^GPU ' "$log_dir/smi"; then
+  section "No NVIDIA GPU"
+  echo "nvidia-smi found no GPU on this machine: nothing was validated." >>"$report"
+  [ -f "$log_dir/smi" ] && fence "$log_dir/smi"
+  echo "gpu-check: no NVIDIA GPU here (nvidia-smi -L found none); nothing validated" >&2
+  exit 2
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,pci.bus_id \
+  --format=csv >"$log_dir/gpus" 2>&1
+step "GPUs" "$log_dir/gpus" cat "$log_dir/gpus"
+nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+step "CUDA toolkit" "$log_dir/nvcc" "$nvcc_bin" --version
+
+./dev.sh setup >"$log_dir/setup" 2>&1 || { fence "$log_dir/setup"; exit 1; }
+if [ ! -f "$build_dir/build.ninja" ]; then
+  step "configure (CUDA required)" "$log_dir/configure" \
+    meson setup "$build_dir" --buildtype=release -Dcuda=enabled || exit 1
+fi
+step "build" "$log_dir/build" ninja -C "$build_dir" || exit 1
+
+step "devices" "$log_dir/devices" "$build_dir/tools/cohort" devices
+# The conformance suite skips a backend without a device (with a warning):
+# here CUDA must have run.
+step "conformance suite" "$log_dir/conformance" \
+  "$build_dir/tests/cohort_tests" "[conformance]" --durations yes
+if grep -q "SKIPPED CUDA" "$log_dir/conformance"; then
+  echo "gpu-check: the conformance suite skipped CUDA although nvidia-smi sees a GPU" >&2
+  echo "**The conformance suite skipped CUDA: the GPU was not used.**" >>"$report"
+  failed=1
+fi
+step "GPU tests" "$log_dir/gpu" "$build_dir/tests/cohort_tests" "[gpu]" --durations yes
+step "full test suite" "$log_dir/suite" \
+  meson test -C "$build_dir" --print-errorlogs --num-processes 1
+step "bench kernels" "$log_dir/bench_kernels" \
+  env COHORT_BUILD_DIR="$build_dir" ./dev.sh bench kernels
+step "bench pool" "$log_dir/bench_pool" \
+  env COHORT_BUILD_DIR="$build_dir" ./dev.sh bench pool
+
+section "Verdict"
+if [ $failed -eq 0 ]; then
+  echo "Every step passed on the real GPU." >>"$report"
+  echo "gpu-check: every step passed; report in $report"
+else
+  echo "At least one step failed: see the sections above." >>"$report"
+fi
+rm -rf "$log_dir"
+exit $failed
