@@ -41,9 +41,9 @@ caf::error check(const actors::runtime& rt, const fault& f) {
   for (auto& info : rt.devices())
     known |= info.name == f.device;
   if (!known)
-    return make_error(errc::unknown_device,
-                      "fault " + describe(f) + ": no device is named '" +
-                          f.device + "'");
+    return make_error(errc::unknown_device, "fault " + describe(f) +
+                                                ": no device is named '" +
+                                                f.device + "'");
   if (!is_operator_action(f.kind) && !rt.sim_device(f.device))
     return make_error(errc::invalid_fault,
                       "fault " + describe(f) +

@@ -38,6 +38,7 @@ constexpr kernel_id every_kernel[] = {
 // Items of all loads, and repeats of one event or random faults, at most.
 constexpr uint64_t max_scenario_items = 1'000'000;
 constexpr uint32_t max_event_repeats = 100'000;
+constexpr uint32_t default_deadline_ms = 60'000;
 
 ms scaled(uint64_t x, double scale) {
   return ms{int64_t(std::llround(double(x) * scale))};
@@ -104,6 +105,20 @@ work_item make_chain(uint64_t id, const std::string& tenant, uint64_t n,
   return item;
 }
 
+// A gemm split by rows over `devices` devices at once, at least two rows
+// each.
+work_item make_gang(uint64_t id, const std::string& tenant, uint64_t n,
+                    uint32_t devices, uint64_t seed) {
+  auto item = make_item(id, tenant, kernel_id::gemm, n, seed);
+  if (item.args.m < 2 * devices) {
+    item.args.m = 2 * devices;
+    item.inputs[0] =
+        host_buffer{kernels::random_floats(seed, item.args.m * item.args.k)};
+  }
+  item.gang = devices;
+  return item;
+}
+
 struct planned_item {
   ms at;
   work_item item;
@@ -127,9 +142,14 @@ std::vector<planned_item> make_workload(const pb::ChaosScenario& s,
       ++id;
       auto data_seed = seed * 7919 + id * 16;
       bool chain = load.chain_every() > 0 && (i + 1) % load.chain_every() == 0;
+      bool gang =
+          !chain && load.gang_every() > 0 && (i + 1) % load.gang_every() == 0;
       auto item = chain ? make_chain(id, load.tenant(), size, data_seed)
-                        : make_item(id, load.tenant(), ks[rng() % ks.size()],
-                                    size, data_seed);
+                  : gang
+                      ? make_gang(id, load.tenant(), size,
+                                  load.gang() > 0 ? load.gang() : 2, data_seed)
+                      : make_item(id, load.tenant(), ks[rng() % ks.size()],
+                                  size, data_seed);
       out.push_back({n > 0 ? ms{over.count() * int64_t(i) / int64_t(n)} : ms{0},
                      std::move(item)});
     }
@@ -186,6 +206,11 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
       return bad("a load's size is above 16M elements");
     if (load.submit_over_ms() > bounds::max_ms)
       return too_long("a load's submit_over_ms", load.submit_over_ms());
+    auto gang = std::max(2u, load.gang());
+    if (load.gang_every() > 0 && (load.gang() == 1 || gang > sims.size()))
+      return bad("a load of tenant '" + load.tenant() + "' asks for gangs of " +
+                 std::to_string(gang) + " devices; gangs need 2 to the " +
+                 std::to_string(sims.size()) + " simulated GPUs");
     for (auto k : load.kernel())
       if (k == pb::KERNEL_UNSPECIFIED || k > 255 ||
           !kernels::is_known(static_cast<uint8_t>(k)))
@@ -246,6 +271,26 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
   return caf::none;
 }
 
+// A run whose faults did not take proves nothing: below any bound of
+// `want`, it is broken.
+void check_expectations(const pb::ChaosExpect& want, chaos_report& rep) {
+  auto& v = rep.check;
+  auto at_least = [&](uint64_t min, uint64_t saw, const char* what) {
+    if (min > 0 && saw < min)
+      v.violations.push_back("expected at least " + std::to_string(min) + " " +
+                             what + ", saw " + std::to_string(saw));
+  };
+  at_least(want.min_losses(), rep.losses, "device losses");
+  at_least(want.min_restarts(), rep.restarts, "restarts");
+  at_least(want.min_circuit_opens(), rep.circuit_opens, "circuit openings");
+  at_least(want.min_fallbacks(), rep.fallbacks, "CPU fallbacks");
+  at_least(want.min_recoveries(), v.recovery_ms.size(),
+           "recoveries (losses whose items moved and ended elsewhere)");
+  at_least(want.min_completed(), v.completed, "completed items");
+  at_least(want.min_gangs_completed(), v.gangs_completed,
+           "completed gang items");
+}
+
 std::string temp_audit_path(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path();
   return (dir / ("cohort-chaos-" + name + "-" + std::to_string(::getpid()) +
@@ -283,8 +328,7 @@ std::vector<timed_fault> expand_timeline(const pb::ChaosScenario& s,
     auto f = fault_of(ev);
     for (uint32_t i = 0; i < std::max(1u, ev.count()); ++i)
       out.push_back(
-          {scaled(ev.at_ms(), scale) + scaled(uint64_t{ev.every_ms()} * i, 1.0),
-           f});
+          {scaled(ev.at_ms() + uint64_t{ev.every_ms()} * i, scale), f});
   }
   auto& r = s.random();
   std::vector<std::string> sims;
@@ -367,20 +411,29 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<actors::client_sink>(self);
   size_t received = 0;
+  auto since_start = [&] {
+    return std::chrono::duration_cast<ms>(clock::now() - start).count();
+  };
   auto on_result = [&](result_atom, work_result& res) {
     auto id = res.id;
-    run.ends[id].push_back({true, std::move(res), {}});
+    run.ends[id].push_back({true, std::move(res), {}, since_start()});
     ++received;
   };
   auto on_error = [&](failed_atom, uint64_t id, caf::error& err) {
-    run.ends[id].push_back({false, {}, std::move(err)});
+    run.ends[id].push_back({false, {}, std::move(err), since_start()});
     ++received;
   };
   for (auto& p : work) {
     std::this_thread::sleep_until(start + p.at);
     self->send((*rt)->entry(), submit_atom::value, std::move(p.item), sink);
   }
-  auto deadline = start + ms{s.deadline_ms() > 0 ? s.deadline_ms() : 60000};
+  // The deadline stretches with the workload (soak runs).
+  auto deadline_ms = std::max<int64_t>(
+      1, scaled(s.deadline_ms() > 0 ? s.deadline_ms() : default_deadline_ms,
+                opts.scale)
+             .count());
+  run.deadline_ms = deadline_ms;
+  auto deadline = start + ms{deadline_ms};
   bool timed_out = false;
   while (received < work.size() && !timed_out) {
     auto left = std::chrono::duration_cast<ms>(deadline - clock::now());
@@ -427,6 +480,7 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
   run.memory_violations = obs->violations();
   rep.refused = std::move(refused);
   rep.check = check_invariants(run);
+  check_expectations(s.expect(), rep);
   if (!opts.keep_audit && opts.audit_path.empty())
     std::filesystem::remove(rep.audit_path);
   return rep;

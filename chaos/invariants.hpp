@@ -21,6 +21,8 @@ struct item_end {
   bool ok = false;
   work_result result;
   caf::error error;
+  /// When it arrived, in ms after the workload started.
+  int64_t at_ms = 0;
 };
 
 /// A device loss injected during the run, to time its recovery.
@@ -51,6 +53,9 @@ struct run_record {
   /// What the memory observer saw go wrong.
   std::vector<std::string> memory_violations;
   std::vector<loss_mark> losses;
+  /// Every item must have ended this many ms after the workload started
+  /// (0: no deadline).
+  int64_t deadline_ms = 0;
 };
 
 /// What the checker found.
@@ -64,7 +69,18 @@ struct verdict {
   uint64_t lost = 0;
   uint64_t duplicated = 0;
   uint64_t wrong_results = 0;
+  /// Items that ended after the scenario's deadline.
+  uint64_t late = 0;
+  /// Completed items that were gangs.
+  uint64_t gangs_completed = 0;
   uint64_t audit_records = 0;
+  /// Items whose admission record was in a segment the log's rotation
+  /// deleted (keep_files): the log cannot vouch for them either way; their
+  /// ends as the client saw them are still checked.
+  uint64_t audit_pruned = 0;
+  /// Losses injected while their device was already down or being reset:
+  /// absorbed by that recovery, not timed again.
+  uint64_t absorbed_losses = 0;
   /// One entry per loss whose work moved: loss to the last moved item's end.
   std::vector<double> recovery_ms;
   /// Every broken invariant, in words (at most 50).

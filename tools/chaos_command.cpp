@@ -59,8 +59,7 @@ int run_chaos(const chaos_options& opts, std::FILE* out) {
   }
   system_config cfg;
   caf::actor_system sys{cfg};
-  std::fprintf(out,
-               "%-32s %6s %6s %5s %6s %4s %4s %5s %6s %4s %8s %8s %s\n",
+  std::fprintf(out, "%-32s %6s %6s %5s %6s %4s %4s %5s %6s %4s %8s %8s %s\n",
                "scenario", "seed", "items", "ok", "failed", "lost", "dup",
                "wrong", "losses", "open", "rec p50", "rec p99", "verdict");
   std::vector<double> all_recovery;
@@ -94,7 +93,8 @@ int run_chaos(const chaos_options& opts, std::FILE* out) {
       std::string p50 = "-", p99 = "-";
       if (!v.recovery_ms.empty()) {
         char b[32];
-        std::snprintf(b, sizeof(b), "%.1f", chaos::quantile(v.recovery_ms, 0.5));
+        std::snprintf(b, sizeof(b), "%.1f",
+                      chaos::quantile(v.recovery_ms, 0.5));
         p50 = b;
         std::snprintf(b, sizeof(b), "%.1f",
                       chaos::quantile(v.recovery_ms, 0.99));
@@ -104,8 +104,7 @@ int run_chaos(const chaos_options& opts, std::FILE* out) {
                    "%-32s %6llu %6llu %5llu %6llu %4llu %4llu %5llu %6u %4u "
                    "%8s %8s %s\n",
                    rep->name.c_str(), (unsigned long long)rep->seed,
-                   (unsigned long long)v.items,
-                   (unsigned long long)v.completed,
+                   (unsigned long long)v.items, (unsigned long long)v.completed,
                    (unsigned long long)v.failed, (unsigned long long)v.lost,
                    (unsigned long long)v.duplicated,
                    (unsigned long long)v.wrong_results, rep->losses,
@@ -116,6 +115,13 @@ int run_chaos(const chaos_options& opts, std::FILE* out) {
         for (auto& why : v.violations)
           notes.push_back(rep->name + ": " + why);
       }
+      if (v.audit_pruned > 0)
+        notes.push_back(rep->name + ": " + std::to_string(v.audit_pruned) +
+                        " items' admission records were in segments the "
+                        "audit rotation deleted (keep_files)");
+      if (v.absorbed_losses > 0)
+        notes.push_back(rep->name + ": " + std::to_string(v.absorbed_losses) +
+                        " losses absorbed by a recovery in progress");
       for (auto& why : rep->refused)
         notes.push_back(rep->name + ": refused by the runtime: " + why);
       for (auto& fb : rep->fallback_notes)

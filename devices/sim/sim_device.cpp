@@ -91,7 +91,9 @@ void sim_device::raise_xid(uint32_t xid) {
     lost_ = true;
     lost_reason_ = "Xid " + std::to_string(xid) + " (device-level, injected)";
   } else {
-    pending_xid_ = xid;
+    // Each Xid fails one launch; a storm past the cap is already a storm.
+    if (pending_xids_.size() < max_pending_xids)
+      pending_xids_.push_back(xid);
     warnings_.push_back("Xid " + std::to_string(xid) +
                         " (application-level, injected)");
   }
@@ -155,9 +157,9 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     std::lock_guard<std::mutex> guard{mtx_};
     if (auto err = lost_error_locked())
       return err;
-    if (pending_xid_ != 0) {
-      auto xid = pending_xid_;
-      pending_xid_ = 0;
+    if (!pending_xids_.empty()) {
+      auto xid = pending_xids_.front();
+      pending_xids_.pop_front();
       return make_error(errc::kernel_fault,
                         info().name + ": Xid " + std::to_string(xid) + " in " +
                             std::string{kernels::name(chain.front().id)} +
@@ -267,7 +269,7 @@ caf::error sim_device::do_reset() {
                                     "only a new context clears it");
   lost_ = false;
   lost_reason_.clear();
-  pending_xid_ = 0;
+  pending_xids_.clear();
   hung_streams_.clear();
   // A reset takes the device's memory along: launches in flight were lost
   // (and re-placed); their blocks go back to the host.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -68,9 +69,11 @@ public:
   /// Fails the next `n` allocations with out_of_memory.
   void fail_next_allocations(uint32_t n);
 
-  /// Raises an Xid: device-level codes lose the device, others fail the next
-  /// launch with kernel_fault.
+  /// Raises an Xid: device-level codes lose the device, others fail a
+  /// launch with kernel_fault: N raised fail the next N launches (at most
+  /// max_pending_xids wait; a reset clears them).
   void raise_xid(uint32_t xid);
+  static constexpr size_t max_pending_xids = 4096;
 
   /// Makes the next launch on `stream` never complete.
   void hang_stream(uint32_t stream);
@@ -127,7 +130,9 @@ private:
   std::chrono::steady_clock::time_point lose_at_ =
       std::chrono::steady_clock::time_point::max();
   bool lose_at_permanent_ = false;
-  uint32_t pending_xid_ = 0;
+  /// Application-level Xids raised and not yet met by a launch: each fails
+  /// one launch, in the order raised (at most max_pending_xids).
+  std::deque<uint32_t> pending_xids_;
   std::set<uint32_t> hung_streams_;
   double slow_factor_ = 1.0;
   /// Launches so far (picks the spiked ones).

@@ -222,3 +222,151 @@ TEST_CASE("bad scenarios get clear errors", "[chaos]") {
   CHECK(describe(r2.error()).find("no simulated GPU is named 'cpu0'") !=
         std::string::npos);
 }
+
+namespace {
+
+// A scenario over one CPU worker and two simulated GPUs, tenant "t".
+pb::ChaosScenario small_scenario(const test::temp_dir& dir,
+                                 const std::string& name, uint32_t items) {
+  pb::ChaosScenario s;
+  s.set_name(name);
+  *s.mutable_runtime() =
+      test::make_config(dir, 1, {{"sim0", 1.0}, {"sim1", 1.0}});
+  auto* load = s.add_load();
+  load->set_tenant("t");
+  load->set_items(items);
+  load->set_size(4096);
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("a run whose faults did not happen breaks its expectations",
+          "[chaos]") {
+  test::temp_dir dir;
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  auto s = small_scenario(dir, "quiet", 20);
+  s.mutable_expect()->set_min_losses(1);
+  s.mutable_expect()->set_min_circuit_opens(1);
+  s.mutable_expect()->set_min_fallbacks(1);
+  s.mutable_expect()->set_min_completed(20);
+  auto rep = run_scenario(sys, s);
+  REQUIRE(rep);
+  CHECK(rep->check.completed == 20);
+  CHECK_FALSE(rep->check.ok());
+  CHECK(mentions(rep->check, "expected at least 1 device losses, saw 0"));
+  CHECK(mentions(rep->check, "expected at least 1 circuit openings, saw 0"));
+  CHECK(mentions(rep->check, "expected at least 1 CPU fallbacks, saw 0"));
+  CHECK_FALSE(mentions(rep->check, "completed items"));
+  // The loss happens now: that bound holds.
+  auto* ev = s.add_event();
+  ev->set_at_ms(1);
+  ev->set_device("sim0");
+  ev->set_kind(pb::LOSE);
+  s.mutable_expect()->clear_min_circuit_opens();
+  s.mutable_expect()->clear_min_fallbacks();
+  auto rep2 = run_scenario(sys, s);
+  REQUIRE(rep2);
+  for (auto& why : rep2->check.violations)
+    UNSCOPED_INFO(why);
+  CHECK(rep2->losses >= 1);
+  CHECK(rep2->check.ok());
+}
+
+TEST_CASE("loads submit gangs and the checker counts them", "[chaos]") {
+  test::temp_dir dir;
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  auto s = small_scenario(dir, "gangs", 24);
+  s.mutable_load(0)->set_gang_every(3);
+  s.mutable_load(0)->set_gang(2);
+  s.mutable_expect()->set_min_gangs_completed(8);
+  auto rep = run_scenario(sys, s);
+  REQUIRE(rep);
+  for (auto& why : rep->check.violations)
+    UNSCOPED_INFO(why);
+  CHECK(rep->check.ok());
+  CHECK(rep->check.gangs_completed == 8);
+  // A gang wider than the simulated GPUs is refused by the loader.
+  s.mutable_load(0)->set_gang(3);
+  auto bad = run_scenario(sys, s);
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(describe(bad.error()), Catch::Contains("gangs need 2 to the 2"));
+}
+
+TEST_CASE("an item that ends after the deadline breaks an invariant",
+          "[chaos]") {
+  test::temp_dir dir;
+  auto run = good_run(dir);
+  run.deadline_ms = 100;
+  CHECK(check_invariants(run).ok());
+  run.ends[2].front().at_ms = 250;
+  auto v = check_invariants(run);
+  CHECK(v.late == 1);
+  CHECK(mentions(v, "item 2 (t) ended 250 ms after the workload started, "
+                    "past the deadline of 100 ms"));
+}
+
+TEST_CASE("soak runs stretch every_ms and the deadline with the workload",
+          "[chaos]") {
+  test::temp_dir dir;
+  auto s = small_scenario(dir, "stretch", 4);
+  auto* ev = s.add_event();
+  ev->set_at_ms(10);
+  ev->set_device("sim0");
+  ev->set_kind(pb::RAISE_XID);
+  ev->set_xid(13);
+  ev->set_count(3);
+  ev->set_every_ms(20);
+  auto one = expand_timeline(s, 1, 1.0);
+  auto ten = expand_timeline(s, 1, 10.0);
+  REQUIRE(one.size() == 3);
+  REQUIRE(ten.size() == 3);
+  CHECK(one[2].at.count() == 50);
+  CHECK(ten[0].at.count() == 100);
+  CHECK(ten[2].at.count() == 500);
+}
+
+TEST_CASE("a log rotated with keep_files: 1 is not every item missing",
+          "[chaos]") {
+  test::temp_dir dir;
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  auto s = small_scenario(dir, "rotated", 200);
+  s.mutable_runtime()->mutable_audit()->set_rotate_bytes(4096);
+  s.mutable_runtime()->mutable_audit()->set_keep_files(1);
+  auto rep = run_scenario(sys, s);
+  REQUIRE(rep);
+  for (auto& why : rep->check.violations)
+    UNSCOPED_INFO(why);
+  CHECK(rep->check.ok());
+  CHECK(rep->check.completed == 200);
+  // Admissions were rotated away, and said so; the kept segment was read.
+  CHECK(rep->check.audit_pruned > 0);
+  CHECK(rep->check.audit_pruned <= 200);
+  CHECK(rep->check.audit_records > 0);
+}
+
+TEST_CASE("a loss absorbed by a reset in progress is timed once", "[chaos]") {
+  test::temp_dir dir;
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  auto s = small_scenario(dir, "absorbed", 200);
+  s.mutable_load(0)->set_submit_over_ms(100);
+  s.mutable_runtime()->set_max_restarts(10);
+  s.mutable_runtime()->mutable_supervision()->set_restart_delay_ms(200);
+  for (uint32_t at : {20u, 21u, 22u}) {
+    auto* ev = s.add_event();
+    ev->set_at_ms(at);
+    ev->set_device("sim0");
+    ev->set_kind(pb::LOSE);
+  }
+  auto rep = run_scenario(sys, s);
+  REQUIRE(rep);
+  for (auto& why : rep->check.violations)
+    UNSCOPED_INFO(why);
+  CHECK(rep->check.ok());
+  CHECK(rep->check.recovery_ms.size() <= 1);
+  CHECK(rep->check.absorbed_losses >= 2);
+}

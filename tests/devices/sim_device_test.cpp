@@ -154,6 +154,27 @@ TEST_CASE("Xid codes: application-level fail one kernel, device-level lose "
   CHECK_FALSE(devices::is_device_level_xid(31));
 }
 
+TEST_CASE("N application-level Xids fail the next N launches",
+          "[devices][sim]") {
+  auto dp = make_small();
+  auto& d = *dp;
+  // A storm raised faster than the device launches: none is lost.
+  for (uint32_t xid : {13u, 31u, 43u})
+    d.raise_xid(xid);
+  for (uint32_t xid : {13u, 31u, 43u}) {
+    auto res = launch_sum(d);
+    REQUIRE_FALSE(res);
+    CHECK_THAT(describe(res.error()),
+               Catch::Contains("Xid " + std::to_string(xid)));
+  }
+  CHECK(launch_sum(d));
+  // A reset clears the ones still waiting.
+  d.raise_xid(13);
+  d.raise_xid(13);
+  REQUIRE_FALSE(d.reset());
+  CHECK(launch_sum(d));
+}
+
 TEST_CASE("hung streams and slow-downs", "[devices][sim]") {
   auto dp = make_small();
   auto& d = *dp;
