@@ -18,13 +18,14 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 
-def start_node(cohort, extra):
+def start_node(cohort, extra, audit):
     proc = subprocess.Popen(
-        [cohort, "serve", "--listen", "127.0.0.1:0"] + extra,
+        [cohort, "serve", "--listen", "127.0.0.1:0", "--audit", audit] + extra,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
         m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
@@ -70,7 +71,9 @@ def main():
                     help="an extra argument for cohort serve (repeatable)")
     args = ap.parse_args()
     extra = [a for arg in args.serve_arg for a in arg.split("=", 1)]
-    proc, port = start_node(args.cohort, extra)
+    workdir = tempfile.TemporaryDirectory()
+    proc, port = start_node(args.cohort, extra,
+                            os.path.join(workdir.name, "audit.log"))
     try:
         for _ in range(20):  # warm up
             scrape(port)

@@ -346,7 +346,9 @@ TEST_CASE("cohort serve refuses a port in use", "[tools][serve][http]") {
   socklen_t len = sizeof a;
   REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
   auto port = std::to_string(ntohs(a.sin_port));
-  auto r = test::cohort_cli("serve --listen 127.0.0.1:" + port + " --for 5");
+  test::temp_dir dir;
+  auto r = test::cohort_cli("serve --listen 127.0.0.1:" + port +
+                            " --for 5 --audit " + dir.file("audit.log"));
   INFO(r.output);
   CHECK(r.status == 2);
   CHECK(has(r.output, "in use"));
@@ -377,11 +379,12 @@ TEST_CASE("cohort serve refuses a blank token file and bad numbers",
     CHECK(r.status == 2);
   }
   // The limits themselves run.
-  auto r = test::cohort_cli(
-      "serve --listen 127.0.0.1:0 --for 0.2 --http-max-body 256K "
-      "--http-max-headers 20 --http-max-header-bytes 4K "
-      "--http-read-timeout 2.5 --http-max-connections 64 "
-      "--http-max-connections-per-ip 8 --http-threads 1");
+  auto r = test::cohort_cli("serve --listen 127.0.0.1:0 --for 0.2 --audit " +
+                            dir.file("audit.log") +
+                            " --http-max-body 256K "
+                            "--http-max-headers 20 --http-max-header-bytes 4K "
+                            "--http-read-timeout 2.5 --http-max-connections 64 "
+                            "--http-max-connections-per-ip 8 --http-threads 1");
   INFO(r.output);
   CHECK(r.status == 0);
 }
