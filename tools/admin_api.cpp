@@ -209,6 +209,14 @@ http_reply admin_api::handle(const std::string& method, const std::string& path,
   return r;
 }
 
+void admin_api::count_refused(int status) {
+  metrics_.count_request("refused", status);
+}
+
+void admin_api::count_timed_out_connection() {
+  metrics_.count_timed_out_connection();
+}
+
 http_reply admin_api::route(const std::string& method, const std::string& path,
                             const std::string& authorization,
                             const std::string& body, const std::string& peer,

@@ -65,8 +65,8 @@ MHD_Result queue(MHD_Connection* c, unsigned status, const std::string& body,
 
 // A refusal in the admin API's error shape; the connection is closed after
 // it, since the rest of the request is not read.
-MHD_Result refuse(MHD_Connection* c, unsigned status, const std::string& code,
-                  const std::string& message) {
+MHD_Result refusal(MHD_Connection* c, unsigned status, const std::string& code,
+                   const std::string& message) {
   return queue(c, status,
                "{\n \"error\": \"" + code + "\",\n \"message\": \"" + message +
                    "\"\n}\n",
@@ -169,6 +169,11 @@ struct http_callbacks {
                                size_t* upload_data_size, void** state) {
     auto& self = *static_cast<http_service*>(cls);
     auto& lim = self.limits_;
+    auto refuse = [&](unsigned status, const std::string& code,
+                      const std::string& message) {
+      self.api_.count_refused(int(status));
+      return refusal(c, status, code, message);
+    };
     if (*state == nullptr) {
       // The request line and headers are in; the body is not read yet, so a
       // refusal now spares reading it.
@@ -182,10 +187,10 @@ struct http_callbacks {
           std::strlen(method) + std::strlen(url) + std::strlen(version) + 4;
       if (fields > lim.max_headers)
         return refuse(
-            c, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, "too_many_headers",
+            MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, "too_many_headers",
             "at most " + std::to_string(lim.max_headers) + " header fields");
       if (t.bytes > lim.max_header_bytes)
-        return refuse(c, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE,
+        return refuse(MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE,
                       "headers_too_large",
                       "at most " + std::to_string(lim.max_header_bytes) +
                           " bytes of request line and headers");
@@ -193,7 +198,7 @@ struct http_callbacks {
                                                      "Content-Length")) {
         auto n = parse_count("Content-Length", length, UINT64_MAX);
         if (!n || *n > lim.max_body_bytes)
-          return refuse(c, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
+          return refuse(MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
                         "a request body has at most " +
                             std::to_string(lim.max_body_bytes) + " bytes");
       }
@@ -220,7 +225,7 @@ struct http_callbacks {
     if (auto* conn = connection_of(c))
       conn->deadline_ns = 0;
     if (r.too_large)
-      return refuse(c, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
+      return refuse(MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
                     "a request body has at most " +
                         std::to_string(lim.max_body_bytes) + " bytes");
     auto* auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
@@ -360,6 +365,7 @@ void http_service::reap() {
       // leaves open_ (under this lock) before it is closed.
       ::shutdown(conn->fd, SHUT_RDWR);
       ++timed_out_;
+      api_.count_timed_out_connection();
     }
   }
 }

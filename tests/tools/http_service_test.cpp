@@ -250,10 +250,17 @@ TEST_CASE_METHOD(http_served, "header floods are refused with 431",
     INFO(reply.substr(0, 200));
     CHECK((reply.empty() || status_of(reply) == 431));
   }
-  SECTION("a normal request still passes") {
+  SECTION("a normal request still passes, and refusals are counted") {
+    raw_client c{port};
+    REQUIRE(c.connected);
+    REQUIRE(c.send("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " +
+                   std::string(10 << 10, 'a') + "\r\n\r\n"));
+    c.read_all();
     auto r = get("/metrics");
     REQUIRE(r);
     CHECK(r->status == 200);
+    CHECK(has(r->body, "cohort_http_requests_total{route=\"refused\",code="
+                       "\"431\"} 1"));
   }
 }
 
@@ -277,10 +284,12 @@ TEST_CASE_METHOD(http_served,
   CHECK(closed);
   CHECK(std::chrono::steady_clock::now() - t0 < 3s);
   CHECK(http->timed_out() >= 1);
-  // The server goes on serving others.
+  // The server goes on serving others, and counts what it closed.
   auto r = get("/metrics");
   REQUIRE(r);
   CHECK(r->status == 200);
+  CHECK(has(r->body, "# TYPE cohort_http_connections_timed_out_total counter"));
+  CHECK_FALSE(has(r->body, "cohort_http_connections_timed_out_total 0"));
 }
 
 TEST_CASE_METHOD(http_served,
