@@ -333,10 +333,15 @@ TEST_CASE("stopping the HTTP server never hangs", "[tools][serve][http]") {
     auto port = http.start("127.0.0.1", 0);
     REQUIRE(port);
     if (i % 2 == 1) {
-      // A client mid-request while the server stops.
-      raw_client c{*port};
-      c.send("GET /metrics HTTP/1.1\r\nHost: x\r\n");
+      // Clients mid-request while the server stops.
+      std::vector<std::unique_ptr<raw_client>> held;
+      for (int k = 0; k < 20; ++k) {
+        held.push_back(std::make_unique<raw_client>(*port));
+        held.back()->send("GET /metrics HTTP/1.1\r\nHost: x\r\n");
+      }
+      auto t0 = std::chrono::steady_clock::now();
       http.stop();
+      CHECK(std::chrono::steady_clock::now() - t0 < 2s);
     } else {
       http.stop();
     }
