@@ -1,5 +1,8 @@
 #include "tools/admin_api.hpp"
 
+#include <cmath>
+#include <cstdint>
+
 #include <google/protobuf/util/json_util.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
@@ -70,6 +73,23 @@ bool parse(const std::string& body, Message& out, http_reply& bad) {
               "the body is not a valid " + out.GetTypeName() +
                   " in JSON: " + std::string{st.message()});
   return false;
+}
+
+// Limits that parse but cannot be meant: protobuf's JSON mapping already
+// refuses integers out of their field's range and fractions; a rate may
+// still be "Infinity", "NaN" or negative, and a byte count may be past
+// what any quota arithmetic holds.
+std::string out_of_range(const pb::TenantLimits& limits) {
+  if (limits.has_rate_limit()) {
+    auto rate = limits.rate_limit().items_per_second();
+    if (!std::isfinite(rate) || rate < 0 || rate > 1e9)
+      return "rate_limit.items_per_second must be a finite number from 0 to "
+             "1e9";
+  }
+  if (limits.has_memory_quota_bytes() &&
+      limits.memory_quota_bytes() > uint64_t(INT64_MAX))
+    return "memory_quota_bytes must be at most " + std::to_string(INT64_MAX);
+  return {};
 }
 
 std::vector<std::string> split_path(const std::string& path) {
@@ -187,6 +207,14 @@ http_reply admin_api::handle(const std::string& method, const std::string& path,
   auto r = route(method, path, authorization, body, peer, route_name);
   metrics_.count_request(route_name, r.status);
   return r;
+}
+
+void admin_api::count_refused(int status) {
+  metrics_.count_request("refused", status);
+}
+
+void admin_api::count_timed_out_connection() {
+  metrics_.count_timed_out_connection();
 }
 
 http_reply admin_api::route(const std::string& method, const std::string& path,
@@ -387,6 +415,8 @@ http_reply admin_api::route(const std::string& method, const std::string& path,
     http_reply bad;
     if (!parse(body, limits, bad))
       return bad;
+    if (auto why = out_of_range(limits); !why.empty())
+      return error(400, "bad_request", why);
     std::string text;
     google::protobuf::util::JsonPrintOptions names;
     names.preserve_proto_field_names = true;

@@ -31,6 +31,13 @@ public:
                     const std::string& authorization, const std::string& body,
                     const std::string& peer = "local");
 
+  /// Counts a request the HTTP server refused before routing it (413,
+  /// 431) under the route `refused`.
+  void count_refused(int status);
+
+  /// Counts a connection the HTTP server closed at its read deadline.
+  void count_timed_out_connection();
+
 private:
   http_reply route(const std::string& method, const std::string& path,
                    const std::string& authorization, const std::string& body,

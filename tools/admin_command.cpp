@@ -9,6 +9,7 @@
 
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
+#include "tools/strict_numbers.hpp"
 
 namespace cohort::tools {
 
@@ -31,23 +32,6 @@ calls) comes from --token-file or $COHORT_ADMIN_TOKEN.
 int bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort admin: %s\n%s", msg.c_str(), admin_usage);
   return exit_bad_input;
-}
-
-bool parse_u64(const std::string& s, uint64_t& out) {
-  if (s.empty())
-    return false;
-  char* end = nullptr;
-  double x = std::strtod(s.c_str(), &end);
-  std::string unit = end;
-  double scale = unit.empty()                   ? 1
-                 : unit == "K" || unit == "KiB" ? 1024.0
-                 : unit == "M" || unit == "MiB" ? 1024.0 * 1024
-                 : unit == "G" || unit == "GiB" ? 1024.0 * 1024 * 1024
-                                                : -1;
-  if (scale < 0 || x < 0)
-    return false;
-  out = uint64_t(x * scale);
-  return true;
 }
 
 } // namespace
@@ -102,18 +86,38 @@ int cmd_admin(const std::vector<std::string>& all) {
       if (i + 1 >= args.size())
         return bad_input(k + " needs a value");
       auto& v = args[++i];
-      uint64_t n = 0;
-      if (k == "--max-inflight" && parse_u64(v, n))
-        limits.set_max_inflight(uint32_t(n));
-      else if (k == "--memory-quota" && parse_u64(v, n))
-        limits.set_memory_quota_bytes(n);
-      else if (k == "--rate" && std::strtod(v.c_str(), nullptr) >= 0)
-        limits.mutable_rate_limit()->set_items_per_second(
-            std::strtod(v.c_str(), nullptr));
-      else if (k == "--burst" && parse_u64(v, n))
-        limits.mutable_rate_limit()->set_burst(uint32_t(n));
-      else
-        return bad_input("bad quota option '" + k + " " + v + "'");
+      // Strict: a value that wraps or saturates (4294967296 in-flight
+      // items, 1e30 bytes) would set a different limit than asked for.
+      caf::error err;
+      if (k == "--max-inflight") {
+        auto n = parse_count(k, v, UINT32_MAX);
+        if (n)
+          limits.set_max_inflight(uint32_t(*n));
+        else
+          err = n.error();
+      } else if (k == "--memory-quota") {
+        auto n = parse_bytes(k, v, INT64_MAX);
+        if (n)
+          limits.set_memory_quota_bytes(*n);
+        else
+          err = n.error();
+      } else if (k == "--rate") {
+        auto x = parse_real(k, v, 0, 1e9);
+        if (x)
+          limits.mutable_rate_limit()->set_items_per_second(*x);
+        else
+          err = x.error();
+      } else if (k == "--burst") {
+        auto n = parse_count(k, v, UINT32_MAX);
+        if (n)
+          limits.mutable_rate_limit()->set_burst(uint32_t(*n));
+        else
+          err = n.error();
+      } else {
+        return bad_input("unknown quota option '" + k + "'");
+      }
+      if (err)
+        return bad_input(describe(err));
     }
     method = "POST";
     path = "/v1/tenants/" + args[1] + "/quota";

@@ -119,6 +119,11 @@ void metrics_exporter::count_request(const std::string& route, int status) {
   ++requests_[{route, status}];
 }
 
+void metrics_exporter::count_timed_out_connection() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  ++timed_out_connections_;
+}
+
 std::string
 metrics_exporter::render(const metrics_input& in,
                          std::chrono::steady_clock::time_point now) {
@@ -418,6 +423,11 @@ metrics_exporter::render(const metrics_input& in,
       http.add({{"route", key.first}, {"code", std::to_string(key.second)}},
                double(n));
   }
+  family{out, "cohort_http_connections_timed_out_total",
+         "HTTP connections closed because a request took longer than the "
+         "read timeout to arrive",
+         MetricType::Counter}
+      .add({}, double(timed_out_connections_));
   last_ = now;
   std::ostringstream os;
   prometheus::TextSerializer{}.Serialize(os, out);

@@ -54,12 +54,16 @@ public:
   /// Counts an admin API request by its answer's status (cohort_http_*).
   void count_request(const std::string& route, int status);
 
+  /// Counts a connection the HTTP server closed at its read deadline.
+  void count_timed_out_connection();
+
 private:
   actors::runtime& rt_;
   std::mutex mtx_;
   std::chrono::steady_clock::time_point last_{};
   std::map<std::string, int64_t> busy_before_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
+  uint64_t timed_out_connections_ = 0;
 };
 
 } // namespace cohort::tools

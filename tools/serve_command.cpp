@@ -7,57 +7,15 @@
 #include <fstream>
 
 #include <caf/all.hpp>
-#include <httplib.h>
 
 #include "actors/audit_log.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
 #include "tools/pipeline.hpp"
+#include "tools/strict_numbers.hpp"
 
 namespace cohort::tools {
-
-http_service::http_service(admin_api& api)
-    : api_(api), server_(std::make_unique<httplib::Server>()) {
-  auto serve = [this](const httplib::Request& req, httplib::Response& res) {
-    auto r = api_.handle(
-        req.method, req.path, req.get_header_value("Authorization"), req.body,
-        req.remote_addr + ":" + std::to_string(req.remote_port));
-    res.status = r.status;
-    if (r.status == 401)
-      res.set_header("WWW-Authenticate", "Bearer realm=\"cohort\"");
-    res.set_content(std::move(r.body), r.content_type.c_str());
-  };
-  // Every path goes to the API, which answers 404 and 405 itself.
-  server_->Get(".*", serve);
-  server_->Post(".*", serve);
-  server_->Put(".*", serve);
-  server_->Delete(".*", serve);
-  server_->Patch(".*", serve);
-  server_->set_payload_max_length(8 << 20);
-}
-
-http_service::~http_service() {
-  stop();
-}
-
-caf::expected<int> http_service::start(const std::string& host, int port) {
-  int bound = port == 0
-                  ? server_->bind_to_any_port(host.c_str())
-                  : (server_->bind_to_port(host.c_str(), port) ? port : -1);
-  if (bound < 0)
-    return make_error(errc::invalid_arguments,
-                      "cannot listen on " + host + ":" + std::to_string(port));
-  thread_ = std::thread{[this] { server_->listen_after_bind(); }};
-  return bound;
-}
-
-void http_service::stop() {
-  if (thread_.joinable()) {
-    server_->stop();
-    thread_.join();
-  }
-}
 
 namespace {
 
@@ -79,7 +37,58 @@ struct serve_options {
   std::string pipeline;
   uint32_t repeat = 0; // 0: until stopped
   double for_seconds = 0;
+  http_limits http;
 };
+
+// The longest --for: a year; longer is as good as until stopped (omit it).
+constexpr double max_for_seconds = 365.0 * 24 * 3600;
+
+// One --http-* flag into `limits`.
+caf::error parse_http_limit(const std::string& k, const std::string& v,
+                            http_limits& limits) {
+  auto count = [&](uint32_t& out, uint64_t lo, uint64_t hi) -> caf::error {
+    auto n = parse_count(k, v, hi);
+    if (!n)
+      return n.error();
+    if (*n < lo)
+      return make_error(errc::invalid_arguments, k + " takes at least " +
+                                                     std::to_string(lo) +
+                                                     ", got '" + v + "'");
+    out = uint32_t(*n);
+    return caf::none;
+  };
+  auto bytes = [&](uint64_t& out, uint64_t lo, uint64_t hi) -> caf::error {
+    auto n = parse_bytes(k, v, hi);
+    if (!n)
+      return n.error();
+    if (*n < lo)
+      return make_error(errc::invalid_arguments, k + " takes at least " +
+                                                     std::to_string(lo) +
+                                                     " bytes, got '" + v + "'");
+    out = *n;
+    return caf::none;
+  };
+  if (k == "--http-max-body")
+    return bytes(limits.max_body_bytes, 0, uint64_t{1} << 30);
+  if (k == "--http-max-headers")
+    return count(limits.max_headers, 1, 10000);
+  if (k == "--http-max-header-bytes")
+    return bytes(limits.max_header_bytes, 1024, 1 << 20);
+  if (k == "--http-read-timeout") {
+    auto x = parse_real(k, v, 0.001, 3600);
+    if (!x)
+      return x.error();
+    limits.read_timeout_s = *x;
+    return caf::none;
+  }
+  if (k == "--http-max-connections")
+    return count(limits.max_connections, 1, 100000);
+  if (k == "--http-max-connections-per-ip")
+    return count(limits.max_connections_per_ip, 0, 100000);
+  if (k == "--http-threads")
+    return count(limits.threads, 1, 64);
+  return make_error(errc::invalid_arguments, "unknown option '" + k + "'");
+}
 
 caf::expected<serve_options> parse(const std::vector<std::string>& args) {
   serve_options o;
@@ -113,21 +122,38 @@ caf::expected<serve_options> parse(const std::vector<std::string>& args) {
       o.audit = *v;
     } else if (k == "--pipeline") {
       o.pipeline = *v;
-    } else if (k == "--repeat" || k == "--for") {
-      char* end = nullptr;
-      double x = std::strtod(v->c_str(), &end);
-      if (*end != '\0' || v->empty() || x < 0)
-        return make_error(errc::invalid_arguments,
-                          k + " takes a non-negative number, got '" + *v + "'");
-      if (k == "--repeat")
-        o.repeat = uint32_t(x);
-      else
-        o.for_seconds = x;
+    } else if (k == "--repeat") {
+      auto n = parse_count(k, *v, UINT32_MAX);
+      if (!n)
+        return n.error();
+      o.repeat = uint32_t(*n);
+    } else if (k == "--for") {
+      auto x = parse_real(k, *v, 0, max_for_seconds);
+      if (!x)
+        return x.error();
+      o.for_seconds = *x;
+    } else if (k.rfind("--http-", 0) == 0) {
+      if (auto err = parse_http_limit(k, *v, o.http))
+        return err;
     } else {
       return make_error(errc::invalid_arguments, "unknown option '" + k + "'");
     }
   }
   return o;
+}
+
+bool blank(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' ||
+         c == '\v';
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && blank(s.back()))
+    s.pop_back();
+  size_t lead = 0;
+  while (lead < s.size() && blank(s[lead]))
+    ++lead;
+  return s.substr(lead);
 }
 
 caf::expected<std::string> read_token(const serve_options& o) {
@@ -138,11 +164,23 @@ caf::expected<std::string> read_token(const serve_options& o) {
       return make_error(errc::invalid_arguments,
                         "cannot read the token file '" + o.token_file + "'");
     std::getline(in, token);
-  } else if (auto* env = std::getenv("COHORT_ADMIN_TOKEN")) {
-    token = env;
+    token = trimmed(token);
+    // A node meant to take admin calls would otherwise start read-only.
+    if (token.empty())
+      return make_error(errc::invalid_arguments,
+                        "the token file '" + o.token_file +
+                            "' is empty or blank on its first line; write "
+                            "the admin token there (16 characters at least), "
+                            "or leave out --token-file for a read-only node");
+  } else if (auto* env = std::getenv("COHORT_ADMIN_TOKEN");
+             env != nullptr && *env != '\0') {
+    token = trimmed(env);
+    if (token.empty())
+      return make_error(errc::invalid_arguments,
+                        "$COHORT_ADMIN_TOKEN is blank; set the admin token "
+                        "(16 characters at least), or unset it for a "
+                        "read-only node");
   }
-  while (!token.empty() && (token.back() == '\r' || token.back() == ' '))
-    token.pop_back();
   if (!token.empty() && token.size() < 16)
     return make_error(errc::invalid_arguments,
                       "the admin token must have at least 16 characters");
@@ -193,7 +231,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     return bad_input(describe(rt.error()));
   metrics_exporter metrics{**rt};
   admin_api api{**rt, *token, metrics};
-  http_service http{api};
+  http_service http{api, opts->http};
   auto port = http.start(opts->host, opts->port);
   if (!port) {
     (*rt)->stop();
