@@ -144,7 +144,8 @@ fault fault_of(const pb::ChaosEvent& ev) {
   return f;
 }
 
-// Checks what a scenario asks for before anything runs.
+} // namespace
+
 caf::error check_scenario(const pb::ChaosScenario& s) {
   auto bad = [&](const std::string& what) {
     return make_error(errc::malformed_config,
@@ -185,6 +186,8 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
     return bad("random faults need at least one kind");
   return caf::none;
 }
+
+namespace {
 
 std::string temp_audit_path(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path();

@@ -57,6 +57,10 @@ struct chaos_report {
   std::string audit_path;
 };
 
+/// Checks a scenario as `load_scenario` does (malformed_config): a name, a
+/// load, known error names, bounded sizes.
+caf::error check_scenario(const pb::ChaosScenario& s);
+
 /// Reads a scenario from a protobuf text file; malformed_config (with line
 /// and column) or io_error.
 caf::expected<pb::ChaosScenario> load_scenario(const std::string& path);

@@ -33,6 +33,18 @@ caf::expected<work_item> from_proto(const pb::WorkRequest& x);
 caf::error load_text_file(const std::string& path,
                           google::protobuf::Message& msg, errc code);
 
+/// Parses protobuf text format `text` into `msg`, as `load_text_file` does a
+/// file's contents; errors name `name` (a path) and the line and column.
+caf::error parse_text(const std::string& text, const std::string& name,
+                      google::protobuf::Message& msg, errc code);
+
+/// Checks a pipeline spec read from `name` (errc::malformed_pipeline).
+caf::error check_pipeline(const pb::PipelineSpec& spec,
+                          const std::string& name);
+
+/// Checks an allocation plan read from `name` (errc::malformed_config).
+caf::error check_plan(const pb::AllocationPlan& plan, const std::string& name);
+
 /// Loads and checks a pipeline spec file (errc::malformed_pipeline).
 caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path);
 
