@@ -3,8 +3,8 @@
 #   ./dev.sh run    install dependencies, build, run the example pipeline (CPU + 4 simulated GPUs)
 #   ./dev.sh test   install dependencies, build, run the test suite
 # Other verbs: setup, build, chaos, bench [dispatch|kernels|pool|placement],
-#   sanitize [meson test options]   ASan + UBSan build (build-asan/): tests and chaos scenarios
-#   fuzz [SECONDS] [TARGET...]      libFuzzer targets (build-fuzz/), SECONDS (60) each
+#   sanitize [meson test options]   tests and chaos scenarios under ASan + UBSan (build-asan/)
+#   fuzz [SECONDS] [TARGET...]      libFuzzer targets (build-asan/), SECONDS (60) each
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 build_dir=${COHORT_BUILD_DIR:-build}
@@ -46,25 +46,33 @@ sanitizer_env() {
   export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/sanitize/lsan.supp:print_suppressions=0}
 }
 
-# ./dev.sh sanitize [meson test options]: the test suite and every chaos
-# scenario built with AddressSanitizer and UndefinedBehaviorSanitizer (no GPU
-# backends: their vendor runtimes are not instrumented). Under ASan the
-# simulated GPUs' pools poison the memory they have not handed out.
-sanitize() {
-  setup
-  local dir=${COHORT_ASAN_DIR:-build-asan}
-  if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" --buildtype=debugoptimized \
-      -Db_sanitize=address,undefined -Db_lundef=false \
+# The sanitizer build, shared by `sanitize` and `fuzz`: clang with
+# AddressSanitizer and UndefinedBehaviorSanitizer, the libFuzzer targets of
+# fuzz/ (everything carries the fuzzer's coverage counters, only the targets
+# link its main), no GPU backends (their vendor runtimes are not
+# instrumented). One build for both keeps CI inside its time.
+asan_dir=${COHORT_ASAN_DIR:-build-asan}
+asan_build() {
+  setup deps/apt.txt deps/clang.txt
+  if [ ! -f "$asan_dir/build.ninja" ]; then
+    CC=clang-15 CXX=clang++-15 meson setup "$asan_dir" --buildtype=debugoptimized \
+      -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=enabled \
       -Dcuda=disabled -Dhip=disabled -Dbench=disabled
   fi
-  ninja -C "$dir" ${COHORT_JOBS:+-j "$COHORT_JOBS"}
+  ninja -C "$asan_dir" ${COHORT_JOBS:+-j "$COHORT_JOBS"} "$@"
+}
+
+# ./dev.sh sanitize [meson test options]: the test suite and every chaos
+# scenario under ASan and UBSan. Under ASan the simulated GPUs' pools poison
+# the memory they have not handed out.
+sanitize() {
+  asan_build
   sanitizer_env
   local rc=0
-  meson test -C "$dir" --print-errorlogs -v --num-processes 1 \
+  meson test -C "$asan_dir" --print-errorlogs -v --num-processes 1 \
     --timeout-multiplier 3 "$@" || rc=1
   echo "sanitize: chaos scenarios"
-  "$dir/tools/cohort" chaos chaos/scenarios || rc=1
+  "$asan_dir/tools/cohort" chaos chaos/scenarios || rc=1
   if [ $rc -eq 0 ]; then
     echo "sanitize: no sanitizer report, every test and scenario passed"
   else
@@ -73,25 +81,18 @@ sanitize() {
   return $rc
 }
 
-# ./dev.sh fuzz [SECONDS] [TARGET...]: builds the libFuzzer targets of
-# fuzz/ with clang (ASan + UBSan) and runs each for SECONDS (default 60),
-# seeded from fuzz/seeds/, examples/ and chaos/scenarios/; the corpus grows
-# in build-fuzz/corpus/, crashes go to build-fuzz/crashes/.
+# ./dev.sh fuzz [SECONDS] [TARGET...]: runs each libFuzzer target for
+# SECONDS (default 60), seeded from fuzz/seeds/, examples/ and
+# chaos/scenarios/; the corpus grows in build-asan/corpus/, crashes go to
+# build-asan/crashes/.
 fuzz() {
-  setup deps/apt.txt deps/fuzz.txt
   local secs=60
   if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
   local targets=(config pipeline scenario plan audit admin pool)
   [ $# -eq 0 ] || targets=("$@")
-  local dir=${COHORT_FUZZ_DIR:-build-fuzz}
-  if [ ! -f "$dir/build.ninja" ]; then
-    CC=clang-15 CXX=clang++-15 meson setup "$dir" --buildtype=debugoptimized \
-      -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=enabled \
-      -Dcuda=disabled -Dhip=disabled -Dbench=disabled
-  fi
-  local t bins=()
+  local dir=$asan_dir t bins=()
   for t in "${targets[@]}"; do bins+=("fuzz/${t}_fuzzer"); done
-  ninja -C "$dir" ${COHORT_JOBS:+-j "$COHORT_JOBS"} "${bins[@]}"
+  asan_build "${bins[@]}"
   sanitizer_env
   mkdir -p "$dir/crashes"
   local failed=() summary=()
@@ -113,7 +114,7 @@ fuzz() {
     execs=$(awk -F: '/stat::number_of_executed_units/ { gsub(/ /, "", $2); print $2 }' "$log" | tail -1)
     if [ $rc -ne 0 ]; then
       failed+=("$t")
-      grep -E "ERROR: |SUMMARY: |==[0-9]+==|Test unit written|runtime error" "$log" | head -20 || true
+      grep -E "ERROR: |SUMMARY: |Test unit written|runtime error|pool fuzzer:" "$log" | head -20 || true
       summary+=("$(printf '%-9s %10s executions  CRASH (log: %s)' "$t" "${execs:-?}" "$log")")
     else
       summary+=("$(printf '%-9s %10s executions  ok' "$t" "${execs:-?}")")
