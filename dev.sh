@@ -111,7 +111,7 @@ fuzz() {
       -max_len=8192 -print_final_stats=1 -close_fd_mask=1 \
       -artifact_prefix="$dir/crashes/$t-" "$corpus" "${seeds[@]}" >"$log" 2>&1 || rc=$?
     local execs
-    execs=$(awk -F: '/stat::number_of_executed_units/ { gsub(/ /, "", $2); print $2 }' "$log" | tail -1)
+    execs=$(awk '/^stat::number_of_executed_units/ { print $2 }' "$log" | tail -1)
     if [ $rc -ne 0 ]; then
       failed+=("$t")
       grep -E "ERROR: |SUMMARY: |Test unit written|runtime error|pool fuzzer:" "$log" | head -20 || true

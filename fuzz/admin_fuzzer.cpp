@@ -49,8 +49,8 @@ struct node {
     t->add_kernels("*");
     t->add_devices("*");
     auto dir = std::filesystem::temp_directory_path();
-    auto path = dir / ("cohort-fuzz-admin-" + std::to_string(::getpid()) +
-                       ".log");
+    auto path =
+        dir / ("cohort-fuzz-admin-" + std::to_string(::getpid()) + ".log");
     std::filesystem::remove(path);
     c.set_audit_path(path.string());
     c.mutable_audit()->set_fsync(pb::FSYNC_NEVER);
@@ -115,7 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   // Put tenant t back: a quota input must not starve the next ones.
   if (data[0] % 4 == 1 && reply.status == 200)
-    (void) n->api->handle("POST", "/v1/tenants/t/quota", "Bearer " + token,
-                          "{}", "fuzz");
+    (void)n->api->handle("POST", "/v1/tenants/t/quota", "Bearer " + token, "{}",
+                         "fuzz");
   return 0;
 }

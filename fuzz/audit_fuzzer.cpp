@@ -30,8 +30,8 @@ void write_seed(const std::string& path) {
                  describe(log.error()).c_str());
     std::exit(1);
   }
-  const audit_kind kinds[] = {audit_kind::admitted, audit_kind::placed,
-                              audit_kind::completed, audit_kind::failed,
+  const audit_kind kinds[] = {audit_kind::admitted,     audit_kind::placed,
+                              audit_kind::completed,    audit_kind::failed,
                               audit_kind::device_event, audit_kind::admin};
   uint64_t id = 1;
   for (auto k : kinds)
@@ -63,9 +63,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string text{reinterpret_cast<const char*>(data) + 1, size - 1};
     if (data[0] == 0) {
       if (auto t = tools::parse_time(text); t && *t >= 0)
-        (void) tools::iso_time(*t);
+        (void)tools::iso_time(*t);
     } else {
-      (void) tools::parse_kind(text);
+      (void)tools::parse_kind(text);
     }
     return 0;
   }
@@ -75,18 +75,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fwrite(data, 1, size, f);
     std::fclose(f);
   }
-  (void) tools::run_audit({"verify", path}, sink);
-  (void) tools::run_audit({"show", path}, sink);
-  (void) tools::run_audit({"query", path, "--json", "--kind", "completed",
-                           "--since", "1795000000000000000"},
-                          sink);
+  (void)tools::run_audit({"verify", path}, sink);
+  (void)tools::run_audit({"show", path}, sink);
+  (void)tools::run_audit({"query", path, "--json", "--kind", "completed",
+                          "--since", "1795000000000000000"},
+                         sink);
   {
     // A writer opening the log: verifies it, cuts a torn tail.
     actors::audit_options opts;
     opts.fsync = actors::audit_fsync::never;
     auto log = actors::audit_log::open(path, opts);
     if (log)
-      (void) (*log)->append({audit_kind::admin, "", 0, "", "", "fuzz", 1});
+      (void)(*log)->append({audit_kind::admin, "", 0, "", "", "fuzz", 1});
   }
   std::filesystem::remove(path + ".lock");
   for (auto& seg : actors::audit_segments(path))

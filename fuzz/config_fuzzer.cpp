@@ -25,6 +25,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cfg = plan.runtime();
   else if (parse_text(text, name, cfg, errc::malformed_config))
     return 0;
-  (void) fuzz::check_config(cfg);
+  (void)fuzz::check_config(cfg);
   return 0;
 }

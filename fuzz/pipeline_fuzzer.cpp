@@ -19,6 +19,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (cohort::tools::check_stages(spec))
     return 0;
   if (spec.has_runtime())
-    (void) cohort::fuzz::check_config(spec.runtime());
+    (void)cohort::fuzz::check_config(spec.runtime());
   return 0;
 }

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   if (cohort::chaos::check_scenario(s))
     return 0;
-  (void) cohort::chaos::expand_timeline(s, s.seed(), 1.0);
-  (void) cohort::fuzz::check_config(s.runtime());
+  (void)cohort::chaos::expand_timeline(s, s.seed(), 1.0);
+  (void)cohort::fuzz::check_config(s.runtime());
   return 0;
 }
