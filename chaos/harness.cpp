@@ -29,9 +29,10 @@ using ms = std::chrono::milliseconds;
 using kernels::kernel_id;
 
 constexpr kernel_id every_kernel[] = {
-    kernel_id::axpy,       kernel_id::dot,  kernel_id::nrm2,
-    kernel_id::reduce_sum, kernel_id::inclusive_scan,
-    kernel_id::gemv,       kernel_id::gemm, kernel_id::topk_cosine};
+    kernel_id::axpy,           kernel_id::dot,
+    kernel_id::nrm2,           kernel_id::reduce_sum,
+    kernel_id::inclusive_scan, kernel_id::gemv,
+    kernel_id::gemm,           kernel_id::topk_cosine};
 
 ms scaled(uint32_t x, double scale) {
   return ms{int64_t(std::llround(double(x) * scale))};
@@ -184,6 +185,28 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
       return err;
   if (s.random().count() > 0 && s.random().kind_size() == 0)
     return bad("random faults need at least one kind");
+  // Bounds on what a scenario makes before it runs: the timeline and every
+  // item's inputs are built up front, so a stray digit would otherwise hang
+  // or exhaust the machine instead of getting an error (a timeout of
+  // fuzz/scenario_fuzzer).
+  uint64_t faults = s.random().count();
+  for (auto& ev : s.event()) {
+    if (ev.count() > max_fault_count)
+      return bad("an event repeats " + std::to_string(ev.count()) +
+                 " times, at most " + std::to_string(max_fault_count));
+    faults += std::max(1u, ev.count());
+  }
+  if (faults > max_fault_count)
+    return bad(std::to_string(faults) + " faults, at most " +
+               std::to_string(max_fault_count));
+  uint64_t elements = 0;
+  for (auto& load : s.load())
+    elements += uint64_t(load.items()) *
+                std::max<uint64_t>(load.size() > 0 ? load.size() : 4096, 64);
+  if (elements > max_input_elements)
+    return bad("the loads' inputs add up to " + std::to_string(elements) +
+               " elements (items x size), at most " +
+               std::to_string(max_input_elements));
   return caf::none;
 }
 
@@ -235,7 +258,8 @@ std::vector<timed_fault> expand_timeline(const pb::ChaosScenario& s,
   if (r.count() > 0 && r.kind_size() > 0 && !sims.empty()) {
     // Plain modulo draws from a fixed engine: the same on every platform.
     std::mt19937_64 rng{seed ^ 0x9e3779b97f4a7c15ull};
-    auto over = uint64_t(std::max<int64_t>(1, scaled(r.over_ms(), scale).count()));
+    auto over =
+        uint64_t(std::max<int64_t>(1, scaled(r.over_ms(), scale).count()));
     for (uint32_t i = 0; i < r.count(); ++i) {
       fault f;
       f.kind = static_cast<pb::FaultKind>(r.kind(int(rng() % r.kind_size())));
@@ -301,8 +325,8 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
         continue;
       }
       if (is_loss(tf.f))
-        losses.push_back({tf.f.device, at, describe(tf.f),
-                          tf.f.kind == pb::HANG_STREAM});
+        losses.push_back(
+            {tf.f.device, at, describe(tf.f), tf.f.kind == pb::HANG_STREAM});
     }
   }};
   caf::scoped_actor self{sys};
@@ -327,15 +351,15 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
     auto left = std::chrono::duration_cast<ms>(deadline - clock::now());
     if (left.count() <= 0)
       break;
-    self->receive(on_result, on_error,
-                  caf::after(left) >> [&] { timed_out = true; });
+    self->receive(
+        on_result, on_error, caf::after(left) >> [&] { timed_out = true; });
   }
   timeline.join();
   // Late duplicates would arrive now.
   bool quiet = false;
   while (!quiet)
-    self->receive(on_result, on_error,
-                  caf::after(ms{100}) >> [&] { quiet = true; });
+    self->receive(
+        on_result, on_error, caf::after(ms{100}) >> [&] { quiet = true; });
   rep.wall = std::chrono::duration_cast<ms>(clock::now() - start);
   if (auto st = (*rt)->placement_stats()) {
     rep.retries = st->retries;
@@ -344,10 +368,9 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
       rep.device_notes.push_back(
           d.name + ": " + std::to_string(d.completed) + " completed, " +
           std::to_string(d.failed_placements) + " failed placements, " +
-          std::to_string(d.losses) + " losses, " +
-          std::to_string(d.restarts) + " restarts, " +
-          std::to_string(d.circuit_opens) + " circuit opens, ends " +
-          to_string(d.status));
+          std::to_string(d.losses) + " losses, " + std::to_string(d.restarts) +
+          " restarts, " + std::to_string(d.circuit_opens) +
+          " circuit opens, ends " + to_string(d.status));
       rep.losses += d.losses;
       rep.restarts += d.restarts;
       rep.circuit_opens += d.circuit_opens;
@@ -358,8 +381,7 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
                     "%s: %llu fallbacks, worst %.1f ms, %llu over a %lld ms "
                     "budget",
                     tenant.c_str(), (unsigned long long)fb.items,
-                    double(fb.max_ns) / 1e6,
-                    (unsigned long long)fb.over_budget,
+                    double(fb.max_ns) / 1e6, (unsigned long long)fb.over_budget,
                     (long long)(fb.budget_ns / 1000000));
       rep.fallback_notes.push_back(line);
     }
