@@ -7,6 +7,7 @@
 #include <set>
 
 #include "actors/placement_model.hpp"
+#include "devices/memory/asan_poison.hpp"
 #include "tests/runtime_fixture.hpp"
 
 using namespace cohort;
@@ -213,7 +214,9 @@ TEST_CASE_METHOD(fixture,
   for (auto& d : stats->devices) {
     INFO(d.name << " utilization " << d.utilization);
     CHECK(d.completed > 0);
-    CHECK(d.utilization > 0.3);
+    // Under ASan the host side (start-up, bookkeeping) is slower, the
+    // simulated devices' busy time is not: a lower share of the makespan.
+    CHECK(d.utilization > (devices::memory::asan_enabled ? 0.2 : 0.3));
     CHECK(d.queued == 0);
   }
   CHECK(stats->explored > 0);
