@@ -2,8 +2,11 @@
 # The project's two commands:
 #   ./dev.sh run    install dependencies, build, run the example pipeline (CPU + 4 simulated GPUs)
 #   ./dev.sh test   install dependencies, build, run the test suite
-# Other verbs: setup, build, bench [dispatch|kernels|pool|placement], chaos,
-# gpu-check (on a machine with an NVIDIA GPU).
+# Other verbs: setup, build, chaos, bench [dispatch|kernels|pool|placement],
+#   sanitize [meson test options]   tests and chaos scenarios under ASan + UBSan (build-asan/)
+#   fuzz [SECONDS] [TARGET...]      libFuzzer targets (build-asan/), SECONDS (60) each
+#   gpu-check [REPORT]              on a machine with an NVIDIA GPU: CUDA build, conformance,
+#                                   GPU tests and GPU benchmarks, one report (gpu-report.md)
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 build_dir=${COHORT_BUILD_DIR:-build}
@@ -13,7 +16,9 @@ sudo_if_needed() {
 }
 
 setup() {
-  mapfile -t pkgs < <(grep -vE '^\s*(#|$)' deps/apt.txt)
+  # Package lists to install: deps/apt.txt, or the files given.
+  [ $# -gt 0 ] || set -- deps/apt.txt
+  mapfile -t pkgs < <(cat "$@" | grep -vE '^\s*(#|$)')
   missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,7 +36,99 @@ build() {
   if [ ! -f "$build_dir/build.ninja" ]; then
     meson setup "$build_dir" --buildtype=release
   fi
-  ninja -C "$build_dir"
+  ninja -C "$build_dir" ${COHORT_JOBS:+-j "$COHORT_JOBS"}
+}
+
+# Any sanitizer report ends the process with an error (UBSan only warns by
+# default); leaks are reported at exit. sanitize/lsan.supp names the few
+# leaks inside third-party libraries, each with its reason.
+sanitizer_env() {
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:check_initialization_order=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:report_error_type=1}
+  export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/sanitize/lsan.supp:print_suppressions=0}
+}
+
+# The sanitizer build, shared by `sanitize` and `fuzz`: clang with
+# AddressSanitizer and UndefinedBehaviorSanitizer, the libFuzzer targets of
+# fuzz/ (everything carries the fuzzer's coverage counters, only the targets
+# link its main), no GPU backends (their vendor runtimes are not
+# instrumented). One build for both keeps CI inside its time.
+asan_dir=${COHORT_ASAN_DIR:-build-asan}
+asan_build() {
+  setup deps/apt.txt deps/clang.txt
+  if [ ! -f "$asan_dir/build.ninja" ]; then
+    CC=clang-15 CXX=clang++-15 meson setup "$asan_dir" --buildtype=debugoptimized \
+      -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=enabled \
+      -Dcuda=disabled -Dhip=disabled -Dbench=disabled
+  fi
+  ninja -C "$asan_dir" ${COHORT_JOBS:+-j "$COHORT_JOBS"} "$@"
+}
+
+# ./dev.sh sanitize [meson test options]: the test suite and every chaos
+# scenario under ASan and UBSan. Under ASan the simulated GPUs' pools poison
+# the memory they have not handed out.
+sanitize() {
+  asan_build
+  sanitizer_env
+  local rc=0
+  meson test -C "$asan_dir" --print-errorlogs -v --num-processes 1 \
+    --timeout-multiplier 3 "$@" || rc=1
+  echo "sanitize: chaos scenarios"
+  "$asan_dir/tools/cohort" chaos chaos/scenarios || rc=1
+  if [ $rc -eq 0 ]; then
+    echo "sanitize: no sanitizer report, every test and scenario passed"
+  else
+    echo "sanitize: FAILED (see the reports above)"
+  fi
+  return $rc
+}
+
+# ./dev.sh fuzz [SECONDS] [TARGET...]: runs each libFuzzer target for
+# SECONDS (default 60), seeded from fuzz/seeds/, examples/ and
+# chaos/scenarios/; the corpus grows in build-asan/corpus/, crashes go to
+# build-asan/crashes/.
+fuzz() {
+  local secs=60
+  if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
+  local targets=(config pipeline scenario plan audit admin pool)
+  [ $# -eq 0 ] || targets=("$@")
+  local dir=$asan_dir t bins=()
+  for t in "${targets[@]}"; do bins+=("fuzz/${t}_fuzzer"); done
+  asan_build "${bins[@]}"
+  sanitizer_env
+  mkdir -p "$dir/crashes"
+  local failed=() summary=()
+  for t in "${targets[@]}"; do
+    local corpus="$dir/corpus/$t" seeds=() log="$dir/fuzz-$t.log"
+    mkdir -p "$corpus"
+    [ -d "fuzz/seeds/$t" ] && seeds+=("fuzz/seeds/$t")
+    case "$t" in
+      config|pipeline|scenario|plan) seeds+=(examples/pipelines examples/plans chaos/scenarios) ;;
+      audit)
+        COHORT_FUZZ_WRITE_SEED="$corpus/seed.log" "$dir/fuzz/audit_fuzzer" >/dev/null 2>&1 || true ;;
+    esac
+    echo "fuzz: $t for ${secs}s"
+    local rc=0
+    "$dir/fuzz/${t}_fuzzer" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2560 \
+      -max_len=8192 -print_final_stats=1 -close_fd_mask=1 \
+      -artifact_prefix="$dir/crashes/$t-" "$corpus" "${seeds[@]}" >"$log" 2>&1 || rc=$?
+    local execs
+    execs=$(awk '/^stat::number_of_executed_units/ { print $2 }' "$log" | tail -1)
+    if [ $rc -ne 0 ]; then
+      failed+=("$t")
+      grep -E "ERROR: |SUMMARY: |Test unit written|runtime error|pool fuzzer:" "$log" | head -20 || true
+      summary+=("$(printf '%-9s %10s executions  CRASH (log: %s)' "$t" "${execs:-?}" "$log")")
+    else
+      summary+=("$(printf '%-9s %10s executions  ok' "$t" "${execs:-?}")")
+    fi
+  done
+  echo "fuzz: ${secs}s per target"
+  printf '  %s\n' "${summary[@]}"
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "fuzz: FAILED: ${failed[*]} (inputs under $dir/crashes/)"
+    return 1
+  fi
+  echo "fuzz: no crash"
 }
 
 verb=${1:-run}
@@ -71,5 +168,7 @@ case "$verb" in
     # and GPU benchmarks on the real device, one report (gpu-report.md).
     exec scripts/gpu-check.sh "$@"
     ;;
-  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|gpu-check]" >&2; exit 2 ;;
+  sanitize) sanitize "$@" ;;
+  fuzz) fuzz "$@" ;;
+  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|sanitize|fuzz|gpu-check]" >&2; exit 2 ;;
 esac

@@ -57,6 +57,18 @@ struct chaos_report {
   std::string audit_path;
 };
 
+/// Most faults in a scenario's timeline (events with their repeats plus
+/// random faults).
+inline constexpr uint64_t max_fault_count = 10'000;
+
+/// Most input elements (items x size, over every load) a scenario submits
+/// at scale 1: about 2 GiB of floats.
+inline constexpr uint64_t max_input_elements = uint64_t{1} << 28;
+
+/// Checks a scenario as `load_scenario` does (malformed_config): a name, a
+/// load, known error names, bounded sizes, fault counts and inputs.
+caf::error check_scenario(const pb::ChaosScenario& s);
+
 /// Reads a scenario from a protobuf text file; malformed_config (with line
 /// and column) or io_error.
 caf::expected<pb::ChaosScenario> load_scenario(const std::string& path);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/text_format.h>
 
@@ -201,12 +202,23 @@ caf::error load_text_file(const std::string& path,
   return caf::none;
 }
 
-caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path) {
-  pb::PipelineSpec spec;
-  if (auto err = load_text_file(path, spec, errc::malformed_pipeline))
-    return err;
+caf::error parse_text(const std::string& text, const std::string& name,
+                      google::protobuf::Message& msg, errc code) {
+  google::protobuf::io::ArrayInputStream input{text.data(), int(text.size())};
+  google::protobuf::TextFormat::Parser parser;
+  error_collector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.Parse(&input, &msg))
+    return make_error(
+        code,
+        name + ": " + (errors.first.empty() ? "cannot read" : errors.first));
+  return caf::none;
+}
+
+caf::error check_pipeline(const pb::PipelineSpec& spec,
+                          const std::string& name) {
   auto bad = [&](const std::string& what) {
-    return make_error(errc::malformed_pipeline, path + ": " + what);
+    return make_error(errc::malformed_pipeline, name + ": " + what);
   };
   if (spec.stage_size() == 0)
     return bad("a pipeline needs at least one stage");
@@ -248,22 +260,13 @@ caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path) {
                  " never happens: the pipeline has " +
                  std::to_string(spec.batches()) + " batches");
   }
-  return spec;
+  return caf::none;
 }
 
-caf::expected<pb::RuntimeConfig> load_config(const std::string& path) {
-  pb::RuntimeConfig cfg;
-  if (auto err = load_text_file(path, cfg, errc::malformed_config))
-    return err;
-  return cfg;
-}
-
-caf::expected<pb::AllocationPlan> load_plan(const std::string& path) {
-  pb::AllocationPlan plan;
-  if (auto err = load_text_file(path, plan, errc::malformed_config))
-    return err;
+caf::error check_plan(const pb::AllocationPlan& plan,
+                      const std::string& name) {
   auto bad = [&](const std::string& what) {
-    return make_error(errc::malformed_config, path + ": " + what);
+    return make_error(errc::malformed_config, name + ": " + what);
   };
   if (plan.step_size() == 0)
     return bad("a plan needs at least one step");
@@ -281,6 +284,31 @@ caf::expected<pb::AllocationPlan> load_plan(const std::string& path) {
     if (st.tenant().empty() || st.device().empty())
       return bad(where + "an allocation needs a tenant and a device");
   }
+  return caf::none;
+}
+
+caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path) {
+  pb::PipelineSpec spec;
+  if (auto err = load_text_file(path, spec, errc::malformed_pipeline))
+    return err;
+  if (auto err = check_pipeline(spec, path))
+    return err;
+  return spec;
+}
+
+caf::expected<pb::RuntimeConfig> load_config(const std::string& path) {
+  pb::RuntimeConfig cfg;
+  if (auto err = load_text_file(path, cfg, errc::malformed_config))
+    return err;
+  return cfg;
+}
+
+caf::expected<pb::AllocationPlan> load_plan(const std::string& path) {
+  pb::AllocationPlan plan;
+  if (auto err = load_text_file(path, plan, errc::malformed_config))
+    return err;
+  if (auto err = check_plan(plan, path))
+    return err;
   return plan;
 }
 

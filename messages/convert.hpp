@@ -39,8 +39,22 @@ inline constexpr int max_pipeline_stages = 256;
 inline constexpr uint64_t max_pipeline_items = 10'000'000;
 inline constexpr uint32_t max_pipeline_window = 65536;
 
-/// Loads and checks a pipeline spec file (errc::malformed_pipeline): its
+/// Parses protobuf text format `text` into `msg`, as `load_text_file` does a
+/// file's contents; errors name `name` (a path) and the line and column.
+caf::error parse_text(const std::string& text, const std::string& name,
+                      google::protobuf::Message& msg, errc code);
+
+/// Checks a pipeline spec read from `name` (errc::malformed_pipeline): its
 /// counts within the bounds above, known kernels, finite arguments.
+caf::error check_pipeline(const pb::PipelineSpec& spec,
+                          const std::string& name);
+
+/// Checks an allocation plan read from `name` (errc::malformed_config): at
+/// most 1000000 steps.
+caf::error check_plan(const pb::AllocationPlan& plan, const std::string& name);
+
+/// Loads and checks a pipeline spec file (errc::malformed_pipeline), as
+/// check_pipeline does.
 caf::expected<pb::PipelineSpec> load_pipeline(const std::string& path);
 
 /// Loads and checks a runtime config file (errc::malformed_config).

@@ -410,6 +410,11 @@ drive(caf::actor_system& sys, actors::runtime& rt, const pb::RuntimeConfig& cfg,
 
 } // namespace
 
+caf::error check_stages(const pb::PipelineSpec& spec) {
+  auto checked = check_spec(spec);
+  return checked ? caf::none : checked.error();
+}
+
 caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
                                             const pb::PipelineSpec& spec,
                                             const run_options& opts) {

@@ -82,6 +82,10 @@ struct pipeline_report {
 /// (CPU workers plus 4 simulated GPUs, tenant "default" granted everything).
 pb::RuntimeConfig config_for(const pb::PipelineSpec& spec);
 
+/// Checks every stage of `spec` as `run_pipeline` does before anything runs
+/// (input sizes, chains, gangs); malformed_pipeline names the first problem.
+caf::error check_stages(const pb::PipelineSpec& spec);
+
 /// Runs `spec` to its end. Errors: malformed_pipeline / malformed_config for
 /// a spec or config that cannot run; anything the runtime start reports.
 caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,

@@ -18,15 +18,14 @@
 #include "devices/health/health.hpp"
 #include "devices/health/unavailable.hpp"
 
-namespace cohort::devices::health {
-
-namespace {
-
 // -- The NVML ABI, as far as it is used -------------------------------------
 
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-using nvmlEventSet_t = struct nvmlEventSet_st*;
+// The types live in the global namespace, as nvml.h declares them: the
+// entry points are called through pointers of exactly NVML's function types
+// (UBSan's -fsanitize=function checks that against an instrumented library,
+// the test suite's fake NVML, and types of an anonymous namespace differ).
+struct nvmlDevice_st;
+struct nvmlEventSet_st;
 
 struct nvmlUtilization_t {
   unsigned int gpu;
@@ -40,12 +39,20 @@ struct nvmlMemory_t {
 };
 
 struct nvmlEventData_t {
-  nvmlDevice_t device;
+  nvmlDevice_st* device;
   unsigned long long eventType;
   unsigned long long eventData;
   unsigned int gpuInstanceId;
   unsigned int computeInstanceId;
 };
+
+namespace cohort::devices::health {
+
+namespace {
+
+using nvmlReturn_t = int;
+using nvmlDevice_t = nvmlDevice_st*;
+using nvmlEventSet_t = nvmlEventSet_st*;
 
 constexpr nvmlReturn_t NVML_SUCCESS = 0;
 constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;

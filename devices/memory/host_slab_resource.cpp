@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sys/mman.h>
 
+#include "devices/memory/asan_poison.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::devices::memory {
@@ -14,8 +15,11 @@ host_slab_resource::host_slab_resource(std::string device, uint64_t capacity)
 }
 
 host_slab_resource::~host_slab_resource() {
-  for (auto& [p, bytes] : maps_)
+  for (auto& [p, bytes] : maps_) {
+    // A later mapping at this address must not inherit the pool's poison.
+    asan_unpoison(p, bytes);
     ::munmap(p, bytes);
+  }
 }
 
 caf::expected<void*> host_slab_resource::do_allocate(size_t bytes, stream_ref,
@@ -49,6 +53,7 @@ caf::error host_slab_resource::do_deallocate(void* p, size_t bytes,
     return make_error(errc::invalid_free,
                       device_ + ": " + std::to_string(bytes) +
                           " bytes returned that were not mapped here");
+  asan_unpoison(p, bytes);
   ::munmap(p, bytes);
   used_ -= bytes;
   maps_.erase(i);

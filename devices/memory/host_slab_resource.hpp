@@ -28,6 +28,7 @@ private:
   caf::expected<void*> do_allocate(size_t bytes, stream_ref stream,
                                    const owner_tag& owner) override;
   caf::error do_deallocate(void* p, size_t bytes, stream_ref stream) override;
+  bool do_host_memory() const override { return true; }
 
   std::string device_;
   uint64_t capacity_;

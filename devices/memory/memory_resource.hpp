@@ -65,6 +65,10 @@ public:
   /// it): forgets everything handed out, without returning it.
   void forget_all() { do_forget_all(); }
 
+  /// True when what this resource hands out is the process's own host
+  /// memory (a simulated GPU's slabs), which AddressSanitizer can watch.
+  bool host_memory() const { return do_host_memory(); }
+
 private:
   virtual caf::expected<void*> do_allocate(size_t bytes, stream_ref stream,
                                            const owner_tag& owner) = 0;
@@ -72,6 +76,8 @@ private:
                                    stream_ref stream) = 0;
   /// Resources that keep no record of what they handed out do nothing.
   virtual void do_forget_all() {}
+  /// Device memory, or address space only, unless a resource says otherwise.
+  virtual bool do_host_memory() const { return false; }
 };
 
 /// Rounds `x` up to a multiple of `a` (a power of two), saturating instead

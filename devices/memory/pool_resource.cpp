@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "devices/memory/asan_poison.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::devices::memory {
@@ -53,7 +54,8 @@ pool_options sized_pool_options(uint64_t capacity) {
 
 pool_resource::pool_resource(memory_resource& upstream,
                              stream_ordering& streams, pool_options opts)
-    : upstream_(upstream), streams_(streams), opts_(opts),
+    : upstream_(upstream), streams_(streams),
+      poison_(asan_enabled && upstream.host_memory()), opts_(opts),
       free_by_addr_(&nodes_), free_by_size_(&nodes_), live_(&nodes_) {
   // Classes: 256 B steps up to 1 KiB, then four per power of two (at most
   // 25% of a small block is rounding).
@@ -301,6 +303,8 @@ caf::error pool_resource::grow(uint64_t size) {
     }
     fences = fences_after(fill);
   }
+  if (poison_)
+    asan_poison(*p, want);
   slabs_[index] = slab{base, want, 0, true};
   held_bytes_ += want;
   ++counters_.slab_allocations;
@@ -314,6 +318,8 @@ void pool_resource::release_slab(uint32_t index) {
   auto i = free_by_addr_.find(s.base);
   if (i != free_by_addr_.end())
     erase_free(i);
+  if (poison_)
+    asan_unpoison(reinterpret_cast<void*>(s.base), s.size);
   upstream_.deallocate(reinterpret_cast<void*>(s.base), s.size, stream_ref{0});
   held_bytes_ -= s.size;
   s = slab{};
@@ -365,9 +371,12 @@ uint64_t pool_resource::reset(bool upstream_gone) {
   auto dropped = uint64_t(live_.size());
   if (!upstream_gone)
     for (auto& s : slabs_)
-      if (s.in_use)
+      if (s.in_use) {
+        if (poison_)
+          asan_unpoison(reinterpret_cast<void*>(s.base), s.size);
         upstream_.deallocate(reinterpret_cast<void*>(s.base), s.size,
                              stream_ref{0});
+      }
   slabs_.clear();
   free_by_addr_.clear();
   free_by_size_.clear();
@@ -497,6 +506,10 @@ caf::expected<void*> pool_resource::do_allocate(size_t bytes, stream_ref stream,
   requested_bytes_ += bytes;
   ++counters_.allocations;
   counters_.peak_live_bytes = std::max(counters_.peak_live_bytes, live_bytes_);
+  // Only the bytes asked for: the rounding up to the block's size stays
+  // poisoned too.
+  if (poison_)
+    asan_unpoison(reinterpret_cast<void*>(addr), bytes);
   return reinterpret_cast<void*>(addr);
 }
 
@@ -522,8 +535,12 @@ caf::error pool_resource::do_deallocate(void* p, size_t bytes,
   auto lb = std::move(i->second);
   live_.erase(i);
   caf::error err;
+  if (poison_)
+    asan_unpoison(p, lb.size); // the zero fill writes the rounding too
   if (opts_.zero_on_free)
     err = streams_.zero(p, lb.size, stream);
+  if (poison_)
+    asan_poison(p, lb.size);
   if (lb.from_reservation > 0)
     if (auto r = reservations_.find(lb.tenant); r != reservations_.end())
       r->second.drawn -= std::min(r->second.drawn, lb.from_reservation);

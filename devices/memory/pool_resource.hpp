@@ -234,6 +234,10 @@ private:
 
   memory_resource& upstream_;
   stream_ordering& streams_;
+  /// Under AddressSanitizer, with host memory upstream: every byte of a slab
+  /// not handed out (free, cached, quarantined, a block's rounding) stays
+  /// poisoned, so that an overflow inside simulated device memory is caught.
+  bool poison_ = false;
   pool_options opts_;
   std::vector<uint64_t> class_sizes_;
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "actors/placement_model.hpp"
+#include "devices/memory/asan_poison.hpp"
 #include "tests/runtime_fixture.hpp"
 
 using namespace cohort;

@@ -8,6 +8,7 @@
 
 #include "actors/audit_log.hpp"
 #include "chaos/harness.hpp"
+#include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
 #include "tests/runtime_fixture.hpp"
@@ -369,4 +370,40 @@ TEST_CASE("a loss absorbed by a reset in progress is timed once", "[chaos]") {
   CHECK(rep->check.ok());
   CHECK(rep->check.recovery_ms.size() <= 1);
   CHECK(rep->check.absorbed_losses >= 2);
+}
+
+TEST_CASE("scenarios too large to build are refused before anything runs",
+          "[chaos]") {
+  // A timeout of fuzz/scenario_fuzzer: a random fault count of 400 million
+  // built a timeline for minutes until memory ran out.
+  auto check = [](const std::string& text) {
+    pb::ChaosScenario s;
+    REQUIRE_FALSE(parse_text(text, "s.textproto", s, errc::malformed_config));
+    return check_scenario(s);
+  };
+  const std::string runtime =
+      "name: \"x\" runtime { devices { sim_gpu { name: \"sim0\" memory_mib: "
+      "64 streams: 2 speed: 1 } } tenant { tenant: \"t\" kernels: \"*\" "
+      "devices: \"*\" } } ";
+  const std::string load = runtime + "load { tenant: \"t\" items: 10 } ";
+  CHECK_FALSE(check(load + "random { count: 14 kind: LOSE }"));
+  auto many = check(load + "random { count: 400000000 kind: LOSE }");
+  REQUIRE(many);
+  CHECK(code_of(many) == errc::malformed_config);
+  CHECK(describe(many).find("400000000 faults, at most 10000") !=
+        std::string::npos);
+  auto repeats =
+      check(load + "event { device: \"sim0\" kind: LOSE count: 4000000000 }");
+  REQUIRE(repeats);
+  CHECK(describe(repeats).find("repeats 4000000000 times") !=
+        std::string::npos);
+  auto huge =
+      check(runtime + "load { tenant: \"t\" items: 1000000 size: 16777216 }");
+  REQUIRE(huge);
+  CHECK(describe(huge).find("elements (items x size)") != std::string::npos);
+  // Every shipped scenario is well inside the bounds.
+  for (auto& f : scenario_files()) {
+    INFO(f);
+    CHECK(load_scenario(f));
+  }
 }

@@ -59,7 +59,7 @@ fake_gpu_api::fake_gpu_api() : fake_gpu_api(std::vector<device_spec>(1)) {
 
 fake_gpu_api::fake_gpu_api(std::vector<device_spec> devices) {
   for (auto& spec : devices)
-    devs_.push_back(device_state{std::move(spec), 0, status::ok, {}});
+    devs_.push_back(device_state{std::move(spec), 0, status::ok, {}, {}});
 }
 
 fake_gpu_api::~fake_gpu_api() {
@@ -72,9 +72,12 @@ fake_gpu_api::~fake_gpu_api() {
     s->cv.notify_all();
     s->worker.join();
   }
-  for (auto& d : devs_)
+  for (auto& d : devs_) {
     for (auto& [p, n] : d.blocks)
       std::free(p);
+    for (auto* e : d.events)
+      delete e;
+  }
 }
 
 void fake_gpu_api::fail_next_mallocs(int n) {
@@ -288,13 +291,23 @@ result fake_gpu_api::zero_device(void* p, size_t bytes,
 }
 
 result fake_gpu_api::event_create(devices::gpu::event_t& e, bool) {
-  e = new event;
+  auto* ev = new event;
+  std::lock_guard<std::mutex> guard{mtx_};
+  devs_.at(current()).events.insert(ev);
+  e = ev;
   return {};
 }
 
 result fake_gpu_api::event_destroy(devices::gpu::event_t e) {
-  delete static_cast<event*>(e);
-  return {};
+  auto* ev = static_cast<event*>(e);
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (auto& d : devs_)
+    if (d.events.erase(ev) > 0) {
+      delete ev;
+      return {};
+    }
+  // Destroyed already, or by a reset of its device: a stale handle.
+  return fail(status::invalid_value);
 }
 
 result fake_gpu_api::event_record(devices::gpu::event_t e,
@@ -462,6 +475,9 @@ result fake_gpu_api::device_reset() {
   for (auto& [p, n] : d.blocks)
     std::free(p);
   d.blocks.clear();
+  for (auto* e : d.events)
+    delete e;
+  d.events.clear();
   d.used = 0;
   if (!sticky_survives_reset_)
     d.sticky = status::ok;

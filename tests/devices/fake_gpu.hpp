@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,6 +132,9 @@ private:
     uint64_t used = 0;
     devices::gpu::status sticky = devices::gpu::status::ok;
     std::map<void*, size_t> blocks;
+    /// Events live in the device's context: a reset destroys them, as it
+    /// does on a real GPU (the caller forgets its handles without a destroy).
+    std::set<event*> events;
   };
 
   devices::gpu::result enqueue(devices::gpu::stream_t s,

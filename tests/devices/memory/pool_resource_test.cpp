@@ -1,13 +1,15 @@
 // The device-memory pool: a randomized run with its invariants checked on
 // real memory, bad input, class caches, reservations, the release threshold,
-// reuse in stream order, and a reset.
+// reuse in stream order, a reset, and the poison of free memory under ASan.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
 
+#include "devices/memory/asan_poison.hpp"
 #include "devices/memory/host_slab_resource.hpp"
 #include "devices/memory/pool_resource.hpp"
 #include "devices/memory/virtual_resource.hpp"
@@ -416,4 +418,62 @@ TEST_CASE("a reset forgets every block", "[devices][memory]") {
   CHECK(pool.stats().live_blocks == 0);
   CHECK(pool.allocate(3000, stream_ref{0}, owner()));
   CHECK(pool.check_invariants() == "");
+}
+
+TEST_CASE("under AddressSanitizer a simulated GPU's free memory is poisoned",
+          "[devices][memory]") {
+  if (!asan_enabled) {
+    WARN("SKIPPED ASan: not an AddressSanitizer build (./dev.sh sanitize)");
+    return;
+  }
+  host_slab_resource upstream{"host", 64 * MiB};
+  host_stream_ordering streams{1, true};
+  pool_resource pool{upstream, streams, {}};
+  auto a = pool.allocate(1000, stream_ref{0}, owner());
+  auto b = pool.allocate(1000, stream_ref{0}, owner());
+  REQUIRE(a);
+  REQUIRE(b);
+  auto* pa = static_cast<unsigned char*>(*a);
+  auto* pb = static_cast<unsigned char*>(*b);
+  // The block itself is usable, its rounding and what lies between the two
+  // blocks are not.
+  CHECK_FALSE(asan_is_poisoned(pa));
+  CHECK_FALSE(asan_is_poisoned(pa + 999));
+  CHECK(asan_is_poisoned(pa + 1000));
+  auto lo = std::min(pa, pb) + 1000;
+  CHECK(asan_is_poisoned(lo));
+  CHECK_FALSE(asan_is_poisoned(std::max(pa, pb)));
+  // A freed block is poisoned again (after its zero fill), a reused one not.
+  REQUIRE_FALSE(pool.deallocate(*a, 1000, stream_ref{0}));
+  CHECK(asan_is_poisoned(pa));
+  auto c = pool.allocate(500, stream_ref{0}, owner());
+  REQUIRE(c);
+  CHECK_FALSE(asan_is_poisoned(static_cast<unsigned char*>(*c) + 499));
+  CHECK(asan_is_poisoned(static_cast<unsigned char*>(*c) + 500));
+  REQUIRE_FALSE(pool.deallocate(*b, 1000, stream_ref{0}));
+  REQUIRE_FALSE(pool.deallocate(*c, 500, stream_ref{0}));
+  // Given back upstream, the slab carries no poison into a later mapping.
+  pool.reset(false);
+  CHECK(upstream.used() == 0);
+}
+
+TEST_CASE("under AddressSanitizer a write past a simulated GPU's block "
+          "is caught",
+          "[devices][memory]") {
+  if (!asan_enabled) {
+    WARN("SKIPPED ASan: not an AddressSanitizer build (./dev.sh sanitize)");
+    return;
+  }
+  std::string cmd = std::string{COHORT_ASAN_OVERFLOW} + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  while (auto n = std::fread(buf, 1, sizeof buf, p))
+    out.append(buf, n);
+  int rc = ::pclose(p);
+  INFO(out);
+  CHECK(rc != 0);
+  CHECK(out.find("AddressSanitizer: use-after-poison") != std::string::npos);
+  CHECK(out.find("overflow not caught") == std::string::npos);
 }
