@@ -79,10 +79,10 @@ memory_snapshot snapshot_of(devices::device& dev) {
 // books are cleared, so that the tenant ledger stops charging the blocks of
 // the launches lost with it (a simulated GPU's blocks go back to the host; a
 // real GPU's went with its context). The balancer refunds them when it
-// hears that the device is gone for good.
+// hears that the device is gone for good. Through the device, which drops
+// what its launches held along with the books.
 void release_memory(supervisor_state::entry& e) {
-  if (auto* mem = e.dev->memory())
-    mem->reset(!e.dev->info().simulated);
+  e.dev->release_memory();
 }
 
 void give_up(self_ptr self, uint32_t index, caf::error reason) {

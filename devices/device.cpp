@@ -1,5 +1,6 @@
 #include "devices/device.hpp"
 
+#include "devices/memory/device_memory.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::devices {
@@ -62,6 +63,11 @@ caf::error device::do_recreate() {
                         ": its context needs a new process to clear a sticky "
                         "error, and this backend's device actor runs in the "
                         "runtime's own process");
+}
+
+void device::do_release_memory() {
+  if (auto* mem = memory())
+    mem->reset(!info().simulated);
 }
 
 } // namespace cohort::devices

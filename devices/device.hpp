@@ -150,6 +150,12 @@ public:
   /// on success; context_poisoned from backends that cannot do it here.
   caf::error recreate() { return do_recreate(); }
 
+  /// The device is given up or taken out of service with no actor driving
+  /// it: what its launches held is dropped and its memory's books cleared,
+  /// so that no tenant stays charged for work lost with it (a simulated
+  /// GPU's blocks go back to the host; a real GPU's went with its context).
+  void release_memory() { do_release_memory(); }
+
   /// Warnings since the last call that do not take the device down
   /// (application-level Xids, corrected ECC errors, thermal throttling);
   /// they make it degraded. Polled by the device actor with `health`.
@@ -206,6 +212,9 @@ private:
   /// The default: a real GPU's sticky error needs a new process, and device
   /// actors are not hosted in child processes yet.
   virtual caf::error do_recreate();
+  /// The default clears the memory's books (blocks held by launches are
+  /// forgotten with them).
+  virtual void do_release_memory();
   virtual std::vector<std::string> do_take_warnings() { return {}; }
 
   device_info info_;

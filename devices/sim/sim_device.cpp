@@ -279,6 +279,15 @@ caf::error sim_device::do_reset() {
   return caf::none;
 }
 
+void sim_device::do_release_memory() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  // The launches' blocks go with the books: freeing them later (at the
+  // latest in the destructor) would return blocks the memory has forgotten.
+  held_.clear();
+  inputs_.clear();
+  memory_->reset(false);
+}
+
 caf::error sim_device::do_recreate() {
   {
     std::lock_guard<std::mutex> guard{mtx_};

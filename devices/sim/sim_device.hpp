@@ -111,6 +111,7 @@ private:
   void do_finish(uint64_t ticket) override;
   caf::error do_health() override;
   caf::error do_reset() override;
+  void do_release_memory() override;
   caf::error do_recreate() override;
   std::vector<std::string> do_take_warnings() override;
 

@@ -236,3 +236,28 @@ TEST_CASE("a simulated launch holds exactly what the balancer charges for it",
   dp->finish(1);
   CHECK(dp->memory()->snapshot().used == 0);
 }
+
+TEST_CASE("a given-up simulated GPU drops what its launches held",
+          "[devices][sim]") {
+  auto dp = make_small([] {
+    auto p = small_sim();
+    p.memory_bytes = 64ull << 20;
+    return p;
+  }());
+  work_item item;
+  item.kernel = kernels::kernel_id::axpy;
+  item.args.alpha = 2;
+  item.inputs = {host_buffer{std::vector<float>(1000, 1.0f)},
+                 host_buffer{std::vector<float>(1000, 2.0f)}};
+  REQUIRE(validate_item(item) == "");
+  auto views = item.views();
+  std::vector<stage_view> chain{{item.kernel, item.args, views, -1}};
+  REQUIRE(dp->launch_chain(0, 7, chain, {"t", 7, "held"}));
+  REQUIRE(dp->memory()->snapshot().used > 0);
+  // The supervisor gives the device up while the launch still holds its
+  // block; a later finish (or the destructor) must not free it again.
+  dp->release_memory();
+  CHECK(dp->memory()->snapshot().used == 0);
+  dp->finish(7);
+  CHECK(dp->memory()->snapshot().invalid_frees == 0);
+}
