@@ -74,17 +74,24 @@ TEST_CASE("every shipped scenario holds its invariants", "[chaos]") {
     auto& v = rep->check;
     for (auto& why : v.violations)
       UNSCOPED_INFO(why);
-    // Which fault was refused, and why (seen once under ASan in
-    // random_mix_42, where a slower host shifts the random faults).
-    for (auto& why : rep->refused)
-      UNSCOPED_INFO("refused: " << why);
     CHECK(v.ok());
     CHECK(v.lost == 0);
     CHECK(v.duplicated == 0);
     CHECK(v.wrong_results == 0);
     CHECK(v.items > 0);
     CHECK(v.completed > 0);
-    CHECK(rep->refused.empty());
+    // A scenario's own events always apply. Random faults may land on a
+    // device that has no actor at that moment (being reset, or offline for
+    // good once its restarts are spent): that refusal, and only that, is
+    // fine.
+    for (auto& why : rep->refused) {
+      INFO("refused: " << why);
+      if (s->random().count() == 0)
+        FAIL_CHECK("a scenario event was refused");
+      else
+        CHECK_THAT(why, Catch::Contains("invalid_transition") &&
+                            Catch::Contains("has no actor to crash"));
+    }
   }
 }
 
