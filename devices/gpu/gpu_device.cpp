@@ -1,8 +1,8 @@
 #include "devices/gpu/gpu_device.hpp"
 
 #include <algorithm>
-#include <utility>
 #include <cstring>
+#include <utility>
 
 #include "devices/gpu/gpu_memory_resource.hpp"
 #include "devices/topology.hpp"
@@ -497,11 +497,11 @@ caf::error gpu_device::drain_health_events() {
     bool fatal = ev.what == kind::lost || ev.what == kind::ecc_uncorrectable ||
                  (ev.what == kind::xid && is_device_level_xid(ev.xid));
     if (!fatal) {
-      warnings_.push_back(
-          std::string{opts_.monitor->library()} + " reported " +
-          (ev.what == kind::xid ? "Xid " + std::to_string(ev.xid)
-                                : std::string{"a corrected ECC error"}) +
-          (ev.detail.empty() ? "" : ": " + ev.detail));
+      warnings_.push_back(std::string{opts_.monitor->library()} + " reported " +
+                          (ev.what == kind::xid
+                               ? "Xid " + std::to_string(ev.xid)
+                               : std::string{"a corrected ECC error"}) +
+                          (ev.detail.empty() ? "" : ": " + ev.detail));
       continue;
     }
     if (!lost_)
@@ -529,6 +529,20 @@ caf::error gpu_device::do_health() {
     if (auto rc = rt_->stream_query(s); rc.failed() && is_sticky(rc.code))
       return COHORT_GPU_FAIL(rc, "polling a stream");
   return caf::none;
+}
+
+void gpu_device::do_release_memory() {
+  // Given up (its actor gone): the launches it still holds go with its
+  // memory's books, so that nothing is handed back to the pool later, at
+  // the latest when the device is destroyed. Their staging and events go
+  // back to the host now; the device memory is forgotten with the books.
+  for (auto& [ticket, rec] : records_) {
+    rec.block = nullptr;
+    release(rec, false);
+  }
+  records_.clear();
+  if (memory_)
+    memory_->reset(true);
 }
 
 caf::error gpu_device::do_reset() {

@@ -117,6 +117,7 @@ private:
   caf::expected<launch_result> do_collect(uint64_t ticket) override;
   caf::error do_health() override;
   caf::error do_reset() override;
+  void do_release_memory() override;
   std::vector<std::string> do_take_warnings() override;
 
   caf::error create_streams(int line);

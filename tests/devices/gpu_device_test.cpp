@@ -410,3 +410,24 @@ TEST_CASE("a chain that fails half-way frees what it held", "[devices][gpu]") {
   CHECK(r.fake->bad_frees() == 0);
   CHECK(r.dev->inflight() == 0);
 }
+
+TEST_CASE("a given-up GPU's held launches go with its memory, freed once",
+          "[devices][gpu]") {
+  rig r;
+  {
+    test::completions done{*r.dev};
+    auto x = xs(3);
+    std::vector<std::span<const float>> in{x};
+    // A launch whose output was never collected still holds its block when
+    // the supervisor gives the device up and releases its memory.
+    REQUIRE(r.dev->launch(0, 1, kernel_id::reduce_sum, {}, in));
+    REQUIRE(done.wait(1));
+    CHECK(r.dev->live_blocks() == 1);
+    r.dev->release_memory();
+    CHECK(r.dev->live_blocks() == 0);
+    CHECK(r.dev->inflight() == 0);
+  }
+  // Nothing is handed back a second time when the device goes.
+  r.dev.reset();
+  CHECK(r.fake->bad_frees() == 0);
+}
