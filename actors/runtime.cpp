@@ -238,6 +238,37 @@ runtime::~runtime() {
   stop();
 }
 
+caf::expected<memory_setup>
+configure_memory(const std::vector<std::shared_ptr<devices::device>>& devs,
+                 const pb::RuntimeConfig& cfg, const quota_lease& lease,
+                 std::shared_ptr<devices::memory::memory_observer> observer) {
+  std::map<std::string, uint64_t> global;
+  for (auto& p : lease.policies)
+    global[p.tenant] = p.memory_quota;
+  memory_setup out;
+  out.ledger = std::make_shared<devices::memory::tenant_ledger>(global);
+  out.pools = pool_options_for(cfg, lease);
+  for (size_t i = 0; i < devs.size(); ++i) {
+    auto* mem = devs[i]->memory();
+    if (mem == nullptr)
+      continue;
+    devices::memory::memory_options opts;
+    opts.limit = lease.devices[i].limit;
+    opts.pool = out.pools[i];
+    for (auto& p : lease.policies) {
+      if (p.device_quota[i] > 0)
+        opts.tenant_limits[p.tenant] = p.device_quota[i];
+      if (p.device_reserve[i] > 0)
+        opts.reservations[p.tenant] = p.device_reserve[i];
+    }
+    opts.ledger = out.ledger;
+    opts.observer = observer;
+    if (auto err = mem->configure(std::move(opts)))
+      return make_error(errc::malformed_config, describe(err));
+  }
+  return out;
+}
+
 caf::expected<std::unique_ptr<runtime>>
 runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
                std::vector<std::shared_ptr<devices::device>> extra,
@@ -256,32 +287,9 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   auto lease = compile_quotas(cfg, infos);
   if (!lease)
     return lease.error();
-  // Each device's memory: the runtime's share of it, the pool sized for it,
-  // its tenants' quotas and reservations, and one ledger that holds every
-  // tenant's quota across devices.
-  std::map<std::string, uint64_t> global;
-  for (auto& p : lease->policies)
-    global[p.tenant] = p.memory_quota;
-  auto ledger = std::make_shared<devices::memory::tenant_ledger>(global);
-  auto pools = pool_options_for(cfg, *lease);
-  for (size_t i = 0; i < devs->size(); ++i) {
-    auto* mem = (*devs)[i]->memory();
-    if (mem == nullptr)
-      continue;
-    devices::memory::memory_options opts;
-    opts.limit = lease->devices[i].limit;
-    opts.pool = pools[i];
-    for (auto& p : lease->policies) {
-      if (p.device_quota[i] > 0)
-        opts.tenant_limits[p.tenant] = p.device_quota[i];
-      if (p.device_reserve[i] > 0)
-        opts.reservations[p.tenant] = p.device_reserve[i];
-    }
-    opts.ledger = ledger;
-    opts.observer = observer;
-    if (auto err = mem->configure(std::move(opts)))
-      return make_error(errc::malformed_config, describe(err));
-  }
+  auto memory = configure_memory(*devs, cfg, *lease, observer);
+  if (!memory)
+    return memory.error();
   std::string path =
       cfg.audit_path().empty() ? "cohort-audit.log" : cfg.audit_path();
   auto audit_opts = audit_options_of(cfg);
@@ -311,15 +319,15 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   // admits under them without a message per item.
   rt->balancer_ =
       sys.spawn(balancer_impl, rt->infos_, *lease, rt->audit_, bcfg);
-  rt->quota_ =
-      sys.spawn(quota_impl, std::move(*lease), std::move(pools), rt->balancer_);
+  rt->quota_ = sys.spawn(quota_impl, std::move(*lease),
+                         std::move(memory->pools), rt->balancer_);
   rt->supervisor_ =
       sys.spawn(supervisor_impl, rt->devs_, rt->balancer_, rt->audit_, scfg);
   // The balancer hears when the audit log stops or starts being writable.
   caf::anon_send(rt->audit_, watch_atom::value,
                  caf::actor_cast<audit_listener>(rt->balancer_));
   rt->cfg_ = cfg;
-  rt->ledger_ = ledger;
+  rt->ledger_ = memory->ledger;
   rt->alerts_ = sys.spawn(alert_impl, *rules, rt->balancer_, rt->supervisor_,
                           rt->quota_, rt->audit_);
   caf::scoped_actor self{sys};

@@ -35,6 +35,22 @@ void add_sim_gpus(pb::RuntimeConfig& cfg, uint32_t n);
 caf::expected<std::vector<std::shared_ptr<devices::device>>>
 make_devices(const pb::RuntimeConfig& cfg);
 
+/// What configure_memory set up: every device's pool by index, and the
+/// ledger that holds every tenant's quota across devices.
+struct memory_setup {
+  std::vector<devices::memory::pool_options> pools;
+  std::shared_ptr<devices::memory::tenant_ledger> ledger;
+};
+
+/// Configures each device's memory for `lease` (compiled from `cfg` for
+/// `devs`): the runtime's share of it, the pool sized for it, its tenants'
+/// quotas and reservations, and one ledger for every tenant's quota.
+/// malformed_config names the first problem.
+caf::expected<memory_setup> configure_memory(
+    const std::vector<std::shared_ptr<devices::device>>& devs,
+    const pb::RuntimeConfig& cfg, const quota_lease& lease,
+    std::shared_ptr<devices::memory::memory_observer> observer = nullptr);
+
 /// The balancer's and the supervisor's settings from `cfg` (restart
 /// strategy and intensity, circuit breakers, watchdog timeouts);
 /// malformed_config names the first problem.

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 
 namespace cohort {
@@ -183,6 +183,21 @@ public:
   std::string first;
 };
 
+// Parses text format from `input` into `msg`; errors name `name` and the
+// line and column.
+caf::error parse_stream(google::protobuf::io::ZeroCopyInputStream& input,
+                        const std::string& name, google::protobuf::Message& msg,
+                        errc code) {
+  google::protobuf::TextFormat::Parser parser;
+  error_collector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.Parse(&input, &msg))
+    return make_error(
+        code,
+        name + ": " + (errors.first.empty() ? "cannot read" : errors.first));
+  return caf::none;
+}
+
 } // namespace
 
 caf::error load_text_file(const std::string& path,
@@ -192,27 +207,13 @@ caf::error load_text_file(const std::string& path,
     return make_error(code, path + ": cannot open: " + std::strerror(errno));
   google::protobuf::io::FileInputStream input{fd};
   input.SetCloseOnDelete(true);
-  google::protobuf::TextFormat::Parser parser;
-  error_collector errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.Parse(&input, &msg))
-    return make_error(
-        code,
-        path + ": " + (errors.first.empty() ? "cannot read" : errors.first));
-  return caf::none;
+  return parse_stream(input, path, msg, code);
 }
 
 caf::error parse_text(const std::string& text, const std::string& name,
                       google::protobuf::Message& msg, errc code) {
   google::protobuf::io::ArrayInputStream input{text.data(), int(text.size())};
-  google::protobuf::TextFormat::Parser parser;
-  error_collector errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.Parse(&input, &msg))
-    return make_error(
-        code,
-        name + ": " + (errors.first.empty() ? "cannot read" : errors.first));
-  return caf::none;
+  return parse_stream(input, name, msg, code);
 }
 
 caf::error check_pipeline(const pb::PipelineSpec& spec,
@@ -263,8 +264,7 @@ caf::error check_pipeline(const pb::PipelineSpec& spec,
   return caf::none;
 }
 
-caf::error check_plan(const pb::AllocationPlan& plan,
-                      const std::string& name) {
+caf::error check_plan(const pb::AllocationPlan& plan, const std::string& name) {
   auto bad = [&](const std::string& what) {
     return make_error(errc::malformed_config, name + ": " + what);
   };
