@@ -2,7 +2,7 @@
 # The project's two commands:
 #   ./dev.sh run    install dependencies, build, run the example pipeline (CPU + 4 simulated GPUs)
 #   ./dev.sh test   install dependencies, build, run the test suite
-# Other verbs: setup, build, chaos, bench [dispatch|kernels|pool|placement],
+# Other verbs: setup, build, chaos, bench [dispatch|fleet|kernels|pool|placement],
 #   sanitize [meson test options]   tests and chaos scenarios under ASan + UBSan (build-asan/)
 #   fuzz [SECONDS] [TARGET...]      libFuzzer targets (build-asan/), SECONDS (60) each
 #   gpu-check [REPORT]              on a machine with an NVIDIA GPU: CUDA build, conformance,
@@ -155,7 +155,7 @@ case "$verb" in
     "$build_dir/tools/cohort" chaos "$@"
     ;;
   bench)
-    # ./dev.sh bench [dispatch|kernels|pool|placement] [options]
+    # ./dev.sh bench [dispatch|fleet|kernels|pool|placement] [options]
     setup; build
     which=dispatch
     if [ $# -gt 0 ] && [[ "$1" != -* ]]; then which=$1; shift; fi

@@ -2,6 +2,7 @@
 // independent sums of 1,024 floats and reports throughput and latency.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,18 @@ struct dispatch_figures {
   std::string error;
 };
 
-/// Cohort with quota and audit on: `workers` CPU workers, one tenant.
-dispatch_figures run_cohort(int tasks, int workers, int window,
+/// The fleet Cohort runs on: `cpu_workers` CPU workers and `sim_gpus`
+/// simulated GPUs (labelled simulated; they compute on the host).
+struct cohort_fleet {
+  int cpu_workers = 2;
+  int sim_gpus = 0;
+};
+
+/// Cohort with quota and audit on (the default fsync policy), one tenant, a
+/// client keeping `window` items in flight. The time runs from the first
+/// submission until the audit log has caught up (a flush after the last
+/// result); latency is one `runtime::run` at a time.
+dispatch_figures run_cohort(int tasks, cohort_fleet fleet, int window,
                             int latency_samples);
 
 /// StarPU 1.3 with scheduling policy `policy` and `workers` CPU workers.
@@ -28,5 +39,11 @@ dispatch_figures run_starpu(const std::string& policy, int tasks, int workers,
 
 /// p-th percentile (0..100) of `samples` (sorted in place).
 double percentile(std::vector<double>& samples, double p);
+
+/// The 1-minute load average, or -1 where it cannot be read.
+double load_average();
+
+/// "min / median / max" of `v` (not empty), with `digits` decimals.
+std::string spread(std::vector<double> v, int digits = 0);
 
 } // namespace cohort::bench

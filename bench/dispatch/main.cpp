@@ -1,29 +1,34 @@
 // bench/dispatch: tasks per second and one-in-flight latency of 100,000
-// independent sums of 1,024 floats, Cohort against StarPU in the same run.
+// independent sums of 1,024 floats, Cohort against StarPU in the same
+// process, the systems' runs interleaved (--runs rounds of each).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "bench/dispatch/dispatch.hpp"
 
-namespace cohort::bench {
+namespace {
 
-double percentile(std::vector<double>& samples, double p) {
-  if (samples.empty())
-    return 0;
-  std::sort(samples.begin(), samples.end());
-  auto idx = size_t(p / 100.0 * double(samples.size() - 1) + 0.5);
-  return samples[std::min(idx, samples.size() - 1)];
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= list.size();) {
+    auto comma = list.find(',', pos);
+    if (comma != pos && pos < list.size())
+      out.push_back(list.substr(pos, comma - pos));
+    pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
+  }
+  return out;
 }
 
-} // namespace cohort::bench
+} // namespace
 
 int main(int argc, char** argv) {
   using namespace cohort::bench;
-  int tasks = 100000, workers = 2, window = 4096, samples = 2000;
+  int tasks = 100000, workers = 2, window = 4096, samples = 2000, runs = 3;
   std::vector<std::string> policies{"lws", "eager", "dmda"};
   for (int i = 1; i < argc; ++i) {
     auto arg = std::string{argv[i]};
@@ -36,56 +41,80 @@ int main(int argc, char** argv) {
       window = std::atoi(next());
     else if (arg == "--samples")
       samples = std::atoi(next());
-    else if (arg == "--policies") {
-      policies.clear();
-      std::string list = next();
-      for (size_t pos = 0; pos <= list.size();) {
-        auto comma = list.find(',', pos);
-        if (comma != pos && pos < list.size())
-          policies.push_back(list.substr(pos, comma - pos));
-        pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
-      }
-    } else {
-      std::fprintf(stderr,
-                   "usage: bench_dispatch [--tasks N] [--workers N] "
-                   "[--window N] [--samples N] [--policies lws,eager,dmda]\n");
+    else if (arg == "--runs")
+      runs = std::atoi(next());
+    else if (arg == "--policies")
+      policies = split_list(next());
+    else {
+      std::fprintf(stderr, "usage: bench_dispatch [--tasks N] [--workers N] "
+                           "[--window N] [--samples N] [--runs N] "
+                           "[--policies lws,eager,dmda]\n");
       return 2;
     }
   }
-  if (tasks <= 0 || workers <= 0 || window <= 0 || samples <= 0) {
+  if (tasks <= 0 || workers <= 0 || window <= 0 || samples <= 0 || runs <= 0) {
     std::fprintf(stderr, "bench_dispatch: counts must be positive\n");
     return 2;
   }
   std::printf("dispatch: %d tasks (sum of 1024 floats), %d CPU workers, "
-              "window %d; latency over %d one-at-a-time tasks\n"
-              "allocator (both systems, one process): %s\n\n",
-              tasks, workers, window, samples,
+              "window %d; latency over %d one-at-a-time tasks; %d "
+              "interleaved run(s) of each system\n"
+              "allocator (both systems, one process): %s; load average "
+              "%.2f\n\n",
+              tasks, workers, window, samples, runs,
 #ifdef COHORT_JEMALLOC
-              "jemalloc"
+              "jemalloc",
 #else
-              "glibc malloc"
+              "glibc malloc",
 #endif
-  );
-  std::vector<dispatch_figures> rows;
-  rows.push_back(run_cohort(tasks, workers, window, samples));
-  for (auto& p : policies)
-    rows.push_back(run_starpu(p, tasks, workers, samples));
-  double lws = 0;
-  for (auto& r : rows)
-    if (r.system == "starpu lws" && r.error.empty())
-      lws = r.tasks_per_s;
-  std::printf("%-22s %12s %14s %10s %10s\n", "system", "tasks/s",
+              load_average());
+  std::printf("%-4s %-22s %12s %14s %10s %10s\n", "run", "system", "tasks/s",
               "vs starpu lws", "p50 us", "p99 us");
   int bad = 0;
-  for (auto& r : rows) {
-    if (!r.error.empty()) {
-      std::printf("%-22s failed: %s\n", r.system.c_str(), r.error.c_str());
-      ++bad;
-      continue;
+  // Per system, the figures of every run; and Cohort's ratio per run.
+  std::map<std::string, std::vector<dispatch_figures>> all;
+  std::vector<std::string> order;
+  std::vector<double> ratios;
+  for (int run = 1; run <= runs; ++run) {
+    std::vector<dispatch_figures> rows;
+    rows.push_back(run_cohort(tasks, {workers, 0}, window, samples));
+    for (auto& p : policies)
+      rows.push_back(run_starpu(p, tasks, workers, samples));
+    double lws = 0;
+    for (auto& r : rows)
+      if (r.system == "starpu lws" && r.error.empty())
+        lws = r.tasks_per_s;
+    for (auto& r : rows) {
+      if (!r.error.empty()) {
+        std::printf("%-4d %-22s failed: %s\n", run, r.system.c_str(),
+                    r.error.c_str());
+        ++bad;
+        continue;
+      }
+      std::printf("%-4d %-22s %12.0f %13.2fx %10.1f %10.1f\n", run,
+                  r.system.c_str(), r.tasks_per_s,
+                  lws > 0 ? r.tasks_per_s / lws : 0.0, r.p50_us, r.p99_us);
+      if (all.count(r.system) == 0)
+        order.push_back(r.system);
+      all[r.system].push_back(r);
+      if (lws > 0 && &r == &rows.front())
+        ratios.push_back(r.tasks_per_s / lws);
     }
-    std::printf("%-22s %12.0f %13.2fx %10.1f %10.1f\n", r.system.c_str(),
-                r.tasks_per_s, lws > 0 ? r.tasks_per_s / lws : 0.0, r.p50_us,
-                r.p99_us);
   }
+  std::printf("\nspread over %d run(s): min / median / max\n", runs);
+  for (auto& name : order) {
+    std::vector<double> tput, p50, p99;
+    for (auto& r : all[name]) {
+      tput.push_back(r.tasks_per_s);
+      p50.push_back(r.p50_us);
+      p99.push_back(r.p99_us);
+    }
+    std::printf("%-22s tasks/s %s; p50 us %s; p99 us %s\n", name.c_str(),
+                spread(tput).c_str(), spread(p50, 1).c_str(),
+                spread(p99, 1).c_str());
+  }
+  if (!ratios.empty())
+    std::printf("cohort / starpu lws: %s\n", spread(ratios, 2).c_str());
+  std::printf("load average at the end: %.2f\n", load_average());
   return bad == 0 ? 0 : 1;
 }
