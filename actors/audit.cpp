@@ -1,6 +1,8 @@
 #include "actors/audit.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <span>
 
 #include <caf/all.hpp>
 
@@ -68,6 +70,33 @@ audit_actor::behavior_type audit_impl(self_ptr self,
         for (auto& ev : events)
           if (auto e = st.log->append(ev, more); e && !err)
             err = std::move(e);
+        report(self, err);
+        schedule_tick(self);
+      },
+      [=](record_atom, audit_batch& batch) {
+        auto& st = self->state;
+        bool more = !self->mailbox().empty();
+        caf::error err;
+        auto note = [&](caf::error e) {
+          if (e && !err)
+            err = std::move(e);
+        };
+        std::span<const audit_entry> entries{batch.entries};
+        size_t from = 0;
+        for (size_t i = 0; i <= batch.events.size(); ++i) {
+          bool last = i == batch.events.size();
+          auto at = i < batch.at.size() ? size_t(batch.at[i]) : from;
+          auto to = last ? entries.size()
+                         : std::clamp<size_t>(at, from, entries.size());
+          if (to > from)
+            note(st.log->append(entries.subspan(from, to - from),
+                                more || !last));
+          from = to;
+          if (!last)
+            note(st.log->append(batch.events[i],
+                                more || i + 1 < batch.events.size() ||
+                                    from < entries.size()));
+        }
         report(self, err);
         schedule_tick(self);
       },

@@ -22,6 +22,9 @@ using audit_listener = caf::typed_actor<
 using audit_actor = caf::typed_actor<
     /// Appends a batch of events to the log, in order.
     caf::reacts_to<record_atom, std::vector<audit_event>>,
+    /// Appends fixed entries and events to the log in the order the batch
+    /// gives; runs of entries become BATCH records.
+    caf::reacts_to<record_atom, audit_batch>,
     /// Writes and syncs everything received so far (no sync under
     /// audit_fsync::never); replies with the number of records in the log.
     /// The reply acknowledges every record received before the flush.
@@ -60,25 +63,29 @@ audit_impl(audit_actor::stateful_pointer<audit_state> self,
            std::shared_ptr<audit_log> log);
 
 /// Collects events inside one actor and sends them to the audit actor in
-/// batches. Not thread-safe: lives in the state of the actor that uses it.
+/// batches: common-path entries in fixed binary (nothing allocated per
+/// entry), other events in full, in the order they were added. Not
+/// thread-safe: lives in the state of the actor that uses it.
 class audit_buffer {
 public:
   audit_buffer() = default;
 
   explicit audit_buffer(audit_actor dest) : dest_(std::move(dest)) {
-    // nop
+    pending_.entries.reserve(max_pending);
   }
 
   /// Adds one event for `self`: sends the batch when it is full, otherwise
   /// makes sure a tick_atom reaches `self` within 5 ms to send it.
   template <class Self> void add(Self* self, audit_event ev) {
-    pending_.push_back(std::move(ev));
-    if (pending_.size() >= max_pending) {
-      flush(self);
-    } else if (!tick_scheduled_) {
-      tick_scheduled_ = true;
-      self->delayed_send(self, std::chrono::milliseconds(5), tick_atom::value);
-    }
+    pending_.at.push_back(uint32_t(pending_.entries.size()));
+    pending_.events.push_back(std::move(ev));
+    added(self);
+  }
+
+  /// Adds one common-path entry, as `add(self, event)`.
+  template <class Self> void add(Self* self, const audit_entry& e) {
+    pending_.entries.push_back(e);
+    added(self);
   }
 
   /// Handles the tick `add` scheduled.
@@ -93,14 +100,23 @@ public:
       return;
     self->send(dest_, record_atom::value, std::move(pending_));
     pending_ = {};
-    pending_.reserve(max_pending);
+    pending_.entries.reserve(max_pending);
   }
 
-  static constexpr size_t max_pending = 128;
+  static constexpr size_t max_pending = 1024;
 
 private:
+  template <class Self> void added(Self* self) {
+    if (pending_.size() >= max_pending) {
+      flush(self);
+    } else if (!tick_scheduled_) {
+      tick_scheduled_ = true;
+      self->delayed_send(self, std::chrono::milliseconds(5), tick_atom::value);
+    }
+  }
+
   audit_actor dest_;
-  std::vector<audit_event> pending_;
+  audit_batch pending_;
   bool tick_scheduled_ = false;
 };
 

@@ -1,6 +1,7 @@
 #include "actors/audit_log.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
@@ -14,6 +15,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <openssl/evp.h>
 
+#include "kernels/catalog.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/errc.hpp"
 
@@ -239,6 +241,62 @@ bool torn_tail_at(const uint8_t* d, size_t off, size_t size, bool incomplete) {
   return true;
 }
 
+// Why a BATCH record whose hash verified cannot be read (a writer's bug,
+// not tampering); empty when its entries fit its count and tables.
+std::string batch_problem(const pb::AuditRecord& rec) {
+  auto n = uint64_t(rec.count());
+  if (n == 0 || n > audit_log::max_batch_entries)
+    return "a BATCH record holds " + std::to_string(n) + " records, not 1 to " +
+           std::to_string(audit_log::max_batch_entries);
+  if (rec.entries().size() != n * sizeof(audit_entry))
+    return "a BATCH record of " + std::to_string(n) + " records has " +
+           std::to_string(rec.entries().size()) + " bytes of entries, not " +
+           std::to_string(n * sizeof(audit_entry));
+  for (uint64_t i = 0; i < n; ++i) {
+    audit_entry e;
+    std::memcpy(&e, rec.entries().data() + i * sizeof e, sizeof e);
+    auto k = e.kind;
+    bool kind_ok = pb::AuditKind_IsValid(k) && k != pb::AUDIT_UNSPECIFIED &&
+                   k != pb::RECOVERY && k != pb::ROTATED && k != pb::BATCH;
+    if (!kind_ok || e.tenant >= uint32_t(rec.tenants_size()) ||
+        e.kernel >= rec.kernels_size() ||
+        (e.device != audit_entry::no_device && e.device >= rec.devices_size()))
+      return "entry " + std::to_string(i + 1) + " of a BATCH record (seq " +
+             std::to_string(rec.seq() + i) +
+             ") has a kind or a name index out of range";
+  }
+  return {};
+}
+
+// Calls `on_record` with each record of a checked BATCH record, as it would
+// have been written on its own (its prev_hash and hash are the batch's).
+void expand_batch(
+    const pb::AuditRecord& rec, pb::AuditRecord& out,
+    const std::function<void(const pb::AuditRecord&)>& on_record) {
+  out.Clear();
+  out.set_prev_hash(rec.prev_hash());
+  out.set_hash(rec.hash());
+  for (uint32_t i = 0; i < rec.count(); ++i) {
+    audit_entry e;
+    std::memcpy(&e, rec.entries().data() + size_t(i) * sizeof e, sizeof e);
+    out.set_seq(rec.seq() + i);
+    out.set_time_ns(e.time_ns);
+    out.set_kind(static_cast<pb::AuditKind>(e.kind));
+    out.set_tenant(rec.tenants(int(e.tenant)));
+    out.set_work_id(e.work_id);
+    if (e.device == audit_entry::no_device)
+      out.clear_device();
+    else
+      out.set_device(rec.devices(e.device));
+    out.set_kernel(rec.kernels(e.kernel));
+    if (e.kind == pb::ADMITTED)
+      out.set_detail(std::to_string(e.value) + " bytes");
+    else
+      out.clear_detail();
+    on_record(out);
+  }
+}
+
 // Where the chain stands while files are read.
 struct chain_cursor {
   bool started = false;
@@ -256,6 +314,7 @@ bool verify_file(const mapped_file& m, bool last, chain_cursor& c,
   size_t off = 0;
   uint64_t index = 0;
   pb::AuditRecord rec;
+  pb::AuditRecord expanded;
   while (off < size) {
     ++index;
     bool parsed = false;
@@ -327,17 +386,30 @@ bool verify_file(const mapped_file& m, bool last, chain_cursor& c,
     }
     if (rec.prev_hash() != as_view(c.head))
       return bad("does not link to the previous record", false);
+    bool batch = rec.kind() == pb::BATCH;
     auto h = chain_hash(c.head.data(), c.head.size(), r, len - hash_trailer);
     if (std::memcmp(h.data(), r + len - 32, 32) != 0)
-      return bad("hash mismatch: the record was altered", false);
-    c.seq = rec.seq();
+      return bad(batch
+                     ? "hash mismatch: a record of the BATCH of " +
+                           std::to_string(rec.count()) + " records from seq " +
+                           std::to_string(rec.seq()) + " was altered"
+                     : "hash mismatch: the record was altered",
+                 false);
+    if (batch)
+      if (auto why = batch_problem(rec); !why.empty())
+        return bad(why, false);
+    if (f.records == 0)
+      f.first_seq = rec.seq();
+    uint64_t n = batch ? rec.count() : 1;
+    c.seq = rec.seq() + n - 1;
     c.head = h;
-    ++v.good_records;
+    v.good_records += n;
     v.last_seq = c.seq;
-    if (f.records++ == 0)
-      f.first_seq = c.seq;
+    f.records += n;
     f.last_seq = c.seq;
-    if (on_record)
+    if (on_record && batch)
+      expand_batch(rec, expanded, on_record);
+    else if (on_record)
       on_record(rec);
     off = p + len;
   }
@@ -610,6 +682,12 @@ void audit_log::chain(const audit_event& ev) {
   rec.clear_hash();
   body_.clear();
   rec.AppendToString(&body_);
+  seal();
+  ++pending_;
+  ++stats_.records_appended;
+}
+
+void audit_log::seal() {
   head_ = chain_hash(head_.data(), head_.size(), body_.data(), body_.size());
   uint8_t prefix[8];
   auto size = uint32_t(body_.size() + hash_trailer);
@@ -620,26 +698,111 @@ void audit_log::chain(const audit_event& ev) {
   buffer_.push_back(char(hash_tag));
   buffer_.push_back(char(head_.size()));
   buffer_.append(reinterpret_cast<const char*>(head_.data()), head_.size());
-  ++pending_;
-  ++stats_.records_appended;
 }
 
-caf::error audit_log::append(const audit_event& ev, bool more_coming) {
+void audit_log::name_table::set(std::vector<std::string> names) {
+  for (auto& n : names)
+    cut(n, max_field_bytes);
+  names_ = std::move(names);
+}
+
+std::string audit_log::name_table::name_of(uint32_t global) const {
+  if (kernels_ && kernels::is_known(uint8_t(global)) && global < 256)
+    return std::string{kernels::name(static_cast<kernels::kernel_id>(global))};
+  if (!kernels_ && global < names_.size())
+    return names_[global];
+  return "#" + std::to_string(global);
+}
+
+void audit_log::set_names(std::vector<std::string> tenants,
+                          std::vector<std::string> devices) {
+  tenants_.set(std::move(tenants));
+  devices_.set(std::move(devices));
+}
+
+void audit_log::chain(std::span<const audit_entry> entries) {
+  // The entries go to disk as they are in memory, with local indices.
+  static_assert(std::endian::native == std::endian::little,
+                "BATCH entries are little-endian (docs/audit.md)");
+  auto& rec = batch_scratch_;
+  auto n = uint32_t(entries.size());
+  rec.set_seq(seq_ + 1);
+  seq_ += n;
+  rec.set_time_ns(entries.front().time_ns != 0 ? entries.front().time_ns
+                                               : wall_clock_ns());
+  rec.set_kind(pb::BATCH);
+  rec.set_prev_hash(reinterpret_cast<const char*>(head_.data()), head_.size());
+  rec.clear_hash();
+  rec.set_count(n);
+  rec.clear_tenants();
+  rec.clear_devices();
+  rec.clear_kernels();
+  auto* out = rec.mutable_entries();
+  out->resize(size_t(n) * sizeof(audit_entry));
+  auto* dst = out->data();
+  for (auto e : entries) {
+    if (e.time_ns == 0)
+      e.time_ns = rec.time_ns();
+    e.tenant = tenants_.local(e.tenant, *rec.mutable_tenants());
+    if (e.device != audit_entry::no_device)
+      e.device = uint16_t(devices_.local(e.device, *rec.mutable_devices()));
+    e.kernel = uint8_t(kernels_.local(e.kernel, *rec.mutable_kernels()));
+    std::memcpy(dst, &e, sizeof e);
+    dst += sizeof e;
+  }
+  // The next record starts with fresh local tables.
+  tenants_.reset();
+  devices_.reset();
+  kernels_.reset();
+  body_.clear();
+  rec.AppendToString(&body_);
+  seal();
+  pending_ += n;
+  stats_.records_appended += n;
+}
+
+caf::error audit_log::over_budget(uint64_t records) {
   if (failing_ && buffer_.size() >= opts_.max_unwritten_bytes) {
     // Memory stays bounded while the log cannot be written: unless the
-    // write works now, the record is not chained, and the gap is recorded
+    // write works now, the records are not chained, and the gap is recorded
     // once writes work again.
     if (auto err = write_batch()) {
-      ++dropped_since_;
-      ++stats_.dropped;
+      dropped_since_ += records;
+      stats_.dropped += records;
       return err;
     }
   }
+  return caf::none;
+}
+
+caf::error audit_log::append(const audit_event& ev, bool more_coming) {
+  if (auto err = over_budget(1))
+    return err;
   chain(ev);
   if (pending_ >=
       (more_coming ? uint64_t{max_group} * opts_.batch : uint64_t{opts_.batch}))
     return write_batch();
   return caf::none;
+}
+
+caf::error audit_log::append(std::span<const audit_entry> entries,
+                             bool more_coming) {
+  caf::error first;
+  while (!entries.empty()) {
+    // Dropped whole while writes fail and memory is used up.
+    if (auto err = over_budget(entries.size()))
+      return first ? first : err;
+    auto part =
+        entries.first(std::min<size_t>(entries.size(), max_batch_entries));
+    entries = entries.subspan(part.size());
+    chain(part);
+    if (pending_ >= (more_coming || !entries.empty()
+                         ? uint64_t{max_group} * opts_.batch
+                         : uint64_t{opts_.batch}))
+      if (auto err = write_batch(); err && !first)
+        first = std::move(err);
+  }
+  return first;
 }
 
 caf::error audit_log::write_batch() {

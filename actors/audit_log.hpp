@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,21 @@ public:
   /// `stats().dropped`) and the write error returned.
   caf::error append(const audit_event& ev, bool more_coming = false);
 
+  /// The names that audit entries' indices refer to: tenants in the order
+  /// of the runtime config, devices by index (kernels are the catalog's).
+  /// An index without a name is written as `#N`.
+  void set_names(std::vector<std::string> tenants,
+                 std::vector<std::string> devices);
+
+  /// Chains and buffers `entries` as BATCH records (one per
+  /// `max_batch_entries`), each counting as `size()` records towards the
+  /// batch size and hashed once; otherwise as `append(event)`.
+  caf::error append(std::span<const audit_entry> entries,
+                    bool more_coming = false);
+
+  /// Entries in one BATCH record at most.
+  static constexpr uint32_t max_batch_entries = 4096;
+
   /// True while the last write or sync failed (until one succeeds).
   bool failing() const { return failing_; }
 
@@ -200,6 +216,18 @@ private:
   // Numbers, chains and buffers one record, without writing.
   void chain(const audit_event& ev);
 
+  // Numbers, chains and buffers one BATCH record of `entries` (at most
+  // max_batch_entries), without writing.
+  void chain(std::span<const audit_entry> entries);
+
+  // Appends the record in body_ (serialized without its hash), chained to
+  // head_, to the write buffer.
+  void seal();
+
+  // Whether records are to be dropped rather than buffered: writes fail and
+  // the buffer is full (and a write now fails too).
+  caf::error over_budget(uint64_t records);
+
   // One write(2) of the buffer, synced as the policy says, then rotation
   // when the file is full.
   caf::error write_batch();
@@ -221,6 +249,56 @@ private:
   digest head_{};
   std::string buffer_;
   pb::AuditRecord scratch_;
+  pb::AuditRecord batch_scratch_;
+  /// A name table of audit entries (tenants, devices or kernels) and the
+  /// local indices of its names in the BATCH record being built.
+  class name_table {
+  public:
+    /// Kernels' table: named by the catalog.
+    explicit name_table(bool kernels = false) : kernels_(kernels) {}
+
+    void set(std::vector<std::string> names);
+
+    /// The local index of `global`, adding its name to `out` the first
+    /// time (`#N` for an index without a name).
+    template <class Names> uint32_t local(uint32_t global, Names& out) {
+      if (global >= max_direct)
+        return add(global, out);
+      if (direct_.size() <= global)
+        direct_.resize(size_t(global) + 1, -1);
+      if (direct_[global] < 0) {
+        direct_[global] = int32_t(add(global, out));
+        touched_.push_back(global);
+      }
+      return uint32_t(direct_[global]);
+    }
+
+    void reset() {
+      for (auto g : touched_)
+        direct_[g] = -1;
+      touched_.clear();
+    }
+
+  private:
+    // Indices below this are looked up in a flat table; others (never in a
+    // runtime: its tables are smaller) get a name entry each time.
+    static constexpr uint32_t max_direct = 65536;
+
+    template <class Names> uint32_t add(uint32_t global, Names& out) {
+      out.Add(name_of(global));
+      return uint32_t(out.size() - 1);
+    }
+
+    std::string name_of(uint32_t global) const;
+
+    bool kernels_;
+    std::vector<std::string> names_;
+    std::vector<int32_t> direct_;
+    std::vector<uint32_t> touched_;
+  };
+  name_table tenants_;
+  name_table devices_;
+  name_table kernels_{true};
   std::string body_;
   /// Size of the active file, as far as this process wrote it.
   uint64_t file_bytes_ = 0;

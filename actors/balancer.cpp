@@ -94,6 +94,37 @@ void audit(self_ptr self, audit_kind kind, const work_item& item,
                                  std::move(detail), wall_clock_ns()});
 }
 
+int64_t steady_ns(clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             t.time_since_epoch())
+      .count();
+}
+
+// Reads the clock for the message being handled.
+void stamp(balancer_state& st) {
+  st.now = clock::now();
+  st.now_wall_ns = st.wall_offset_ns + steady_ns(st.now);
+}
+
+// The wall clock is the steady clock plus an offset, taken again now (it
+// moves when the system clock is set or slewed).
+void refresh_wall_offset(balancer_state& st) {
+  st.wall_offset_ns = wall_clock_ns() - steady_ns(clock::now());
+}
+
+// Records a common-path event of `r`'s item in fixed binary: an admission
+// (`value`: its device-memory bytes), a first placement or a completion on
+// device `device` (-1: none).
+void audit_common(self_ptr self, audit_kind kind, const work_item& item,
+                  int tenant, int32_t device, uint64_t value = 0) {
+  auto& st = self->state;
+  st.audit.add(
+      self, audit_entry{st.now_wall_ns, item.id, value, uint32_t(tenant),
+                        device < 0 ? audit_entry::no_device : uint16_t(device),
+                        static_cast<uint8_t>(kind),
+                        static_cast<uint8_t>(item.kernel)});
+}
+
 void device_event(self_ptr self, const std::string& device,
                   std::string detail) {
   self->state.audit.add(self,
@@ -108,7 +139,7 @@ void reject(self_ptr self, const work_item& item, const client_sink& sink,
   ++adm.rejected;
   ++adm.rejected_by_reason[to_string(code_of(err))];
   audit(self, audit_kind::rejected, item, "", describe(err));
-  self->send(sink, failed_atom::value, item.id, std::move(err));
+  self->send(sink, failed_atom::value, item.key(), std::move(err));
 }
 
 balancer_state::client_key key_of(const client_sink& sink, uint64_t id) {
@@ -117,7 +148,7 @@ balancer_state::client_key key_of(const client_sink& sink, uint64_t id) {
 
 // Refuses an item that was held back: it leaves the index of open items.
 void reject_held(self_ptr self, balancer_state::held_item& h, caf::error err) {
-  self->state.by_client.erase(key_of(h.sink, h.item.id));
+  self->state.by_client.erase(key_of(h.sink, h.item.key()));
   reject(self, h.item, h.sink, std::move(err));
 }
 
@@ -322,7 +353,7 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   if (!r.slices.empty())
     release_gang(self, ticket);
   auto& rec = i->second;
-  st.by_client.erase(key_of(rec.sink, rec.item.id));
+  st.by_client.erase(key_of(rec.sink, rec.item.key()));
   audit(self, audit_kind::failed, rec.item,
         rec.device >= 0 ? st.devices[size_t(rec.device)].info.name : "",
         describe(err));
@@ -334,7 +365,7 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   unplace(self, rec);
   unready(st, rec);
   st.book.end(rec.tenant);
-  self->send(rec.sink, failed_atom::value, rec.item.id, std::move(err));
+  self->send(rec.sink, failed_atom::value, rec.item.key(), std::move(err));
   ++st.counters.failed;
   st.outstanding.erase(i);
   wake(self);
@@ -488,6 +519,8 @@ void commit(self_ptr self, uint64_t ticket, size_t index, bool explore,
     ++st.counters.fallbacks_by_reason["device_memory"];
     ++st.counters.admission.memory_fallbacks;
     note(audit_kind::fallback, "device memory: " + describe(memory_why));
+  } else if (r.attempts == 1 && !explore && r.members.empty()) {
+    audit_common(self, audit_kind::placed, r.item, r.tenant, int32_t(index));
   } else if (r.attempts == 1) {
     note(audit_kind::placed, explore ? "first run of its kernel and size "
                                        "here (exploring)"
@@ -1248,7 +1281,7 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
         self, ticket,
         make_error(errc::cancelled, "cancelled while it ran on " + device +
                                         "; its result was dropped"));
-  auto now = clock::now();
+  auto now = st.now;
   {
     auto& cell = st.latency[index * kernels::kernel_id_limit +
                             static_cast<size_t>(r.item.kernel)];
@@ -1279,18 +1312,21 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
                 std::to_string(fb.budget_ns / 1000000) + " ms");
     }
   }
-  audit(self, audit_kind::completed, r.item, device,
-        attempts > 1 ? "after " + std::to_string(attempts) + " placements" +
-                           (detail.empty() ? "" : "; " + detail)
-                     : detail);
+  if (attempts <= 1 && detail.empty())
+    audit_common(self, audit_kind::completed, r.item, r.tenant, int32_t(index));
+  else
+    audit(self, audit_kind::completed, r.item, device,
+          attempts > 1 ? "after " + std::to_string(attempts) + " placements" +
+                             (detail.empty() ? "" : "; " + detail)
+                       : detail);
   unplace(self, r);
   st.book.end(r.tenant);
-  st.by_client.erase(key_of(r.sink, r.item.id));
+  st.by_client.erase(key_of(r.sink, r.item.key()));
   ++st.counters.completed;
   ++st.devices[index].stats.completed;
-  self->send(
-      r.sink, result_atom::value,
-      work_result{r.item.id, std::move(output), device, attempts, fallback});
+  self->send(r.sink, result_atom::value,
+             work_result{r.item.id, std::move(output), device, attempts,
+                         fallback, r.item.tag});
   st.outstanding.erase(i);
 }
 
@@ -1427,8 +1463,11 @@ void admit(self_ptr self, int t, work_item item, client_sink sink,
   st.book.admit(t, now);
   ++st.counters.admission.admitted;
   auto ticket = ++st.next_ticket;
-  audit(self, audit_kind::admitted, item, "",
-        std::to_string(bytes) + " bytes" + note);
+  if (note.empty())
+    audit_common(self, audit_kind::admitted, item, t, -1, bytes);
+  else
+    audit(self, audit_kind::admitted, item, "",
+          std::to_string(bytes) + " bytes" + note);
   balancer_state::record r;
   auto c = item_cost(item);
   r.cost_units = c.flops + c.bytes;
@@ -1437,7 +1476,7 @@ void admit(self_ptr self, int t, work_item item, client_sink sink,
   r.bytes = bytes;
   r.cls = size_class(r.cost_units);
   r.admitted_at = now;
-  st.by_client.insert_or_assign(key_of(sink, item.id), ticket);
+  st.by_client.insert_or_assign(key_of(sink, item.key()), ticket);
   r.item = std::move(item);
   r.sink = std::move(sink);
   auto& rec = st.outstanding.emplace(ticket, std::move(r)).first->second;
@@ -1652,7 +1691,7 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
   auto bytes = item_bytes(item);
   if (auto err = st.book.check_ever(t, bytes, pol.device_mask))
     return reject(self, item, sink, std::move(err));
-  auto key = key_of(sink, item.id);
+  auto key = key_of(sink, item.key());
   if (st.by_client.count(key) > 0)
     return reject(self, item, sink,
                   make_error(errc::duplicate_id,
@@ -1660,7 +1699,7 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
                                  std::to_string(item.id) +
                                  " in flight: the ends of the two could not "
                                  "be told apart"));
-  auto now = clock::now();
+  auto now = st.now;
   auto& q = st.held[size_t(t)];
   // Later items wait behind held-back ones: order within a tenant holds.
   caf::error blocked = st.book.check_admit(t, now);
@@ -1700,7 +1739,7 @@ void cancel(self_ptr self, uint64_t id, const client_sink& sink) {
     // Held back before admission: it never ran.
     for (auto& q : st.held)
       for (auto h = q.begin(); h != q.end(); ++h)
-        if (h->item.id == id && h->sink == sink) {
+        if (h->item.key() == id && h->sink == sink) {
           auto held = std::move(*h);
           q.erase(h);
           reject_held(self, held, std::move(err));
@@ -1770,6 +1809,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   st.vtime.assign(st.ready.size(), 0.0);
   st.model = run_time_model{cfg.model_window};
   st.started_at = clock::now();
+  refresh_wall_offset(st);
+  stamp(st);
   st.audit = audit_buffer{std::move(audit_dest)};
   st.cfg = cfg;
   for (auto& s : st.devices)
@@ -1778,17 +1819,21 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   // Stopped with items still in flight (the runtime drained what it could
   // first): each ends now, once, with shutting_down.
   self->set_exit_handler([=](caf::exit_msg& msg) {
+    stamp(self->state);
     end_everything(self);
     self->quit(msg.reason);
   });
   return {
       [=](submit_atom, work_item& item, client_sink& sink) {
+        stamp(self->state);
         on_submit(self, item, sink);
       },
       [=](cancel_atom, uint64_t id, client_sink& sink) {
+        stamp(self->state);
         cancel(self, id, sink);
       },
       [=](audit_atom, bool ok, std::string& why) {
+        stamp(self->state);
         auto& st = self->state;
         st.audit_down = !ok;
         st.audit_why = why;
@@ -1805,12 +1850,14 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           wake(self);
       },
       [=](halt_atom) {
+        stamp(self->state);
         end_everything(self);
         // The audit log closes next: later refusals are counted, not logged.
         self->state.audit = audit_buffer{};
         return true;
       },
       [=](lease_atom, quota_lease& lease) {
+        stamp(self->state);
         // New limits for the same tenants: use so far carries over. Items in
         // flight and held back refer to tenants by position.
         auto& st = self->state;
@@ -1835,6 +1882,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         wake(self);
       },
       [=](done_atom, uint32_t index, std::vector<work_done>& batch) {
+        stamp(self->state);
         for (auto& done : batch)
           complete(self, index, done);
         auto& s = self->state.devices[index];
@@ -1843,6 +1891,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         wake(self);
       },
       [=](failed_atom, uint32_t index, uint64_t ticket, caf::error& err) {
+        stamp(self->state);
         auto& st = self->state;
         auto& slot = st.devices[index];
         slot.sent -= std::min(slot.sent, 1u);
@@ -1860,6 +1909,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         wake(self);
       },
       [=](up_atom, uint32_t index, device_actor& handle) {
+        stamp(self->state);
         auto& st = self->state;
         auto& s = st.devices.at(index);
         if (s.started) {
@@ -1884,6 +1934,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         wake(self);
       },
       [=](down_atom, uint32_t index, caf::error& reason, bool permanent) {
+        stamp(self->state);
         auto& st = self->state;
         auto& s = st.devices.at(index);
         // Taken down on purpose (an operator, a sibling's restart): not a
@@ -1944,6 +1995,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         wake(self);
       },
       [=](status_atom, uint32_t index, uint8_t status, std::string& why) {
+        stamp(self->state);
         auto& st = self->state;
         auto& s = st.devices.at(index);
         if (!s.handle) {
@@ -1980,6 +2032,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         wake(self);
       },
       [=](down_atom) {
+        stamp(self->state);
         auto& st = self->state;
         st.closed = true;
         // Open batches launch now: their members are admitted and run.
@@ -2004,6 +2057,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         return true;
       },
       [=](stats_atom) {
+        stamp(self->state);
         auto& st = self->state;
         auto out = st.counters;
         auto now = clock::now();
@@ -2051,6 +2105,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         return out;
       },
       [=](usage_atom) {
+        stamp(self->state);
         auto& st = self->state;
         auto u = st.book.usage();
         for (size_t t = 0; t < u.tenants.size() && t < st.held.size(); ++t)
@@ -2062,11 +2117,16 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         return u;
       },
       [=](flush_atom) {
+        stamp(self->state);
         self->state.audit.flush(self);
         return true;
       },
-      [=](tick_atom) { self->state.audit.on_tick(self); },
+      [=](tick_atom) {
+        refresh_wall_offset(self->state);
+        self->state.audit.on_tick(self);
+      },
       [=](retry_atom) {
+        stamp(self->state);
         auto& st = self->state;
         st.retry_scheduled = false;
         expire(self, clock::now());
@@ -2079,6 +2139,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           schedule_retry(self);
       },
       [=](batch_atom) {
+        stamp(self->state);
         auto& st = self->state;
         auto now = clock::now();
         std::vector<batching::batch_key> due;

@@ -313,6 +313,12 @@ struct balancer_state {
   };
   std::vector<latency_cell> latency;
   uint64_t next_ticket = 0;
+  /// The time of the message being handled (one clock read per message),
+  /// and the wall clock then for the audit log: steady + `wall_offset_ns`,
+  /// which each audit tick sets again.
+  clock::time_point now{};
+  int64_t now_wall_ns = 0;
+  int64_t wall_offset_ns = 0;
   bool closed = false;
   /// The audit log cannot be written now, and why.
   bool audit_down = false;

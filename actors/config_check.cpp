@@ -75,6 +75,43 @@ caf::error check_tenant(const pb::TenantGrant& t) {
   return caf::none;
 }
 
+caf::error check_scheduler(const pb::Scheduler& s) {
+  auto where = std::string{"scheduler: "};
+  if (!s.policy().empty() && s.policy() != "stealing" &&
+      s.policy() != "sharing")
+    return bad(where + "policy is '" + s.policy() +
+               "', not \"stealing\" or \"sharing\"");
+  auto range = [&](const char* name, bool has, uint32_t x, uint32_t lo,
+                   uint32_t hi) -> caf::error {
+    if (has && (x < lo || x > hi))
+      return bad(where + name + " is " + std::to_string(x) + ", not in " +
+                 std::to_string(lo) + ".." + std::to_string(hi));
+    return caf::none;
+  };
+  // A steal interval divides a counter: 0 is refused.
+  for (auto err :
+       {range("threads", s.has_threads(), s.threads(), 1, bounds::max_threads),
+        range("max_throughput", s.has_max_throughput(), s.max_throughput(), 1,
+              bounds::max_throughput),
+        range("aggressive_poll_attempts", s.has_aggressive_poll_attempts(),
+              s.aggressive_poll_attempts(), 0, bounds::max_poll_attempts),
+        range("aggressive_steal_interval", s.has_aggressive_steal_interval(),
+              s.aggressive_steal_interval(), 1, bounds::max_poll_attempts),
+        range("moderate_poll_attempts", s.has_moderate_poll_attempts(),
+              s.moderate_poll_attempts(), 0, bounds::max_poll_attempts),
+        range("moderate_steal_interval", s.has_moderate_steal_interval(),
+              s.moderate_steal_interval(), 1, bounds::max_poll_attempts),
+        range("moderate_sleep_us", s.has_moderate_sleep_us(),
+              s.moderate_sleep_us(), 0, bounds::max_sleep_us),
+        range("relaxed_steal_interval", s.has_relaxed_steal_interval(),
+              s.relaxed_steal_interval(), 1, bounds::max_poll_attempts),
+        range("relaxed_sleep_us", s.has_relaxed_sleep_us(),
+              s.relaxed_sleep_us(), 1, bounds::max_sleep_us)})
+    if (err)
+      return err;
+  return caf::none;
+}
+
 } // namespace
 
 caf::error check_config(const pb::RuntimeConfig& cfg) {
@@ -121,6 +158,8 @@ caf::error check_config(const pb::RuntimeConfig& cfg) {
                   cfg.alerts().device_unavailable_ms()}})
     if (ms > bounds::max_ms)
       return too_long(name, ms);
+  if (auto err = check_scheduler(cfg.scheduler()))
+    return err;
   if (!within(cfg.supervision().degraded_penalty(), 0, 1e6))
     return bad("supervision: degraded_penalty must be a finite number in "
                "0..1000000");

@@ -31,6 +31,12 @@ struct config_bounds {
   static constexpr uint32_t max_ms = 3'600'000;
   /// Placements of one item.
   static constexpr uint32_t max_attempts = 1000;
+  /// CAF's scheduler: worker threads, messages per turn, poll attempts and
+  /// intervals, and sleeps (one second).
+  static constexpr uint32_t max_threads = 256;
+  static constexpr uint32_t max_throughput = 1u << 20;
+  static constexpr uint32_t max_poll_attempts = 1u << 20;
+  static constexpr uint32_t max_sleep_us = 1'000'000;
 };
 
 /// Checks every count, size, time and number of `cfg` (finite and in

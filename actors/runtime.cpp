@@ -298,6 +298,16 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   auto log = audit_log::open(path, *audit_opts);
   if (!log)
     return log.error();
+  // The balancer records its common events by index: tenants in the
+  // lease's order, devices by index.
+  {
+    std::vector<std::string> tenants, names;
+    for (auto& p : lease->policies)
+      tenants.push_back(p.tenant);
+    for (auto& d : infos)
+      names.push_back(d.name);
+    (*log)->set_names(std::move(tenants), std::move(names));
+  }
   std::unique_ptr<runtime> rt{new runtime(sys)};
   if (cfg.shutdown_drain_ms() > 0)
     rt->drain_timeout_ = std::chrono::milliseconds{cfg.shutdown_drain_ms()};
@@ -321,6 +331,7 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
       sys.spawn(balancer_impl, rt->infos_, *lease, rt->audit_, bcfg);
   rt->quota_ = sys.spawn(quota_impl, std::move(*lease),
                          std::move(memory->pools), rt->balancer_);
+  rt->hub_ = std::make_unique<client_hub>(sys, rt->balancer_);
   rt->supervisor_ =
       sys.spawn(supervisor_impl, rt->devs_, rt->balancer_, rt->audit_, scfg);
   // The balancer hears when the audit log stops or starts being writable.
@@ -347,17 +358,26 @@ caf::error stopped_error() {
 
 } // namespace
 
-caf::expected<work_result> runtime::run(work_item item) {
+work_future runtime::submit(work_item item) {
   if (stopped_)
-    return stopped_error();
-  caf::scoped_actor self{sys_};
-  auto sink = caf::actor_cast<client_sink>(self);
-  self->send(balancer_, submit_atom::value, std::move(item), sink);
-  caf::expected<work_result> out{caf::error{}};
-  self->receive(
-      [&](result_atom, work_result& res) { out = std::move(res); },
-      [&](failed_atom, uint64_t, caf::error& err) { out = std::move(err); });
-  return out;
+    return client_hub::ready(item.id, stopped_error());
+  return hub_->submit(std::move(item));
+}
+
+void runtime::submit(work_item item, work_callback done) {
+  if (stopped_) {
+    done(stopped_error());
+    return;
+  }
+  hub_->submit(std::move(item), std::move(done));
+}
+
+void runtime::cancel(const work_future& f) {
+  hub_->cancel(f);
+}
+
+caf::expected<work_result> runtime::run(work_item item) {
+  return submit(std::move(item)).get();
 }
 
 caf::expected<work_result> runtime::run(work_item item,
@@ -366,27 +386,17 @@ caf::expected<work_result> runtime::run(work_item item,
     return make_error(errc::invalid_arguments,
                       "run: the timeout must be positive, not " +
                           std::to_string(timeout.count()) + " ms");
-  if (stopped_)
-    return stopped_error();
-  caf::scoped_actor self{sys_};
-  auto sink = caf::actor_cast<client_sink>(self);
   auto id = item.id;
-  self->send(balancer_, submit_atom::value, std::move(item), sink);
-  caf::expected<work_result> out{caf::error{}};
-  self->receive(
-      [&](result_atom, work_result& res) { out = std::move(res); },
-      [&](failed_atom, uint64_t, caf::error& err) { out = std::move(err); },
-      caf::after(timeout) >>
-          [&] {
-            // Its end now goes nowhere: it is cancelled so that it ends at
-            // once if it still waits.
-            self->send(balancer_, cancel_atom::value, id, sink);
-            out = make_error(
-                errc::timed_out,
-                "item " + std::to_string(id) + " did not end within " +
-                    std::to_string(timeout.count()) + " ms; it was cancelled");
-          });
-  return out;
+  auto f = submit(std::move(item));
+  if (f.wait_for(timeout))
+    return f.get();
+  // Its end now goes nowhere: it is cancelled so that it ends at once if it
+  // still waits.
+  cancel(f);
+  return make_error(errc::timed_out, "item " + std::to_string(id) +
+                                         " did not end within " +
+                                         std::to_string(timeout.count()) +
+                                         " ms; it was cancelled");
 }
 
 std::shared_ptr<devices::sim::sim_device>
@@ -548,6 +558,9 @@ void runtime::stop() {
   stop_one(alerts_.address());
   stop_one(supervisor_.address());
   ask<bool>(balancer_, halt_atom::value);
+  // Every item has ended now: the callbacks of their ends run before stop
+  // returns.
+  hub_->drain();
   ask<uint64_t>(audit_, flush_atom::value);
   stop_one(quota_.address());
   stop_one(audit_.address());

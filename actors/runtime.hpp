@@ -15,6 +15,7 @@
 #include "actors/alerts.hpp"
 #include "actors/audit.hpp"
 #include "actors/balancer.hpp"
+#include "actors/client_hub.hpp"
 #include "actors/quota.hpp"
 #include "actors/supervisor.hpp"
 #include "devices/sim/sim_device.hpp"
@@ -71,8 +72,29 @@ public:
         std::vector<std::shared_ptr<devices::device>> extra = {},
         std::shared_ptr<devices::memory::memory_observer> observer = nullptr);
 
-  /// Submits one item as its tenant and waits for its end. After `stop()`
-  /// it ends at once with shutting_down.
+  /// Submits one item as its tenant and returns at once; the future gets
+  /// its end (its result or a definitive error) exactly once. Nothing waits
+  /// per item: the end fills the future from the runtime's own thread, and
+  /// `get()` spins a few microseconds before it sleeps. Ids are the
+  /// caller's to choose (two items in flight may share one). After `stop()`
+  /// the future is already filled with shutting_down.
+  work_future submit(work_item item);
+
+  /// Submits one item; `done` is called once with its end, on the runtime's
+  /// callback thread, one callback at a time in the order items end. A
+  /// callback may submit more work, and may block (delaying the callbacks
+  /// after it); an exception it throws is dropped. After `stop()` `done` is
+  /// called at once, on the calling thread, with shutting_down.
+  void submit(work_item item, work_callback done);
+
+  /// Cancels the item of `f`: one still waiting ends with cancelled and
+  /// never runs; one running finishes on its device and ends with
+  /// cancelled, its result dropped. Exactly one end either way; nothing
+  /// when it already ended.
+  void cancel(const work_future& f);
+
+  /// Submits one item as its tenant and waits for its end (`submit` and
+  /// `get`). After `stop()` it ends at once with shutting_down.
   caf::expected<work_result> run(work_item item);
 
   /// As `run(item)`, waiting at most `timeout` (positive). When the time is
@@ -176,6 +198,8 @@ private:
   std::string audit_path_;
   audit_actor audit_;
   balancer_actor balancer_;
+  /// The sink of submit and run.
+  std::unique_ptr<client_hub> hub_;
   quota_actor quota_;
   supervisor_actor supervisor_;
   alert_actor alerts_;

@@ -1,9 +1,9 @@
 // libFuzzer target: the audit log readers. The input is an audit log file
 // (length-delimited, hash-chained records) that `cohort audit verify`,
 // `show` and `query --json` read and that a writer re-opens (cutting a torn
-// tail); or, with a first byte of 0 or 1, the text of `--since` / `--kind`.
-// COHORT_FUZZ_WRITE_SEED=PATH writes a valid log of a few records to PATH
-// and exits: the seed corpus' one file.
+// tail), BATCH records among them; or, with a first byte of 0 or 1, the text of
+// `--since` / `--kind`. COHORT_FUZZ_WRITE_SEED=PATH writes a valid log of a few
+// records to PATH and exits: the seed corpus' one file.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "actors/audit_log.hpp"
 #include "messages/errc.hpp"
@@ -37,6 +38,20 @@ void write_seed(const std::string& path) {
   for (auto k : kinds)
     (*log)->append({k, "tenant-a", id++, "sim0", "axpy", "seed record",
                     1795000000000000000 + int64_t(id)});
+  // A BATCH record: the common path's fixed entries.
+  (*log)->set_names({"tenant-a"}, {"cpu0", "sim0"});
+  std::vector<audit_entry> entries;
+  for (auto k :
+       {audit_kind::admitted, audit_kind::placed, audit_kind::completed}) {
+    audit_entry e;
+    e.time_ns = 1795000000000000000 + int64_t(id);
+    e.work_id = id;
+    e.value = k == audit_kind::admitted ? 4096 : 0;
+    e.device = k == audit_kind::admitted ? audit_entry::no_device : 1;
+    e.kind = static_cast<uint8_t>(k);
+    entries.push_back(e);
+  }
+  (*log)->append(std::span<const audit_entry>{entries});
   (*log)->flush(false);
   log->reset();
   std::filesystem::remove(path + ".lock");

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
@@ -57,5 +59,53 @@ typename Inspector::result_type inspect(Inspector& f, audit_event& x) {
 
 /// Nanoseconds since the Unix epoch, from the system clock.
 int64_t wall_clock_ns();
+
+/// A common-path event (an admission, a first placement, a completion) in
+/// fixed binary form: names are indices into the runtime's tables (tenants
+/// in the order of the config, devices by index, kernels by id), so that
+/// recording one builds no string and allocates nothing. The audit log
+/// writes a run of them as one BATCH record, hashed once (docs/audit.md).
+struct audit_entry {
+  int64_t time_ns = 0;
+  uint64_t work_id = 0;
+  /// admitted: the item's device-memory bytes; otherwise 0.
+  uint64_t value = 0;
+  uint32_t tenant = 0;
+  /// `no_device` for none.
+  uint16_t device = 0;
+  /// An audit_kind: admitted, placed or completed.
+  uint8_t kind = 0;
+  /// A kernel id.
+  uint8_t kernel = 0;
+
+  static constexpr uint16_t no_device = 0xFFFF;
+};
+
+static_assert(sizeof(audit_entry) == 32 &&
+              std::is_trivially_copyable_v<audit_entry>);
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, audit_entry& x) {
+  return f(caf::meta::type_name("audit_entry"), x.time_ns, x.work_id, x.value,
+           x.tenant, x.device, x.kind, x.kernel);
+}
+
+/// What one actor sends the audit actor at a time: fixed entries and full
+/// events, in the order they happened: `events[i]` comes right before
+/// `entries[at[i]]` (after the last entry when `at[i]` is entries.size()).
+struct audit_batch {
+  std::vector<audit_entry> entries;
+  std::vector<audit_event> events;
+  std::vector<uint32_t> at;
+
+  bool empty() const { return entries.empty() && events.empty(); }
+
+  size_t size() const { return entries.size() + events.size(); }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, audit_batch& x) {
+  return f(caf::meta::type_name("audit_batch"), x.entries, x.events, x.at);
+}
 
 } // namespace cohort

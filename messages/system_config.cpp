@@ -1,10 +1,15 @@
 #include "messages/system_config.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include <caf/all.hpp>
 
 #include "messages/alert.hpp"
 #include "messages/audit_event.hpp"
 #include "messages/audit_stats.hpp"
+#include "messages/cohort.pb.h"
 #include "messages/device_info.hpp"
 #include "messages/errc.hpp"
 #include "messages/memory_stats.hpp"
@@ -28,6 +33,10 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<audit_event>("cohort::audit_event");
   cfg.add_message_type<std::vector<audit_event>>(
       "std::vector<cohort::audit_event>");
+  cfg.add_message_type<audit_entry>("cohort::audit_entry");
+  cfg.add_message_type<std::vector<audit_entry>>(
+      "std::vector<cohort::audit_entry>");
+  cfg.add_message_type<audit_batch>("cohort::audit_batch");
   cfg.add_message_type<audit_stats>("cohort::audit_stats");
   cfg.add_message_type<std::vector<device_info>>(
       "std::vector<cohort::device_info>");
@@ -56,8 +65,46 @@ void register_types(caf::actor_system_config& cfg) {
   });
 }
 
+void apply_scheduler(caf::actor_system_config& cfg, const pb::Scheduler& s) {
+  using caf::config_value;
+  auto count = [&](const char* key, bool has, uint32_t x) {
+    if (has)
+      cfg.set(key, config_value::integer{x});
+  };
+  auto us = [](uint32_t x) {
+    return caf::timespan{std::chrono::microseconds{x}};
+  };
+  cfg.set("scheduler.policy", s.policy() == "sharing" ? caf::atom("sharing")
+                                                      : caf::atom("stealing"));
+  auto threads = s.has_threads()
+                     ? s.threads()
+                     : std::max(2u, std::thread::hardware_concurrency());
+  cfg.set("scheduler.max-threads", config_value::integer{threads});
+  count("scheduler.max-throughput", s.has_max_throughput(), s.max_throughput());
+  count("work-stealing.aggressive-poll-attempts",
+        s.has_aggressive_poll_attempts(), s.aggressive_poll_attempts());
+  count("work-stealing.aggressive-steal-interval",
+        s.has_aggressive_steal_interval(), s.aggressive_steal_interval());
+  count("work-stealing.moderate-poll-attempts", s.has_moderate_poll_attempts(),
+        s.moderate_poll_attempts());
+  count("work-stealing.moderate-steal-interval",
+        s.has_moderate_steal_interval(), s.moderate_steal_interval());
+  cfg.set("work-stealing.moderate-sleep-duration",
+          us(s.has_moderate_sleep_us() ? s.moderate_sleep_us() : 0));
+  count("work-stealing.relaxed-steal-interval", s.has_relaxed_steal_interval(),
+        s.relaxed_steal_interval());
+  if (s.has_relaxed_sleep_us())
+    cfg.set("work-stealing.relaxed-sleep-duration", us(s.relaxed_sleep_us()));
+}
+
 system_config::system_config() {
   register_types(*this);
+  apply_scheduler(*this, pb::Scheduler{});
+}
+
+system_config::system_config(const pb::RuntimeConfig& cfg) {
+  register_types(*this);
+  apply_scheduler(*this, cfg.scheduler());
 }
 
 } // namespace cohort

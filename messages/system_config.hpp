@@ -1,18 +1,35 @@
-// The one place where Cohort's message types and error category meet CAF.
+// The one place where Cohort's message types and error category meet CAF,
+// and where CAF's scheduler is set up for Cohort.
 #pragma once
 
 #include <caf/actor_system_config.hpp>
 
 namespace cohort {
 
+namespace pb {
+class RuntimeConfig;
+class Scheduler;
+} // namespace pb
+
 /// Registers every Cohort message type and the "cohort" error category on
 /// `cfg`.
 void register_types(caf::actor_system_config& cfg);
 
-/// An actor system config with Cohort's types registered.
+/// Sets CAF's scheduler on `cfg` from `s` (`cohort.pb.Scheduler`), Cohort's
+/// defaults for what `s` leaves unset: one worker per core (at least 2) and
+/// idle workers that spin briefly and then sleep until work arrives. Call
+/// check_config first: values are not checked here.
+void apply_scheduler(caf::actor_system_config& cfg, const pb::Scheduler& s);
+
+/// An actor system config with Cohort's types registered and Cohort's
+/// scheduler defaults.
 class system_config : public caf::actor_system_config {
 public:
   system_config();
+
+  /// With the scheduler of `cfg` (its `scheduler` section) over the
+  /// defaults.
+  explicit system_config(const pb::RuntimeConfig& cfg);
 };
 
 } // namespace cohort

@@ -68,6 +68,16 @@ struct work_item {
   /// Devices the item needs at once (a gang): 0 or 1 for one. A gang gemm
   /// is split by rows of A, one slice per device, all placed together.
   uint32_t gang = 0;
+  /// How the submitting client tells its items apart when ids alone do not
+  /// (runtime::submit sets it; 0 otherwise): when set, the client's item is
+  /// keyed by it instead of `id`, and its end carries it (work_result::tag;
+  /// a failure's id field). The id stays the item's name everywhere else
+  /// (the audit log, devices, errors).
+  uint64_t tag = 0;
+
+  /// What the client's sink knows the item by: its tag when set, else its
+  /// id.
+  uint64_t key() const { return tag != 0 ? tag : id; }
 
   /// Views of the inputs, in the form the kernel catalog takes.
   std::vector<std::span<const float>> views() const {
@@ -129,7 +139,7 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("work_item"), x.id, x.tenant, kernel, x.args,
-           x.inputs, x.then, x.gang, load);
+           x.inputs, x.then, x.gang, x.tag, load);
 }
 
 /// The successful end of a work item, as the client receives it.
@@ -142,12 +152,14 @@ struct work_result {
   uint32_t attempts = 0;
   /// True if it ended on a CPU worker after a GPU placement failed.
   bool fallback = false;
+  /// The item's tag (see work_item::tag).
+  uint64_t tag = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_result& x) {
   return f(caf::meta::type_name("work_result"), x.id, x.output, x.device,
-           x.attempts, x.fallback);
+           x.attempts, x.fallback, x.tag);
 }
 
 /// A device actor's report of one finished launch.

@@ -121,21 +121,12 @@ ends submit_all(
   return out;
 }
 
-/// Every record of an audit log file, in order.
+/// Every record of an audit log file, in order, as readers see them (BATCH
+/// records expanded), as far as the chain verifies.
 inline std::vector<pb::AuditRecord> read_audit(const std::string& path) {
   std::vector<pb::AuditRecord> out;
-  int fd = ::open(path.c_str(), O_RDONLY);
-  google::protobuf::io::FileInputStream raw{fd};
-  raw.SetCloseOnDelete(true);
-  for (;;) {
-    google::protobuf::io::CodedInputStream in{&raw};
-    uint32_t size;
-    if (!in.ReadVarint32(&size))
-      break;
-    std::string bytes;
-    in.ReadString(&bytes, int(size));
-    out.emplace_back().ParseFromString(bytes);
-  }
+  actors::audit_log::verify(
+      path, [&](const pb::AuditRecord& r) { out.push_back(r); });
   return out;
 }
 

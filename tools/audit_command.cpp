@@ -331,20 +331,24 @@ caf::expected<pb::AuditKind> parse_kind(const std::string& text) {
   std::string upper;
   for (char c : text)
     upper += char(std::toupper(static_cast<unsigned char>(c)));
+  // BATCH is how records are stored, never a record's kind once read.
+  auto shown = [](int n) {
+    return n != pb::AUDIT_UNSPECIFIED && n != pb::BATCH;
+  };
   pb::AuditKind kind;
-  if (pb::AuditKind_Parse(upper, &kind) && kind != pb::AUDIT_UNSPECIFIED)
+  if (pb::AuditKind_Parse(upper, &kind) && shown(kind))
     return kind;
   if (!text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
         return c >= '0' && c <= '9';
       })) {
     auto n = std::atoi(text.c_str());
-    if (text.size() < 4 && n > 0 && pb::AuditKind_IsValid(n))
+    if (text.size() < 4 && pb::AuditKind_IsValid(n) && shown(n))
       return static_cast<pb::AuditKind>(n);
   }
   std::string names;
   auto* desc = pb::AuditKind_descriptor();
   for (int i = 0; i < desc->value_count(); ++i)
-    if (desc->value(i)->number() != 0)
+    if (shown(desc->value(i)->number()))
       names += (names.empty() ? "" : ", ") + desc->value(i)->name();
   return bad_argument("--kind: unknown kind '" + text + "' (one of " + names +
                       ")");

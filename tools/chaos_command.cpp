@@ -57,7 +57,9 @@ int run_chaos(const chaos_options& opts, std::FILE* out) {
     }
     scenarios.push_back(std::move(*s));
   }
-  system_config cfg;
+  pb::RuntimeConfig sched;
+  *sched.mutable_scheduler() = opts.scheduler;
+  system_config cfg{sched};
   caf::actor_system sys{cfg};
   std::fprintf(out, "%-32s %6s %6s %5s %6s %4s %4s %5s %6s %4s %8s %8s %s\n",
                "scenario", "seed", "items", "ok", "failed", "lost", "dup",

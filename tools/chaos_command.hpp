@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "messages/cohort.pb.h"
+
 namespace cohort::tools {
 
 struct chaos_options {
@@ -23,6 +25,8 @@ struct chaos_options {
   std::string audit_dir;
   /// Also prints the timeline and each device's counters.
   bool verbose = false;
+  /// CAF's scheduler for the runs (checked).
+  pb::Scheduler scheduler;
 };
 
 /// Runs every scenario and prints a table to `out`. Returns 0 when every

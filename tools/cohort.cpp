@@ -25,6 +25,7 @@
 #include "tools/byte_units.hpp"
 #include "tools/chaos_command.hpp"
 #include "tools/pipeline.hpp"
+#include "tools/scheduler_arg.hpp"
 #include "tools/serve_command.hpp"
 
 using namespace cohort;
@@ -44,9 +45,13 @@ commands:
                                the default device set
                                (one CPU worker per core + 4 simulated GPUs)
   run PIPELINE [--config FILE] [--audit PATH] [--no-progress]
+      [--scheduler KEY=VALUE,...]
                                run a pipeline spec (protobuf text format) and
                                report; exit 1 if any item failed, was lost or
-                               differs from the CPU reference
+                               differs from the CPU reference. --scheduler
+                               sets CAF's scheduler (threads,
+                               moderate_sleep_us, ...: cohort.pb.Scheduler)
+                               over the config's; so do serve and chaos
   audit verify PATH            check an audit log's hash chain across its
                                rotated segments (PATH.1, PATH.2, ...) and the
                                active file PATH; exit 1 and name the first bad
@@ -67,7 +72,7 @@ commands:
                                reservations, policy, and the headroom per
                                tenant and device of an idle runtime
   chaos SCENARIO... [--seed N] [--scale X] [--soak] [--repeat N]
-        [--audit-dir DIR] [--verbose]
+        [--audit-dir DIR] [--verbose] [--scheduler KEY=VALUE,...]
                                run chaos scenarios (protobuf text format,
                                cohort.pb.ChaosScenario; a directory runs every
                                .textproto in it) and check the invariants:
@@ -84,6 +89,7 @@ commands:
                                step would be refused
   serve [--config FILE] [--listen HOST:PORT] [--token-file FILE]
         [--audit PATH] [--pipeline FILE [--repeat N]] [--for SECONDS]
+        [--scheduler KEY=VALUE,...]
                                run a node: the runtime plus HTTP on
                                127.0.0.1:9470 by default, Prometheus metrics at
                                /metrics, the admin API under /v1 (mutating
@@ -262,21 +268,26 @@ int cmd_devices(const std::vector<std::string>& args) {
 }
 
 int cmd_run(const std::vector<std::string>& args) {
-  auto a =
-      parse_args("run", args, {"--config", "--audit"}, {"--no-progress"}, true);
+  auto a = parse_args("run", args, {"--config", "--audit", "--scheduler"},
+                      {"--no-progress"}, true);
   if (!a)
     return bad_input(a.error());
   tools::run_options opts;
   opts.progress = a->switches.count("--no-progress") ? nullptr : stderr;
   opts.config_path = a->values["--config"];
   opts.audit_path = a->values["--audit"];
+  opts.scheduler = a->values["--scheduler"];
   auto& pipeline = a->file;
   if (pipeline.empty())
     return bad_input("run: missing PIPELINE file (see `cohort help`)");
   auto spec = load_pipeline(pipeline);
   if (!spec)
     return bad_input(spec.error());
-  system_config cfg;
+  // The actor system runs with the config's scheduler settings.
+  auto rt_cfg = tools::runtime_config_of(*spec, opts);
+  if (!rt_cfg)
+    return bad_input(rt_cfg.error());
+  system_config cfg{*rt_cfg};
   caf::actor_system sys{cfg};
   auto report = tools::run_pipeline(sys, *spec, opts);
   if (!report)
@@ -489,9 +500,10 @@ int main(int argc, char** argv) {
   if (cmd == "admin")
     return tools::cmd_admin(args);
   if (cmd == "chaos") {
-    auto a = parse_args("chaos", args,
-                        {"--seed", "--scale", "--repeat", "--audit-dir"},
-                        {"--soak", "--verbose"}, size_t(-1));
+    auto a = parse_args(
+        "chaos", args,
+        {"--seed", "--scale", "--repeat", "--audit-dir", "--scheduler"},
+        {"--soak", "--verbose"}, size_t(-1));
     if (!a)
       return bad_input(a.error());
     tools::chaos_options opts;
@@ -501,6 +513,15 @@ int main(int argc, char** argv) {
     for (auto& [k, v] : a->values) {
       if (k == "--audit-dir") {
         opts.audit_dir = v;
+        continue;
+      }
+      if (k == "--scheduler") {
+        pb::RuntimeConfig sched;
+        if (auto err = tools::apply_scheduler_arg(sched, v))
+          return bad_input(err);
+        if (auto err = actors::check_config(sched))
+          return bad_input(err);
+        opts.scheduler = sched.scheduler();
         continue;
       }
       char* end = nullptr;

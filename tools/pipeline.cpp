@@ -1,5 +1,8 @@
 #include "tools/pipeline.hpp"
 
+#include "actors/config_check.hpp"
+#include "tools/scheduler_arg.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -415,9 +418,8 @@ caf::error check_stages(const pb::PipelineSpec& spec) {
   return checked ? caf::none : checked.error();
 }
 
-caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
-                                            const pb::PipelineSpec& spec,
-                                            const run_options& opts) {
+caf::expected<pb::RuntimeConfig> runtime_config_of(const pb::PipelineSpec& spec,
+                                                   const run_options& opts) {
   pb::RuntimeConfig cfg = config_for(spec);
   if (!opts.config_path.empty()) {
     auto loaded = load_config(opts.config_path);
@@ -427,6 +429,21 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   }
   if (!opts.audit_path.empty())
     cfg.set_audit_path(opts.audit_path);
+  if (!opts.scheduler.empty())
+    if (auto err = apply_scheduler_arg(cfg, opts.scheduler))
+      return err;
+  if (auto err = actors::check_config(cfg))
+    return err;
+  return cfg;
+}
+
+caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
+                                            const pb::PipelineSpec& spec,
+                                            const run_options& opts) {
+  auto made = runtime_config_of(spec, opts);
+  if (!made)
+    return made.error();
+  auto& cfg = *made;
   // Check every stage before anything runs.
   auto checked = check_spec(spec);
   if (!checked)

@@ -25,6 +25,8 @@ struct run_options {
   std::string config_path;
   /// Replaces the audit log path when set.
   std::string audit_path;
+  /// `--scheduler` settings over the config's (see scheduler_arg.hpp).
+  std::string scheduler;
   /// Where progress goes (nullptr = nowhere); a bar if it is a terminal,
   /// otherwise a plain line every 10%.
   std::FILE* progress = nullptr;
@@ -81,6 +83,13 @@ struct pipeline_report {
 /// The runtime config a spec runs with: the spec's own, else the CLI default
 /// (CPU workers plus 4 simulated GPUs, tenant "default" granted everything).
 pb::RuntimeConfig config_for(const pb::PipelineSpec& spec);
+
+/// The runtime config `run_pipeline` starts with: the spec's, or the file
+/// of `opts.config_path`, with `opts.audit_path` and `opts.scheduler`
+/// applied and checked (check_config). The command line builds its actor
+/// system from it (the scheduler settings).
+caf::expected<pb::RuntimeConfig> runtime_config_of(const pb::PipelineSpec& spec,
+                                                   const run_options& opts);
 
 /// Checks every stage of `spec` as `run_pipeline` does before anything runs
 /// (input sizes, chains, gangs); malformed_pipeline names the first problem.

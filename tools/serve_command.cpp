@@ -9,10 +9,12 @@
 #include <caf/all.hpp>
 
 #include "actors/audit_log.hpp"
+#include "actors/config_check.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
 #include "tools/pipeline.hpp"
+#include "tools/scheduler_arg.hpp"
 #include "tools/strict_numbers.hpp"
 
 namespace cohort::tools {
@@ -34,6 +36,7 @@ struct serve_options {
   int port = 9470;
   std::string token_file;
   std::string audit;
+  std::string scheduler;
   std::string pipeline;
   uint32_t repeat = 0; // 0: until stopped
   double for_seconds = 0;
@@ -120,6 +123,8 @@ caf::expected<serve_options> parse(const std::vector<std::string>& args) {
       o.token_file = *v;
     } else if (k == "--audit") {
       o.audit = *v;
+    } else if (k == "--scheduler") {
+      o.scheduler = *v;
     } else if (k == "--pipeline") {
       o.pipeline = *v;
     } else if (k == "--repeat") {
@@ -217,6 +222,12 @@ int cmd_serve(const std::vector<std::string>& args) {
   }
   if (!opts->audit.empty())
     cfg.set_audit_path(opts->audit);
+  if (!opts->scheduler.empty()) {
+    if (auto err = apply_scheduler_arg(cfg, opts->scheduler))
+      return bad_input(describe(err));
+    if (auto err = actors::check_config(cfg))
+      return bad_input(describe(err));
+  }
   // SIGINT and SIGTERM are taken by sigwait below: blocked before any
   // thread starts, so that every thread inherits the mask.
   sigset_t stop_signals;
@@ -224,7 +235,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  system_config sys_cfg;
+  system_config sys_cfg{cfg};
   caf::actor_system sys{sys_cfg};
   auto rt = actors::runtime::start(sys, cfg);
   if (!rt)

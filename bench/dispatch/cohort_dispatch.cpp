@@ -13,6 +13,7 @@
 #include "bench/dispatch/dispatch.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
+#include "tools/scheduler_arg.hpp"
 
 namespace cohort::bench {
 
@@ -22,9 +23,15 @@ dispatch_figures run_cohort(int tasks, cohort_fleet fleet, int window,
                             int latency_samples) {
   dispatch_figures out;
   out.system = "cohort (quota+audit)";
-  system_config sys_cfg;
-  caf::actor_system sys{sys_cfg};
   auto cfg = actors::default_config();
+  if (auto err = fleet.scheduler.empty()
+                     ? caf::error{}
+                     : tools::apply_scheduler_arg(cfg, fleet.scheduler)) {
+    out.error = describe(err);
+    return out;
+  }
+  system_config sys_cfg{cfg};
+  caf::actor_system sys{sys_cfg};
   cfg.mutable_devices()->set_cpu_workers(uint32_t(fleet.cpu_workers));
   // Only the devices asked for, also on a machine with a GPU.
   cfg.mutable_devices()->set_gpus(false);

@@ -24,6 +24,8 @@ struct dispatch_figures {
 struct cohort_fleet {
   int cpu_workers = 2;
   int sim_gpus = 0;
+  /// `--scheduler` settings (KEY=VALUE,...) over Cohort's defaults.
+  std::string scheduler;
 };
 
 /// Cohort with quota and audit on (the default fsync policy), one tenant, a

@@ -29,6 +29,7 @@ std::vector<std::string> split_list(const std::string& list) {
 int main(int argc, char** argv) {
   using namespace cohort::bench;
   int tasks = 100000, workers = 2, window = 4096, samples = 2000, runs = 3;
+  std::string scheduler;
   std::vector<std::string> policies{"lws", "eager", "dmda"};
   for (int i = 1; i < argc; ++i) {
     auto arg = std::string{argv[i]};
@@ -43,6 +44,8 @@ int main(int argc, char** argv) {
       samples = std::atoi(next());
     else if (arg == "--runs")
       runs = std::atoi(next());
+    else if (arg == "--scheduler")
+      scheduler = next();
     else if (arg == "--policies")
       policies = split_list(next());
     else {
@@ -77,7 +80,7 @@ int main(int argc, char** argv) {
   std::vector<double> ratios;
   for (int run = 1; run <= runs; ++run) {
     std::vector<dispatch_figures> rows;
-    rows.push_back(run_cohort(tasks, {workers, 0}, window, samples));
+    rows.push_back(run_cohort(tasks, {workers, 0, scheduler}, window, samples));
     for (auto& p : policies)
       rows.push_back(run_starpu(p, tasks, workers, samples));
     double lws = 0;

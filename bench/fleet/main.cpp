@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   int bad = 0;
   for (int run = 1; run <= runs; ++run)
     for (int n : sizes) {
-      auto f = run_cohort(tasks, {2, n - 2}, window, samples);
+      auto f = run_cohort(tasks, {2, n - 2, {}}, window, samples);
       if (!f.error.empty()) {
         std::printf("%-4d %8d failed: %s\n", run, n, f.error.c_str());
         ++bad;

@@ -648,3 +648,237 @@ TEST_CASE("while writes fail, records wait in bounded memory and the gap is "
   CHECK_THAT(gap, Catch::StartsWith("AUDIT GAP: " + std::to_string(dropped) +
                                     " records were dropped"));
 }
+
+namespace {
+
+// `n` common-path entries from work id `first`: admitted (with bytes),
+// placed and completed on device 1, in turn, tenant 0, kernel gemv.
+std::vector<audit_entry> entries(uint64_t first, uint64_t n) {
+  std::vector<audit_entry> out;
+  for (uint64_t i = first; i < first + n; ++i) {
+    audit_entry e;
+    e.time_ns = 1000 + int64_t(i);
+    e.work_id = i / 3;
+    e.tenant = 0;
+    e.kernel = static_cast<uint8_t>(kernel_id::gemv);
+    switch (i % 3) {
+    case 0:
+      e.kind = uint8_t(audit_kind::admitted);
+      e.device = audit_entry::no_device;
+      e.value = 4096 + i;
+      break;
+    case 1:
+      e.kind = uint8_t(audit_kind::placed);
+      e.device = 1;
+      break;
+    default:
+      e.kind = uint8_t(audit_kind::completed);
+      e.device = 1;
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+// Every record of a verified log, as readers see it.
+std::vector<pb::AuditRecord> read_all(const std::string& path,
+                                      audit_verdict* verdict = nullptr) {
+  std::vector<pb::AuditRecord> out;
+  auto v = audit_log::verify(
+      path, [&](const pb::AuditRecord& r) { out.push_back(r); });
+  if (verdict != nullptr)
+    *verdict = v;
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("fixed entries are chained as BATCH records and read back one by "
+          "one",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  {
+    auto log = audit_log::open(path, 64);
+    REQUIRE(log);
+    (*log)->set_names({"alpha", "beta"}, {"cpu0", "sim0"});
+    REQUIRE_FALSE((*log)->append(event(100)));
+    auto e = entries(0, 300);
+    REQUIRE_FALSE((*log)->append(std::span<const audit_entry>{e}));
+    REQUIRE_FALSE((*log)->append(event(101)));
+    auto s = (*log)->stats();
+    CHECK(s.records_appended == 302);
+    REQUIRE_FALSE((*log)->flush(true));
+    CHECK((*log)->records() == 302);
+  }
+  // The batch is one record on disk: three in all.
+  CHECK(record_offsets(path).size() == 3);
+  audit_verdict v;
+  auto recs = read_all(path, &v);
+  CHECK(v.ok);
+  CHECK(v.good_records == 302);
+  CHECK(v.last_seq == 302);
+  REQUIRE(recs.size() == 302);
+  for (size_t i = 0; i < recs.size(); ++i)
+    CHECK(recs[i].seq() == i + 1);
+  CHECK(recs[0].work_id() == 100);
+  CHECK(recs[301].work_id() == 101);
+  auto& admitted = recs[1];
+  CHECK(admitted.kind() == pb::ADMITTED);
+  CHECK(admitted.tenant() == "alpha");
+  CHECK(admitted.device().empty());
+  CHECK(admitted.kernel() == "gemv");
+  CHECK(admitted.detail() == "4096 bytes");
+  CHECK(admitted.time_ns() == 1000);
+  auto& placed = recs[2];
+  CHECK(placed.kind() == pb::PLACED);
+  CHECK(placed.device() == "sim0");
+  CHECK(placed.detail().empty());
+  CHECK(recs[3].kind() == pb::COMPLETED);
+  CHECK(recs[300].work_id() == 99);
+  // Reopening continues the chain after the batch.
+  {
+    auto log = audit_log::open(path, 64);
+    REQUIRE(log);
+    CHECK((*log)->records() == 302);
+    auto e = entries(300, 3);
+    REQUIRE_FALSE((*log)->append(std::span<const audit_entry>{e}));
+  }
+  v = audit_log::verify(path);
+  CHECK(v.ok);
+  CHECK(v.good_records == 305);
+}
+
+TEST_CASE("a long run of entries is split into BATCH records of at most "
+          "max_batch_entries",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  auto n = uint64_t(audit_log::max_batch_entries) * 2 + 5;
+  {
+    auto log = audit_log::open(path, 256);
+    REQUIRE(log);
+    auto e = entries(0, n);
+    REQUIRE_FALSE((*log)->append(std::span<const audit_entry>{e}));
+  }
+  CHECK(record_offsets(path).size() == 3);
+  audit_verdict v;
+  auto recs = read_all(path, &v);
+  CHECK(v.ok);
+  REQUIRE(recs.size() == n);
+  // Without names set, indices are written as #N.
+  CHECK(recs[0].tenant() == "#0");
+  CHECK(recs[1].device() == "#1");
+  CHECK(recs[1].kernel() == "gemv");
+  CHECK(recs.back().seq() == n);
+}
+
+TEST_CASE("flipping any byte of a BATCH record breaks the chain at its first "
+          "record",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  {
+    auto log = audit_log::open(path, 16);
+    REQUIRE(log);
+    (*log)->set_names({"t"}, {"cpu0", "sim0"});
+    append_events(**log, 0, 5);
+    auto e = entries(0, 40);
+    REQUIRE_FALSE((*log)->append(std::span<const audit_entry>{e}));
+    append_events(**log, 5, 5);
+  }
+  auto whole = slurp(path);
+  auto offs = record_offsets(path);
+  REQUIRE(offs.size() == 11);
+  for (size_t at = offs[5]; at < offs[6]; ++at) {
+    INFO("flipped byte " << at << ", the batch starts at " << offs[5]);
+    auto bytes = whole;
+    bytes[at] = char(bytes[at] ^ 0x20);
+    spit(path, bytes);
+    auto v = audit_log::verify(path);
+    CHECK_FALSE(v.ok);
+    CHECK(v.first_bad == 6);
+    CHECK(v.bad_index == 6);
+    CHECK(v.bad_offset == offs[5]);
+    CHECK(v.good_records == 5);
+    CHECK_FALSE(v.torn_tail);
+  }
+  // A byte of an entry (the first one's work id, after its time of 1000
+  // ns): the verdict names the batch and its records.
+  auto bytes = whole;
+  auto first = bytes.find(std::string("\xe8\x03\0\0\0\0\0\0", 8), offs[5]);
+  REQUIRE(first < offs[6]);
+  bytes[first + 8] ^= 0x01;
+  spit(path, bytes);
+  auto v = audit_log::verify(path);
+  CHECK_THAT(v.reason, Catch::Contains("a record of the BATCH of 40 records "
+                                       "from seq 6 was altered"));
+}
+
+TEST_CASE("a torn BATCH record at the end is cut off when the log is opened",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  {
+    auto log = audit_log::open(path, 16);
+    REQUIRE(log);
+    append_events(**log, 0, 3);
+    auto e = entries(0, 30);
+    REQUIRE_FALSE((*log)->append(std::span<const audit_entry>{e}));
+  }
+  auto whole = slurp(path);
+  auto offs = record_offsets(path);
+  REQUIRE(offs.size() == 4);
+  spit(path, whole.substr(0, offs[3] + (whole.size() - offs[3]) / 2));
+  auto v = audit_log::verify(path);
+  CHECK_FALSE(v.ok);
+  CHECK(v.torn_tail);
+  CHECK(v.first_bad == 4);
+  auto log = audit_log::open(path, 16);
+  REQUIRE(log);
+  CHECK((*log)->records() == 4);
+  (*log).reset();
+  audit_verdict after;
+  auto recs = read_all(path, &after);
+  CHECK(after.ok);
+  REQUIRE(recs.size() == 4);
+  CHECK(recs.back().kind() == pb::RECOVERY);
+}
+
+TEST_CASE("while writes fail, entries wait in bounded memory too",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  audit_options opts;
+  opts.batch = 4;
+  opts.max_unwritten_bytes = 4096;
+  auto log = audit_log::open(path, opts);
+  REQUIRE(log);
+  auto& l = **log;
+  {
+    test::full_disk full{path};
+    caf::error last;
+    for (uint64_t i = 0; i < 50; ++i) {
+      auto e = entries(i * 30, 30);
+      if (auto err = l.append(std::span<const audit_entry>{e}))
+        last = std::move(err);
+    }
+    CHECK(code_of(last) == errc::io_error);
+    auto s = l.stats();
+    CHECK(s.dropped > 0);
+    CHECK(s.pending < 1500);
+  }
+  REQUIRE_FALSE(l.flush(true));
+  auto dropped = l.stats().dropped;
+  uint64_t common = 0;
+  std::string gap;
+  auto v = audit_log::verify(path, [&](const pb::AuditRecord& r) {
+    if (r.kind() == pb::RECOVERY)
+      gap = r.detail();
+    else
+      ++common;
+  });
+  CHECK(v.ok);
+  CHECK(common + dropped == 1500);
+  CHECK_THAT(gap, Catch::StartsWith("AUDIT GAP: " + std::to_string(dropped)));
+}

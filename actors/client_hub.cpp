@@ -1,0 +1,216 @@
+#include "actors/client_hub.hpp"
+
+#include <climits>
+#include <ctime>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <caf/actor_companion.hpp>
+#include <caf/all.hpp>
+
+#include "messages/errc.hpp"
+
+namespace cohort::actors {
+
+namespace {
+
+// A thread that waits for an end spins this many rounds (about a
+// microsecond), then yields its core for up to `yield_for` (about what one
+// item takes through the runtime), and only then sleeps.
+constexpr int spin_rounds = 64;
+constexpr auto yield_for = std::chrono::microseconds{50};
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t val,
+           const timespec* timeout) {
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val,
+                   timeout, nullptr, 0);
+}
+
+detail::work_slot* slot_of(uint64_t id) {
+  return reinterpret_cast<detail::work_slot*>(static_cast<uintptr_t>(id));
+}
+
+uint64_t id_of(detail::work_slot* slot) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(slot));
+}
+
+} // namespace
+
+namespace detail {
+
+void work_slot::fill(caf::expected<work_result> x) {
+  outcome = std::move(x);
+  if (state.exchange(1, std::memory_order_acq_rel) == 2)
+    futex(&state, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
+}
+
+bool work_slot::wait(const std::chrono::nanoseconds* timeout) {
+  for (int i = 0; i < spin_rounds; ++i) {
+    if (state.load(std::memory_order_acquire) == 1)
+      return true;
+    cpu_relax();
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto deadline = start + (timeout ? *timeout : std::chrono::nanoseconds{0});
+  // Then yield the core for a while: a waiting thread must not keep the
+  // runtime's own threads off a small machine's cores.
+  while (std::chrono::steady_clock::now() - start < yield_for &&
+         (timeout == nullptr || std::chrono::steady_clock::now() < deadline)) {
+    if (state.load(std::memory_order_acquire) == 1)
+      return true;
+    ::sched_yield();
+  }
+  for (;;) {
+    uint32_t s = 0;
+    // Announce the sleeper; an end that came meanwhile shows as 1.
+    if (!state.compare_exchange_strong(s, 2, std::memory_order_acq_rel) &&
+        s == 1)
+      return true;
+    timespec ts{};
+    if (timeout != nullptr) {
+      auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::nanoseconds{0})
+        return state.load(std::memory_order_acquire) == 1;
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left);
+      ts.tv_sec = time_t(ns.count() / 1000000000);
+      ts.tv_nsec = long(ns.count() % 1000000000);
+    }
+    futex(&state, FUTEX_WAIT_PRIVATE, 2, timeout ? &ts : nullptr);
+    if (state.load(std::memory_order_acquire) == 1)
+      return true;
+  }
+}
+
+} // namespace detail
+
+caf::expected<work_result> work_future::get() {
+  if (slot_ == nullptr)
+    return make_error(errc::invalid_arguments,
+                      "work_future::get on an empty future (default-made, "
+                      "moved from, or already taken)");
+  slot_->wait(nullptr);
+  auto out = std::move(slot_->outcome);
+  reset();
+  return out;
+}
+
+bool work_future::wait_for(std::chrono::nanoseconds timeout) const {
+  if (slot_ == nullptr)
+    return false;
+  return slot_->wait(&timeout);
+}
+
+client_hub::client_hub(caf::actor_system& sys, entry_actor entry)
+    : sys_(sys), entry_(std::move(entry)) {
+  // Callbacks: one at a time, on a thread of their own.
+  callbacks_ = sys.spawn<caf::detached>([](caf::event_based_actor*) {
+    return caf::behavior{
+        [](result_atom, uint64_t id) {
+          auto* slot = slot_of(id);
+          auto cb = std::move(slot->callback);
+          // A callback's exception must not end the thread that runs the
+          // others: it is dropped.
+          try {
+            cb(std::move(slot->outcome));
+          } catch (...) {
+          }
+          slot->release();
+        },
+        [](flush_atom) { return true; },
+    };
+  });
+  companion_ = caf::actor_cast<caf::actor>(sys.spawn<caf::actor_companion>());
+  auto* self = static_cast<caf::actor_companion*>(
+      caf::actor_cast<caf::abstract_actor*>(companion_));
+  auto callbacks = callbacks_;
+  // Runs in the sender's thread (the balancer's), once per end.
+  self->on_enqueue([callbacks](caf::mailbox_element_ptr ptr) {
+    if (!ptr)
+      return;
+    auto& msg = ptr->content();
+    detail::work_slot* slot = nullptr;
+    caf::expected<work_result> end{caf::error{}};
+    if (msg.match_elements<result_atom, work_result>()) {
+      auto& res = msg.get_mutable_as<work_result>(1);
+      slot = slot_of(res.tag);
+      res.tag = 0;
+      end = std::move(res);
+    } else if (msg.match_elements<failed_atom, uint64_t, caf::error>()) {
+      // A failure carries the item's key: its tag.
+      slot = slot_of(msg.get_as<uint64_t>(1));
+      end = std::move(msg.get_mutable_as<caf::error>(2));
+    } else {
+      // Only the balancer has this address, and it sends only ends.
+      return;
+    }
+    if (slot->callback) {
+      slot->outcome = std::move(end);
+      caf::anon_send(callbacks, result_atom::value, id_of(slot));
+      return;
+    }
+    slot->fill(std::move(end));
+    slot->release();
+  });
+  sink_ = caf::actor_cast<client_sink>(companion_);
+}
+
+client_hub::~client_hub() {
+  drain();
+  if (auto* self = static_cast<caf::actor_companion*>(
+          caf::actor_cast<caf::abstract_actor*>(companion_))) {
+    // Late messages are dropped; the companion terminates (as CAF's own
+    // users of it do: it never runs on a scheduler thread).
+    self->on_enqueue({});
+    caf::scoped_execution_unit context{&sys_};
+    self->cleanup(caf::exit_reason::user_shutdown, &context);
+  }
+  caf::anon_send_exit(callbacks_, caf::exit_reason::user_shutdown);
+}
+
+work_future client_hub::submit(work_item item) {
+  auto* slot = new detail::work_slot;
+  // One reference for the future, one for the item in flight.
+  slot->refs.store(2, std::memory_order_relaxed);
+  slot->id = item.id;
+  item.tag = id_of(slot);
+  caf::anon_send(entry_, submit_atom::value, std::move(item), sink_);
+  return work_future{slot};
+}
+
+void client_hub::submit(work_item item, work_callback done) {
+  auto* slot = new detail::work_slot;
+  slot->id = item.id;
+  slot->callback = std::move(done);
+  item.tag = id_of(slot);
+  caf::anon_send(entry_, submit_atom::value, std::move(item), sink_);
+}
+
+void client_hub::cancel(const work_future& f) {
+  if (f.slot_ != nullptr && !f.ready())
+    caf::anon_send(entry_, cancel_atom::value, id_of(f.slot_), sink_);
+}
+
+void client_hub::drain() {
+  caf::scoped_actor self{sys_};
+  self->request(callbacks_, caf::infinite, flush_atom::value)
+      .receive([](bool) {}, [](caf::error&) {});
+}
+
+work_future client_hub::ready(uint64_t id, caf::expected<work_result> x) {
+  auto* slot = new detail::work_slot;
+  slot->id = id;
+  slot->fill(std::move(x));
+  return work_future{slot};
+}
+
+} // namespace cohort::actors

@@ -1,0 +1,61 @@
+// Where the runtime's C++ API hears the ends of the items it submits: one
+// sink for every caller, so that submitting needs no actor per call and no
+// thread parked per item.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "actors/balancer.hpp"
+#include "actors/client_sink.hpp"
+#include "actors/work_future.hpp"
+
+namespace cohort::actors {
+
+/// The client of runtime::submit and runtime::run. Its sink is an actor
+/// companion: an end the balancer sends fills the item's future right in
+/// the balancer's send, with no message to schedule and no thread to wake
+/// unless one sleeps on that future. Callbacks run on the hub's own thread
+/// (a detached actor), one at a time in the order items end, so that a
+/// callback that blocks or submits more work never holds up the balancer.
+/// Each item is tagged with the address of its slot (work_item::tag), by
+/// which the balancer keys it and its end finds its way back: callers may
+/// reuse ids freely, and ids stay what they gave everywhere else.
+/// Thread-safe.
+class client_hub {
+public:
+  client_hub(caf::actor_system& sys, entry_actor entry);
+
+  /// Quits the hub's actors; `drain` first.
+  ~client_hub();
+
+  client_hub(const client_hub&) = delete;
+  client_hub& operator=(const client_hub&) = delete;
+
+  /// Submits `item`; its end fills the returned future.
+  work_future submit(work_item item);
+
+  /// Submits `item`; `done` is called with its end on the hub's thread.
+  void submit(work_item item, work_callback done);
+
+  /// Cancels the item of `f` (see the balancer's cancel): one that waits
+  /// ends with cancelled; one that runs ends when its launch does, and its
+  /// result is dropped.
+  void cancel(const work_future& f);
+
+  /// Waits until every callback of an item that ended so far has run.
+  void drain();
+
+  /// A future that is already filled with `x` (for calls that end before
+  /// anything is sent, such as after stop).
+  static work_future ready(uint64_t id, caf::expected<work_result> x);
+
+private:
+  caf::actor_system& sys_;
+  entry_actor entry_;
+  caf::actor companion_;
+  client_sink sink_;
+  caf::actor callbacks_;
+};
+
+} // namespace cohort::actors

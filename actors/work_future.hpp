@@ -1,0 +1,111 @@
+// The end of one item submitted through runtime::submit: its result or its
+// error, delivered once, without a thread parked per item.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+#include <caf/expected.hpp>
+
+#include "messages/work.hpp"
+
+namespace cohort::actors {
+
+/// What a callback of runtime::submit gets: the item's result or why it
+/// ended without one.
+using work_callback = std::function<void(caf::expected<work_result>)>;
+
+namespace detail {
+
+/// One submitted item's end, shared by its work_future (if any) and the
+/// runtime's client hub until both let go. Thread-safe as used: the hub
+/// fills it once, then only the future reads it.
+struct work_slot {
+  /// 0 pending, 1 ended, 2 pending with a thread asleep on it (futex word).
+  std::atomic<uint32_t> state{0};
+  std::atomic<uint32_t> refs{1};
+  /// The id the client gave the item (its tag is the slot's address).
+  uint64_t id = 0;
+  caf::expected<work_result> outcome{caf::error{}};
+  /// Called with the end instead of filling `outcome`, when set.
+  work_callback callback;
+
+  /// Stores the end and wakes a waiter (a futex wake only if one sleeps).
+  void fill(caf::expected<work_result> x);
+
+  /// Waits until the end is in; false if `timeout` (when given) passed
+  /// first. Spins briefly before it sleeps: an end that comes within a few
+  /// microseconds costs no wake-up.
+  bool wait(const std::chrono::nanoseconds* timeout);
+
+  void release() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      delete this;
+  }
+};
+
+} // namespace detail
+
+/// The end of one submitted item. Move-only; `get` takes the end out once.
+/// Dropping a future does not cancel its item (runtime::cancel does): the
+/// item still ends exactly once, and its end is then discarded. Not
+/// thread-safe: one thread uses a future at a time.
+class work_future {
+public:
+  work_future() = default;
+
+  work_future(work_future&& other) noexcept
+      : slot_(std::exchange(other.slot_, nullptr)) {
+    // nop
+  }
+
+  work_future& operator=(work_future&& other) noexcept {
+    if (this != &other) {
+      reset();
+      slot_ = std::exchange(other.slot_, nullptr);
+    }
+    return *this;
+  }
+
+  work_future(const work_future&) = delete;
+  work_future& operator=(const work_future&) = delete;
+
+  ~work_future() { reset(); }
+
+  /// False for a default-constructed future and after `get`.
+  bool valid() const { return slot_ != nullptr; }
+
+  /// The item's id, as the client gave it.
+  uint64_t id() const { return slot_ ? slot_->id : 0; }
+
+  /// True once the item has ended (get will not wait).
+  bool ready() const {
+    return slot_ && slot_->state.load(std::memory_order_acquire) == 1;
+  }
+
+  /// Waits for the item's end and returns it; the future is then empty. On
+  /// an empty future: invalid_arguments.
+  caf::expected<work_result> get();
+
+  /// Waits at most `timeout` for the end; true if it is in.
+  bool wait_for(std::chrono::nanoseconds timeout) const;
+
+private:
+  friend class client_hub;
+
+  explicit work_future(detail::work_slot* slot) : slot_(slot) {
+    // nop
+  }
+
+  void reset() {
+    if (slot_ != nullptr)
+      std::exchange(slot_, nullptr)->release();
+  }
+
+  detail::work_slot* slot_ = nullptr;
+};
+
+} // namespace cohort::actors
