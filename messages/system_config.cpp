@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -67,9 +68,11 @@ void register_types(caf::actor_system_config& cfg) {
 
 void apply_scheduler(caf::actor_system_config& cfg, const pb::Scheduler& s) {
   using caf::config_value;
+  // caf::string_view takes a char pointer only under GCC.
   auto count = [&](const char* key, bool has, uint32_t x) {
     if (has)
-      cfg.set(key, config_value::integer{x});
+      cfg.set(caf::string_view{key, std::strlen(key)},
+              config_value::integer{x});
   };
   auto us = [](uint32_t x) {
     return caf::timespan{std::chrono::microseconds{x}};
