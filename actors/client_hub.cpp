@@ -44,6 +44,33 @@ uint64_t id_of(detail::work_slot* slot) {
   return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(slot));
 }
 
+// Runs callbacks of ended items, in order. A class, not a function: CAF
+// spawns a function without arguments through a null tuple pointer.
+class callback_runner : public caf::event_based_actor {
+public:
+  explicit callback_runner(caf::actor_config& cfg)
+      : caf::event_based_actor(cfg) {
+    // nop
+  }
+
+  caf::behavior make_behavior() override {
+    return {
+        [](result_atom, uint64_t id) {
+          auto* slot = slot_of(id);
+          auto cb = std::move(slot->callback);
+          // A callback's exception must not end the thread that runs the
+          // others: it is dropped.
+          try {
+            cb(std::move(slot->outcome));
+          } catch (...) {
+          }
+          slot->release();
+        },
+        [](flush_atom) { return true; },
+    };
+  }
+};
+
 } // namespace
 
 namespace detail {
@@ -113,22 +140,7 @@ bool work_future::wait_for(std::chrono::nanoseconds timeout) const {
 client_hub::client_hub(caf::actor_system& sys, entry_actor entry)
     : sys_(sys), entry_(std::move(entry)) {
   // Callbacks: one at a time, on a thread of their own.
-  callbacks_ = sys.spawn<caf::detached>([](caf::event_based_actor*) {
-    return caf::behavior{
-        [](result_atom, uint64_t id) {
-          auto* slot = slot_of(id);
-          auto cb = std::move(slot->callback);
-          // A callback's exception must not end the thread that runs the
-          // others: it is dropped.
-          try {
-            cb(std::move(slot->outcome));
-          } catch (...) {
-          }
-          slot->release();
-        },
-        [](flush_atom) { return true; },
-    };
-  });
+  callbacks_ = sys.spawn<callback_runner, caf::detached>();
   companion_ = caf::actor_cast<caf::actor>(sys.spawn<caf::actor_companion>());
   auto* self = static_cast<caf::actor_companion*>(
       caf::actor_cast<caf::abstract_actor*>(companion_));
