@@ -1458,7 +1458,9 @@ bool circuit_reopened(balancer_state& st) {
 
 // Admits an item whose checks passed.
 void admit(self_ptr self, int t, work_item item, client_sink sink,
-           uint64_t bytes, clock::time_point now, const std::string& note) {
+           const item_shape& shape, clock::time_point now,
+           const std::string& note) {
+  auto bytes = shape.bytes;
   auto& st = self->state;
   st.book.admit(t, now);
   ++st.counters.admission.admitted;
@@ -1469,8 +1471,7 @@ void admit(self_ptr self, int t, work_item item, client_sink sink,
     audit(self, audit_kind::admitted, item, "",
           std::to_string(bytes) + " bytes" + note);
   balancer_state::record r;
-  auto c = item_cost(item);
-  r.cost_units = c.flops + c.bytes;
+  r.cost_units = shape.cost.flops + shape.cost.bytes;
   r.tenant = t;
   r.device_mask = st.book.policy(t).device_mask;
   r.bytes = bytes;
@@ -1521,7 +1522,7 @@ void drain_held(self_ptr self, clock::time_point now) {
         break;
       auto h = std::move(q.front());
       q.pop_front();
-      admit(self, int(t), std::move(h.item), std::move(h.sink), h.bytes, now,
+      admit(self, int(t), std::move(h.item), std::move(h.sink), h.shape, now,
             " (was held back)");
     }
   }
@@ -1667,7 +1668,8 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
                                             "' is not granted kernel " +
                                             std::string{kernels::name(k)}));
   }
-  if (auto why = validate_item(item); !why.empty())
+  item_shape shape;
+  if (auto why = shape_item(item, shape); !why.empty())
     return reject(self, item, sink,
                   make_error(errc::invalid_arguments, std::move(why)));
   if (item.gang > 1) {
@@ -1688,7 +1690,7 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
       return reject(self, item, sink,
                     make_error(errc::no_device_available, std::move(why)));
   }
-  auto bytes = item_bytes(item);
+  auto bytes = shape.bytes;
   if (auto err = st.book.check_ever(t, bytes, pol.device_mask))
     return reject(self, item, sink, std::move(err));
   auto key = key_of(sink, item.key());
@@ -1708,7 +1710,7 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
                                                      " (items are held back "
                                                      "before it)");
   if (!blocked)
-    return admit(self, t, std::move(item), std::move(sink), bytes, now, "");
+    return admit(self, t, std::move(item), std::move(sink), shape, now, "");
   if (pol.on_limit == limit_policy::reject)
     return reject(self, item, sink, std::move(blocked));
   if (q.size() >= pol.queue_limit)
@@ -1720,7 +1722,7 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
                                  describe(blocked)));
   ++st.counters.admission.held;
   st.by_client.emplace(std::move(key), 0);
-  q.push_back({std::move(item), std::move(sink), bytes,
+  q.push_back({std::move(item), std::move(sink), shape,
                now + std::chrono::milliseconds(pol.queue_timeout_ms),
                std::move(blocked)});
   schedule_retry(self);

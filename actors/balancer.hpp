@@ -238,8 +238,8 @@ struct balancer_state {
   struct held_item {
     work_item item;
     client_sink sink;
-    /// Its item_bytes, computed when it was submitted.
-    uint64_t bytes = 0;
+    /// Its shape (bytes, cost), worked out when it was submitted.
+    item_shape shape;
     clock::time_point deadline;
     /// The limit that held it back.
     caf::error why;

@@ -72,8 +72,7 @@ uint64_t output_elements(const work_item& item) {
     lens.clear();
     for (auto& in : st.inputs)
       lens.push_back(in.size());
-    lens.insert(lens.begin() + std::min<size_t>(st.input_slot, lens.size()),
-                out);
+    lens.insert(st.input_slot, out);
     out = kernels::output_elements(st.kernel, st.args,
                                    kernels::input_lengths{lens});
   }

@@ -76,7 +76,7 @@ run_item(devices::device& dev, uint32_t stream, const run_request& req) {
   if (item.then.empty())
     return dev.launch(stream, req.ticket, item.kernel, item.args, views, owner);
   std::vector<devices::stage_view> chain;
-  chain.push_back({item.kernel, item.args, std::move(views), -1});
+  chain.push_back({item.kernel, item.args, {views.begin(), views.end()}, -1});
   for (auto& st : item.then)
     chain.push_back(
         {st.kernel, st.args, stage_views(st, {}), int32_t(st.input_slot)});

@@ -76,9 +76,8 @@ size_t input_count(kernel_id id) {
   }
 }
 
-std::vector<uint64_t> lengths(input_views inputs) {
-  std::vector<uint64_t> out;
-  out.reserve(inputs.size());
+input_shape lengths(input_views inputs) {
+  input_shape out;
   for (auto& in : inputs)
     out.push_back(in.size());
   return out;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/kernel_args.hpp"
+#include "kernels/small_vector.hpp"
 
 namespace cohort::kernels {
 
@@ -20,8 +21,11 @@ using input_views = std::span<const std::span<const float>>;
 /// inputs are not on the host (a chained stage's input on a device).
 using input_lengths = std::span<const uint64_t>;
 
+/// Element counts of one call's inputs, inline for up to 8 (no allocation).
+using input_shape = small_vector<uint64_t, 8>;
+
 /// The element counts of `inputs`.
-std::vector<uint64_t> lengths(input_views inputs);
+input_shape lengths(input_views inputs);
 
 /// What a kernel produces: values, and row indices for top-k.
 struct kernel_output {

@@ -5,13 +5,11 @@ namespace cohort {
 namespace {
 
 // Lengths of chained stage `st`'s inputs with `previous` elements in its slot.
-std::vector<uint64_t> stage_lengths(const chained_stage& st,
-                                    uint64_t previous) {
-  std::vector<uint64_t> lens;
+kernels::input_shape stage_lengths(const chained_stage& st, uint64_t previous) {
+  kernels::input_shape lens;
   for (auto& in : st.inputs)
     lens.push_back(in.size());
-  lens.insert(lens.begin() + std::min<size_t>(st.input_slot, lens.size()),
-              previous);
+  lens.insert(st.input_slot, previous);
   return lens;
 }
 
@@ -27,32 +25,45 @@ stage_views(const chained_stage& st, std::span<const float> previous) {
   return out;
 }
 
-std::string validate_item(const work_item& item) {
+std::string shape_item(const work_item& item, item_shape& shape) {
+  auto aligned = [](uint64_t b) {
+    return (b + item_alignment - 1) / item_alignment * item_alignment;
+  };
   auto lens = kernels::lengths(item.views());
   if (auto why = kernels::validate(item.kernel, item.args,
                                    kernels::input_lengths{lens});
       !why.empty())
     return why;
+  item_shape out;
+  for (auto& in : item.inputs)
+    out.bytes += aligned(in.bytes());
+  out.cost =
+      kernels::cost(item.kernel, item.args, kernels::input_lengths{lens});
+  out.output_elements = kernels::output_elements(item.kernel, item.args,
+                                                 kernels::input_lengths{lens});
+  out.bytes += aligned(kernels::output_bytes(item.kernel, item.args,
+                                             kernels::input_lengths{lens}));
   auto id = item.kernel;
-  auto args = item.args;
   for (size_t i = 0; i < item.then.size(); ++i) {
     auto& st = item.then[i];
-    auto stage = "chained stage " + std::to_string(i + 1) + ": ";
+    auto stage = [&] {
+      return "chained stage " + std::to_string(i + 1) + ": ";
+    };
     if (id == kernel_id::topk_cosine)
-      return stage + "topk_cosine returns row indices and cannot feed "
-                     "another kernel; it must be the last stage";
+      return stage() + "topk_cosine returns row indices and cannot feed "
+                       "another kernel; it must be the last stage";
     if (!kernels::is_known(static_cast<uint8_t>(st.kernel)))
-      return stage + "unknown kernel (id " + std::to_string(int(st.kernel)) +
+      return stage() + "unknown kernel (id " + std::to_string(int(st.kernel)) +
              ")";
     if (st.input_slot >= kernels::input_count(st.kernel))
-      return stage + std::string{kernels::name(st.kernel)} + " has " +
+      return stage() + std::string{kernels::name(st.kernel)} + " has " +
              std::to_string(kernels::input_count(st.kernel)) +
              " input(s); input_slot " + std::to_string(st.input_slot) +
              " does not exist";
-    auto previous = kernels::output_elements(id, args, lens);
+    auto previous = out.output_elements;
     lens = stage_lengths(st, previous);
     if (lens.size() != kernels::input_count(st.kernel))
-      return stage + std::string{kernels::name(st.kernel)} + " takes " +
+      return stage() + std::string{kernels::name(st.kernel)} + " takes " +
              std::to_string(kernels::input_count(st.kernel)) +
              " inputs: the previous output and " +
              std::to_string(kernels::input_count(st.kernel) - 1) +
@@ -60,53 +71,38 @@ std::string validate_item(const work_item& item) {
     if (auto why =
             kernels::validate(st.kernel, st.args, kernels::input_lengths{lens});
         !why.empty())
-      return stage + why;
+      return stage() + why;
+    for (auto& in : st.inputs)
+      out.bytes += aligned(in.bytes());
+    auto sc = kernels::cost(st.kernel, st.args, kernels::input_lengths{lens});
+    out.cost.flops += sc.flops;
+    // The chained input does not cross the host link.
+    out.cost.bytes += sc.bytes - double(previous) * sizeof(float);
+    out.output_elements = kernels::output_elements(
+        st.kernel, st.args, kernels::input_lengths{lens});
+    out.bytes += aligned(kernels::output_bytes(st.kernel, st.args,
+                                               kernels::input_lengths{lens}));
     id = st.kernel;
-    args = st.args;
   }
+  shape = out;
   return {};
 }
 
+std::string validate_item(const work_item& item) {
+  item_shape ignored;
+  return shape_item(item, ignored);
+}
+
 uint64_t item_bytes(const work_item& item) {
-  auto aligned = [](uint64_t b) {
-    return (b + item_alignment - 1) / item_alignment * item_alignment;
-  };
-  uint64_t total = 0;
-  for (auto& in : item.inputs)
-    total += aligned(in.bytes());
-  for (auto& st : item.then)
-    for (auto& in : st.inputs)
-      total += aligned(in.bytes());
-  auto lens = kernels::lengths(item.views());
-  auto out_elems = kernels::output_elements(item.kernel, item.args,
-                                            kernels::input_lengths{lens});
-  total += aligned(kernels::output_bytes(item.kernel, item.args,
-                                         kernels::input_lengths{lens}));
-  for (auto& st : item.then) {
-    lens = stage_lengths(st, out_elems);
-    out_elems = kernels::output_elements(st.kernel, st.args,
-                                         kernels::input_lengths{lens});
-    total += aligned(kernels::output_bytes(st.kernel, st.args,
-                                           kernels::input_lengths{lens}));
-  }
-  return total;
+  item_shape s;
+  shape_item(item, s);
+  return s.bytes;
 }
 
 kernels::kernel_cost item_cost(const work_item& item) {
-  auto lens = kernels::lengths(item.views());
-  auto c = kernels::cost(item.kernel, item.args, kernels::input_lengths{lens});
-  auto out = kernels::output_elements(item.kernel, item.args,
-                                      kernels::input_lengths{lens});
-  for (auto& st : item.then) {
-    lens = stage_lengths(st, out);
-    auto sc = kernels::cost(st.kernel, st.args, kernels::input_lengths{lens});
-    c.flops += sc.flops;
-    // The chained input does not cross the host link.
-    c.bytes += sc.bytes - double(out) * sizeof(float);
-    out = kernels::output_elements(st.kernel, st.args,
-                                   kernels::input_lengths{lens});
-  }
-  return c;
+  item_shape s;
+  shape_item(item, s);
+  return s.cost;
 }
 
 kernels::kernel_output run_item_on_host(

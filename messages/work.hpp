@@ -79,10 +79,10 @@ struct work_item {
   /// id.
   uint64_t key() const { return tag != 0 ? tag : id; }
 
-  /// Views of the inputs, in the form the kernel catalog takes.
-  std::vector<std::span<const float>> views() const {
-    std::vector<std::span<const float>> out;
-    out.reserve(inputs.size());
+  /// Views of the inputs, in the form the kernel catalog takes (inline
+  /// for up to 8 inputs: no allocation).
+  kernels::small_vector<std::span<const float>, 8> views() const {
+    kernels::small_vector<std::span<const float>, 8> out;
     for (auto& in : inputs)
       out.push_back(in.span());
     return out;
@@ -103,6 +103,21 @@ struct work_item {
 /// Checks every stage's kernel, inputs and arguments (a chained stage's
 /// input from the previous stage by its length); empty when valid.
 std::string validate_item(const work_item& item);
+
+/// What the runtime needs of an item's size, worked out once.
+struct item_shape {
+  /// Device memory it holds (item_bytes).
+  uint64_t bytes = 0;
+  /// Modeled work of all its stages (item_cost).
+  kernels::kernel_cost cost;
+  /// Elements of its last stage's output.
+  uint64_t output_elements = 0;
+};
+
+/// Checks `item` as validate_item does and, when it is valid, fills
+/// `shape`, in one pass over its stages without allocating (but for the
+/// message of an invalid item). Returns what is wrong, empty when valid.
+std::string shape_item(const work_item& item, item_shape& shape);
 
 /// Device buffers are aligned to this many bytes.
 inline constexpr uint64_t item_alignment = 256;

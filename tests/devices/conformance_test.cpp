@@ -334,7 +334,8 @@ namespace {
 // A chain as the device actor builds it from a work item.
 std::vector<stage_view> chain_of(const work_item& item) {
   std::vector<stage_view> chain;
-  chain.push_back({item.kernel, item.args, item.views(), -1});
+  auto views = item.views();
+  chain.push_back({item.kernel, item.args, {views.begin(), views.end()}, -1});
   for (auto& st : item.then)
     chain.push_back(
         {st.kernel, st.args, stage_views(st, {}), int32_t(st.input_slot)});

@@ -228,7 +228,7 @@ TEST_CASE("a simulated launch holds exactly what the balancer charges for it",
   REQUIRE(validate_item(item) == "");
   auto views = item.views();
   std::vector<stage_view> chain{
-      {item.kernel, item.args, views, -1},
+      {item.kernel, item.args, {views.begin(), views.end()}, -1},
       {kernels::kernel_id::inclusive_scan, {}, {{}}, 0},
       {kernels::kernel_id::reduce_sum, {}, {{}}, 0}};
   REQUIRE(dp->launch_chain(0, 1, chain, {"t", 1, "chain"}));
@@ -251,7 +251,8 @@ TEST_CASE("a given-up simulated GPU drops what its launches held",
                  host_buffer{std::vector<float>(1000, 2.0f)}};
   REQUIRE(validate_item(item) == "");
   auto views = item.views();
-  std::vector<stage_view> chain{{item.kernel, item.args, views, -1}};
+  std::vector<stage_view> chain{
+      {item.kernel, item.args, {views.begin(), views.end()}, -1}};
   REQUIRE(dp->launch_chain(0, 7, chain, {"t", 7, "held"}));
   REQUIRE(dp->memory()->snapshot().used > 0);
   // The supervisor gives the device up while the launch still holds its

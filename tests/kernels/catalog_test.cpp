@@ -186,3 +186,44 @@ TEST_CASE("kernel names parse back", "[kernels]") {
   CHECK_FALSE(is_known(0));
   CHECK_FALSE(is_known(9));
 }
+
+TEST_CASE("small_vector keeps a few values inline and spills the rest",
+          "[kernels]") {
+  small_vector<uint64_t, 2> v;
+  CHECK(v.empty());
+  v.push_back(1);
+  v.push_back(2);
+  auto* inline_data = v.data();
+  v.insert(0, 0); // spills: three values
+  CHECK(v.data() != inline_data);
+  v.insert(3, 3);
+  v.insert(2, 9);
+  CHECK(std::vector<uint64_t>(v.begin(), v.end()) ==
+        std::vector<uint64_t>{0, 1, 9, 2, 3});
+  input_lengths as_span{v};
+  CHECK(as_span.size() == 5);
+  CHECK(as_span[4] == 3);
+  v.clear();
+  v.push_back(7);
+  CHECK(v.size() == 1);
+  CHECK(v[0] == 7);
+  // An insertion past the end appends.
+  v.insert(10, 8);
+  CHECK(v[1] == 8);
+}
+
+TEST_CASE("lengths of a call's inputs need no allocation for a few inputs",
+          "[kernels]") {
+  std::vector<float> a(5), b(7), c(1);
+  std::vector<std::span<const float>> views{a, b, c};
+  auto lens = lengths(views);
+  REQUIRE(lens.size() == 3);
+  CHECK(lens[0] == 5);
+  CHECK(lens[1] == 7);
+  CHECK(lens[2] == 1);
+  // Validation sees the real count, also past the inline capacity.
+  std::vector<std::vector<float>> many(9, std::vector<float>(4));
+  std::vector<std::span<const float>> nine(many.begin(), many.end());
+  CHECK_THAT(validate(kernel_id::axpy, {}, nine),
+             Catch::Contains("takes 2 input buffer(s), got 9"));
+}
