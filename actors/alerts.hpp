@@ -13,7 +13,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/audit.hpp"
-#include "actors/balancer.hpp"
+#include "actors/balancer/balancer.hpp"
 #include "actors/quota.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/alert.hpp"

@@ -6,7 +6,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
-#include "actors/balancer.hpp"
+#include "actors/balancer/balancer.hpp"
 #include "actors/client_sink.hpp"
 #include "actors/work_future.hpp"
 

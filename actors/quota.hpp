@@ -11,7 +11,7 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/balancer.hpp"
+#include "actors/balancer/balancer.hpp"
 #include "devices/memory/pool_resource.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/quota.hpp"

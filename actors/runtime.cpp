@@ -1,5 +1,6 @@
 #include "actors/runtime.hpp"
 
+#include "actors/balancer/state.hpp"
 #include "actors/config_check.hpp"
 
 #include <set>

@@ -14,7 +14,7 @@
 
 #include "actors/alerts.hpp"
 #include "actors/audit.hpp"
-#include "actors/balancer.hpp"
+#include "actors/balancer/balancer.hpp"
 #include "actors/client_hub.hpp"
 #include "actors/quota.hpp"
 #include "actors/supervisor.hpp"

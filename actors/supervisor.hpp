@@ -17,7 +17,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/audit.hpp"
-#include "actors/balancer.hpp"
+#include "actors/balancer/balancer.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/device_lifecycle.hpp"
 

@@ -1,4 +1,6 @@
-#include "actors/balancer.hpp"
+#include "actors/balancer/balancer.hpp"
+
+#include "actors/balancer/state.hpp"
 
 #include <algorithm>
 #include <array>
@@ -10,6 +12,8 @@
 #include "messages/errc.hpp"
 
 namespace cohort::actors {
+
+using namespace balancer;
 
 namespace {
 

@@ -16,7 +16,7 @@
 
 #include "messages/work.hpp"
 
-namespace cohort::actors::batching {
+namespace cohort::actors::balancer::batching {
 
 /// What items must share to go in one launch. `alpha` compares by its bits:
 /// axpy with alpha +0 and -0 differ in the sign of zero results, and a NaN
@@ -71,4 +71,4 @@ caf::expected<std::vector<kernels::kernel_output>>
 split(const kernels::kernel_output& merged,
       std::span<const work_item* const> members);
 
-} // namespace cohort::actors::batching
+} // namespace cohort::actors::balancer::batching

@@ -6,12 +6,13 @@
 #include <algorithm>
 #include <set>
 
-#include "actors/placement_model.hpp"
+#include "actors/balancer/cost_model.hpp"
 #include "devices/memory/asan_poison.hpp"
 #include "tests/runtime_fixture.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
+using namespace cohort::actors::balancer;
 using namespace std::chrono_literals;
 
 namespace {

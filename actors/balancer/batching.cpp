@@ -1,4 +1,4 @@
-#include "actors/batching.hpp"
+#include "actors/balancer/batching.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -7,7 +7,7 @@
 
 #include "messages/errc.hpp"
 
-namespace cohort::actors::batching {
+namespace cohort::actors::balancer::batching {
 
 namespace {
 
@@ -135,4 +135,4 @@ split(const kernels::kernel_output& merged,
   return out;
 }
 
-} // namespace cohort::actors::batching
+} // namespace cohort::actors::balancer::batching

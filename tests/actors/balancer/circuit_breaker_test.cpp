@@ -1,10 +1,11 @@
 // The circuit breaker alone, with time passed in.
 #include <catch2/catch.hpp>
 
-#include "actors/circuit_breaker.hpp"
+#include "actors/balancer/circuit_breaker.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
+using namespace cohort::actors::balancer;
 using namespace std::chrono_literals;
 
 namespace {

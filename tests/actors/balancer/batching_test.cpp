@@ -8,12 +8,13 @@
 #include <random>
 #include <unordered_set>
 
-#include "actors/batching.hpp"
+#include "actors/balancer/batching.hpp"
 #include "kernels/random_data.hpp"
 #include "messages/errc.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
+using namespace cohort::actors::balancer;
 
 namespace {
 

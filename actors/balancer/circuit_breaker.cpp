@@ -1,6 +1,6 @@
-#include "actors/circuit_breaker.hpp"
+#include "actors/balancer/circuit_breaker.hpp"
 
-namespace cohort::actors {
+namespace cohort::actors::balancer {
 
 circuit_state circuit_breaker::state(clock::time_point now) {
   if (state_ == circuit_state::open && now >= open_until_) {
@@ -73,4 +73,4 @@ void circuit_breaker::open(clock::time_point now) {
   probes_passed_ = 0;
 }
 
-} // namespace cohort::actors
+} // namespace cohort::actors::balancer

@@ -1,6 +1,6 @@
-// What the balancer knows about how long work takes where: a history of
-// measured run times per (kernel, size class, device), summarized by a
-// median so that a few stragglers do not move placement.
+// The cost model: what the balancer knows about how long work takes where: a
+// history of measured run times per (kernel, size class, device), summarized by
+// a median so that a few stragglers do not move placement.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 
 #include "kernels/kernel_args.hpp"
 
-namespace cohort::actors {
+namespace cohort::actors::balancer {
 
 /// Size class of an item of `cost_units` (flops + bytes): its power of two.
 /// Items of one class cost within a factor of two of each other.
@@ -57,4 +57,4 @@ private:
   std::unordered_map<uint32_t, uint64_t> measured_;
 };
 
-} // namespace cohort::actors
+} // namespace cohort::actors::balancer

@@ -1,11 +1,11 @@
-#include "actors/placement_model.hpp"
+#include "actors/balancer/cost_model.hpp"
 
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
 
-namespace cohort::actors {
+namespace cohort::actors::balancer {
 
 uint8_t size_class(double cost_units) {
   if (!(cost_units >= 1))
@@ -79,4 +79,4 @@ double run_time_model::nearest_rate(size_t device, kernels::kernel_id kernel,
   return rate(device, kernel, uint8_t(best));
 }
 
-} // namespace cohort::actors
+} // namespace cohort::actors::balancer

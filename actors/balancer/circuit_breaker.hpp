@@ -9,7 +9,7 @@
 
 #include "messages/stats.hpp"
 
-namespace cohort::actors {
+namespace cohort::actors::balancer {
 
 /// Thresholds of a circuit breaker.
 struct circuit_config {
@@ -75,4 +75,4 @@ private:
   uint32_t probes_passed_ = 0;
 };
 
-} // namespace cohort::actors
+} // namespace cohort::actors::balancer

@@ -1,0 +1,134 @@
+// The balancer: the runtime's front door and its placement. It admits every
+// item under the terms the quota actor leased to it (grants, in-flight caps,
+// rate limits, device-memory quotas), holds back or refuses what does not
+// fit, and ends each admitted item exactly once. Admitted items wait in one
+// queue per tenant, served by weighted fair queuing; an item is bound to a
+// device only when the device has room (late binding), choosing the earliest
+// expected completion from a measured run-time model. Small items of one
+// kernel are merged into one launch (dynamic batching); an item that needs
+// several devices (a gang) gets all of them at once or waits. An item moves
+// on when a device fails under it.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/audit.hpp"
+#include "actors/balancer/circuit_breaker.hpp"
+#include "actors/balancer/cost_model.hpp"
+#include "actors/client_sink.hpp"
+#include "actors/device_actor.hpp"
+#include "actors/quota_book.hpp"
+#include "messages/errc.hpp"
+#include "messages/stats.hpp"
+
+// The balancer's typed interface and settings are what the other actors and
+// the runtime speak, so they stay in cohort::actors; its parts (the files
+// beside this one) are in cohort::actors::balancer.
+namespace cohort::actors {
+
+/// Where clients submit: `(submit_atom, work_item, client_sink)`. Every
+/// submitted item ends at its sink exactly once.
+using entry_actor = caf::typed_actor<
+    /// Submits `item`; its end arrives at `sink`.
+    caf::reacts_to<submit_atom, work_item, client_sink>,
+    /// Cancels the item `id` that `sink` submitted (see balancer_actor).
+    caf::reacts_to<cancel_atom, uint64_t, client_sink>>;
+
+using balancer_actor = device_listener::extend<
+    /// Admits `item` for its tenant under the lease, holds it back (policy
+    /// QUEUE / CPU_FALLBACK) or refuses it; either way it ends at `sink`.
+    caf::reacts_to<submit_atom, work_item, client_sink>,
+    /// New lease terms from the quota actor (changed limits of the same
+    /// tenants, in the same order; other leases are refused and audited).
+    caf::reacts_to<lease_atom, quota_lease>,
+    /// Device `index` (re)joined with a new actor.
+    caf::reacts_to<up_atom, uint32_t, device_actor>,
+    /// Device `index` left with `reason`; `permanent` when it will not return.
+    caf::reacts_to<down_atom, uint32_t, caf::error, bool>,
+    /// Device `index` is now `status` (a device_status: available, degraded
+    /// or draining) while its actor keeps running, because of `why`.
+    caf::reacts_to<status_atom, uint32_t, uint8_t, std::string>,
+    /// The audit log can (`ok`) or cannot be written, and why: while it
+    /// cannot, nothing is admitted (unless the config keeps running).
+    caf::reacts_to<audit_atom, bool, std::string>,
+    /// Cancels the item `id` of client `sink`: one that waits ends now with
+    /// cancelled, one that runs ends with cancelled when its launch ends
+    /// (its result is dropped). Unknown ids are ignored.
+    caf::reacts_to<cancel_atom, uint64_t, client_sink>,
+    /// Stops admitting: later submissions, and items held back or waiting
+    /// for memory, end with shutting_down. Replies when done.
+    caf::replies_to<down_atom>::with<bool>,
+    /// The runtime stopped (its devices are gone): every item still open
+    /// ends now with shutting_down. The balancer stays as a closed door
+    /// that refuses every later submission with shutting_down, for as long
+    /// as a client holds its handle. Replies when done.
+    caf::replies_to<halt_atom>::with<bool>,
+    /// Returns the balancer's counters (admission included).
+    caf::replies_to<stats_atom>::with<balancer_stats>,
+    /// Returns what every tenant uses of its lease now.
+    caf::replies_to<usage_atom>::with<quota_usage>,
+    /// Sends buffered audit events on; replies when done.
+    caf::replies_to<flush_atom>::with<bool>,
+    /// Internal: periodic flush of buffered audit events.
+    caf::reacts_to<tick_atom>,
+    /// Internal: held-back and waiting items are due for another try.
+    caf::reacts_to<retry_atom>,
+    /// Internal: an open batch may be due to launch.
+    caf::reacts_to<batch_atom>>;
+
+/// How the balancer chooses among devices.
+enum class placement_policy : uint8_t {
+  /// Earliest expected completion from the measured model (the default).
+  earliest_completion,
+  /// Devices in turn (a baseline).
+  round_robin,
+  /// The device with the fewest items per stream (a baseline).
+  least_loaded,
+};
+
+/// Dynamic batching of one kernel.
+struct batch_rule {
+  bool enabled = false;
+  /// Launch when this many items wait, or when the oldest waited this long.
+  uint32_t preferred = 32;
+  std::chrono::microseconds max_delay{2000};
+  /// Only items with at most this many output elements are batched.
+  uint64_t max_item_elements = 65536;
+};
+
+/// Settings of the balancer.
+struct balancer_config {
+  /// Placements per item before it fails with retries_exhausted.
+  uint32_t max_attempts = 4;
+  /// Every device's circuit breaker.
+  balancer::circuit_config circuit;
+  /// Predicted run times on a degraded device are multiplied by this.
+  double degraded_penalty = 4.0;
+  placement_policy policy = placement_policy::earliest_completion;
+  /// Recent runs per (kernel, size class, device) the model keeps.
+  uint32_t model_window = balancer::run_time_model::default_window;
+  /// Per kernel id.
+  std::array<batch_rule, kernels::kernel_id_limit> batch{};
+  /// Gangs may span NUMA nodes when no node has enough devices.
+  bool gang_cross_numa = false;
+  /// Refuse new items (audit_unavailable) while the audit log cannot be
+  /// written.
+  bool audit_fail_closed = true;
+};
+
+/// The balancer's state (actors/balancer/state.hpp).
+struct balancer_state;
+
+/// Spawned with the static facts of every device (indices match the device
+/// actors the supervisor announces with `up`) and the quota actor's lease.
+balancer_actor::behavior_type
+balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
+              std::vector<device_info> devices, quota_lease lease,
+              audit_actor audit, balancer_config cfg);
+
+} // namespace cohort::actors
