@@ -43,6 +43,11 @@ public:
   /// Uses `id` of `bytes`: true if it was held already; otherwise it is held
   /// from now on (if it fits), pushing out the least recently used.
   bool use(const void* id, uint64_t bytes) {
+    return use(id, bytes, [](const void*) {});
+  }
+
+  /// As `use(id, bytes)`, telling `evicted` each id it pushes out.
+  template <class F> bool use(const void* id, uint64_t bytes, F&& evicted) {
     if (id == nullptr || bytes == 0 || bytes > budget_)
       return false;
     if (auto i = index_.find(id); i != index_.end()) {
@@ -51,6 +56,7 @@ public:
     }
     while (held_ + bytes > budget_ && !lru_.empty()) {
       held_ -= lru_.back().second;
+      evicted(lru_.back().first);
       index_.erase(lru_.back().first);
       lru_.pop_back();
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 
 #include <caf/all.hpp>
 
@@ -79,6 +80,17 @@ std::chrono::milliseconds refusal_backoff(uint32_t n) {
 
 bool takes_work(device_status s) {
   return s == device_status::available || s == device_status::degraded;
+}
+
+// Device `d`'s placement view changed (its backlog, room, status, circuit or
+// throughput): the fleet index catches up before the next placement.
+void touch(balancer_state& st, size_t d) {
+  st.fleet_dirty |= uint64_t{1} << d;
+}
+
+void touch_all(balancer_state& st) {
+  auto n = st.devices.size();
+  st.fleet_dirty = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
 }
 
 // A device that does not take work now but may again: being reset, drained
@@ -181,26 +193,22 @@ double units_on(const balancer_state::slot& s, const balancer_state::record& r,
   return std::max(r.cost_units - held, r.cost_units * 0.01) + evicted;
 }
 
-// Predicted device time of `r` on device `index`: the median of its recent
-// runs of the same kernel and size class there. Without one, `explore` says
-// whether the device should get a first run of that cell (none in flight
-// yet: measure instead of guessing), and the guess is the same kernel at the
-// nearest size there, else the best device that ran it scaled by nominal
-// speeds, else the nominal speed.
-double predict_ns(const balancer_state& st, size_t index,
-                  const balancer_state::record& r, bool* explore = nullptr) {
-  auto& s = st.devices[index];
-  auto k = r.item.kernel;
-  auto units = units_on(s, r, true);
-  double rate = st.model.rate(index, k, r.cls);
+// Predicted device time per cost unit of kernel `k` at size class `cls` on
+// device `index`: the median of its recent runs of that cell there
+// (`measured`). Without one, the same kernel at the nearest size there, else
+// the best device that ran it scaled by nominal speeds, else the nominal
+// speed.
+double rate_of(const balancer_state& st, size_t index, kernels::kernel_id k,
+               uint8_t cls, bool* measured = nullptr) {
+  double rate = st.model.rate(index, k, cls);
+  if (measured != nullptr)
+    *measured = rate > 0;
   if (rate > 0)
-    return rate * units;
-  if (explore != nullptr)
-    *explore = st.probing.count(cell_key(index, r)) == 0;
-  rate = st.model.nearest_rate(index, k, r.cls);
-  auto speed = std::max(s.info.speed, 1e-3);
+    return rate;
+  rate = st.model.nearest_rate(index, k, cls);
+  auto speed = std::max(st.devices[index].info.speed, 1e-3);
   for (size_t j = 0; rate <= 0 && j < st.devices.size(); ++j) {
-    double other = st.model.rate(j, k, r.cls);
+    double other = st.model.rate(j, k, cls);
     if (other > 0) {
       double scaled = other * std::max(st.devices[j].info.speed, 1e-3) / speed;
       if (rate <= 0 || scaled < rate)
@@ -209,31 +217,53 @@ double predict_ns(const balancer_state& st, size_t index,
   }
   if (rate <= 0)
     rate = 1.0 / speed;
+  return rate;
+}
+
+// Predicted device time of `r` on device `index` (rate_of times its units
+// there). Without measured runs of its cell there, `explore` says whether
+// the device should get a first run of that cell (none in flight yet:
+// measure instead of guessing).
+double predict_ns(const balancer_state& st, size_t index,
+                  const balancer_state::record& r, bool* explore = nullptr) {
+  auto& s = st.devices[index];
+  auto units = units_on(s, r, true);
+  bool measured = false;
+  auto rate = rate_of(st, index, r.item.kernel, r.cls, &measured);
+  if (!measured && explore != nullptr)
+    *explore = st.probing.count(cell_key(index, r)) == 0;
   return rate * units;
 }
 
-// Notes that `r`'s inputs go to device `s` (its cost there first).
-void send_inputs(balancer_state::slot& s, balancer_state::record& r) {
+// Notes that `r`'s inputs go to device `index` (its cost there first), and
+// which inputs that device holds from now on.
+void send_inputs(balancer_state& st, size_t index, balancer_state::record& r) {
+  auto& s = st.devices[index];
   r.device_units = units_on(s, r);
-  for (auto& in : r.item.inputs)
-    s.resident.use(in.span().data(), in.bytes());
+  if (s.resident.budget() == 0)
+    return;
+  auto bit = uint64_t{1} << index;
+  for (auto& in : r.item.inputs) {
+    auto* id = in.span().data();
+    s.resident.use(id, in.bytes(), [&](const void* gone) {
+      if (auto i = st.holders.find(gone); i != st.holders.end())
+        if ((i->second &= ~bit) == 0)
+          st.holders.erase(i);
+    });
+    if (s.resident.holds(id))
+      st.holders[id] |= bit;
+  }
 }
 
-// Time until everything placed and waiting would be done if the whole fleet
-// worked on it: while it is longer than an item's run on a device with room,
-// that device takes the item even if another would finish it sooner.
-double drain_ns(const balancer_state& st) {
-  double units = st.ready_units;
-  double per_ns = 0;
-  for (auto& s : st.devices) {
-    if (!takes_work(s.status))
-      continue;
-    units += s.placed_units;
-    double ns_per_unit = s.units_done > 0 ? s.ns_done / s.units_done
-                                          : 1.0 / std::max(s.info.speed, 1e-3);
-    per_ns += std::max(1u, s.info.streams) / ns_per_unit;
-  }
-  return per_ns > 0 ? units / per_ns : 0;
+// Device `index` holds no inputs any more (it was reset or lost).
+void forget_inputs(balancer_state& st, size_t index) {
+  st.devices[index].resident.clear();
+  auto bit = uint64_t{1} << index;
+  for (auto i = st.holders.begin(); i != st.holders.end();)
+    if ((i->second &= ~bit) == 0)
+      i = st.holders.erase(i);
+    else
+      ++i;
 }
 
 void schedule_retry(self_ptr self) {
@@ -281,6 +311,7 @@ void unplace(self_ptr self, balancer_state::record& r) {
     return;
   auto index = size_t(r.device);
   auto& s = st.devices[index];
+  touch(st, index);
   s.backlog_ns = std::max(0.0, s.backlog_ns - r.predicted_ns);
   s.placed -= std::min(s.placed, 1u);
   s.placed_units = std::max(0.0, s.placed_units - r.cost_units);
@@ -400,6 +431,97 @@ bool has_room(const balancer_state::slot& s) {
          s.backlog_ns < streams * room_horizon_ns;
 }
 
+// Sums the drain horizon's terms anew (they drift as they are updated).
+void resum_drain(balancer_state& st) {
+  st.drain_units = 0;
+  st.drain_rate = 0;
+  for (auto& s : st.devices) {
+    st.drain_units += s.drain_units;
+    st.drain_rate += s.drain_rate;
+  }
+  st.drain_updates = 0;
+}
+
+// Brings the fleet index and the masks up to date with the devices touched.
+void sync_fleet(balancer_state& st) {
+  auto dirty = std::exchange(st.fleet_dirty, 0);
+  if (dirty == 0)
+    return;
+  while (dirty != 0) {
+    auto d = size_t(__builtin_ctzll(dirty));
+    dirty &= dirty - 1;
+    auto& s = st.devices[d];
+    auto bit = uint64_t{1} << d;
+    bool works = takes_work(s.status);
+    balancer::fleet_index::device_view v;
+    v.working = works && s.breaker.closed();
+    v.room = has_room(s);
+    v.wait_ns = s.backlog_ns / std::max(1u, s.info.streams);
+    v.penalty =
+        s.status == device_status::degraded ? st.cfg.degraded_penalty : 1.0;
+    st.fleet.update_device(d, v);
+    st.takes_room =
+        works && v.room ? st.takes_room | bit : st.takes_room & ~bit;
+    st.circuit_not_closed = works && !s.breaker.closed()
+                                ? st.circuit_not_closed | bit
+                                : st.circuit_not_closed & ~bit;
+    double ns_per_unit = s.units_done > 0 ? s.ns_done / s.units_done
+                                          : 1.0 / std::max(s.info.speed, 1e-3);
+    st.drain_units -= s.drain_units;
+    st.drain_rate -= s.drain_rate;
+    s.drain_units = works ? s.placed_units : 0;
+    s.drain_rate = works ? std::max(1u, s.info.streams) / ns_per_unit : 0;
+    st.drain_units += s.drain_units;
+    st.drain_rate += s.drain_rate;
+    ++st.drain_updates;
+  }
+  if (st.drain_updates >= 65536)
+    resum_drain(st);
+}
+
+// Time until everything placed and waiting would be done if the whole fleet
+// worked on it: while it is longer than an item's run on a device with room,
+// that device takes the item even if another would finish it sooner.
+double drain_ns(balancer_state& st) {
+  sync_fleet(st);
+  auto units = std::max(0.0, st.ready_units + st.drain_units);
+  return st.drain_rate > 0 ? units / st.drain_rate : 0;
+}
+
+// The fleet index's cell of `k` at `cls`; made with every device's rate
+// the first time.
+size_t fleet_cell(balancer_state& st, kernels::kernel_id k, uint8_t cls) {
+  if (st.fleet.has_cell(k, cls))
+    return st.fleet.cell(k, cls);
+  auto c = st.fleet.cell(k, cls);
+  for (size_t d = 0; d < st.devices.size(); ++d) {
+    bool measured = false;
+    auto rate = rate_of(st, d, k, cls, &measured);
+    st.fleet.set_rate(c, d, rate, measured);
+  }
+  return c;
+}
+
+// A run of `k` at `cls` was measured on device `index`: its rate in the
+// fleet index follows, and so do the estimates of devices that have not run
+// that cell yet (they are scaled from the best measured one).
+void note_rate(balancer_state& st, size_t index, kernels::kernel_id k,
+               uint8_t cls) {
+  if (!st.fleet.has_cell(k, cls))
+    return;
+  auto c = st.fleet.cell(k, cls);
+  bool first = (st.fleet.unexplored(c) >> index) & 1;
+  st.fleet.set_rate(c, index, st.model.rate(index, k, cls), true);
+  // A first measurement there also moves the others' estimates (later ones
+  // only nudge them: left until those devices run the cell themselves).
+  if (!first)
+    return;
+  for (auto u = st.fleet.unexplored(c); u != 0; u &= u - 1) {
+    auto d = size_t(__builtin_ctzll(u));
+    st.fleet.set_rate(c, d, rate_of(st, d, k, cls), false);
+  }
+}
+
 // Sends device `index` the queued tickets still placed on it, as one message.
 void send_queued(self_ptr self, size_t index) {
   auto& st = self->state;
@@ -478,11 +600,15 @@ enum class placement {
 // inputs there (what `unplace` undoes).
 void bind(balancer_state& st, balancer_state::record& r, size_t index) {
   auto& s = st.devices[index];
+  touch(st, index);
   r.device = int32_t(index);
   r.waiting_memory = false;
   r.park_deadline = {};
   r.predicted_ns = predict_ns(st, index, r);
-  send_inputs(s, r);
+  send_inputs(st, index, r);
+  if (st.fleet.has_cell(r.item.kernel, r.cls))
+    st.fleet.note_units(st.fleet.cell(r.item.kernel, r.cls), index,
+                        r.device_units);
   s.backlog_ns += r.predicted_ns;
   ++s.placed;
   s.stats.max_queued = std::max<uint64_t>(s.stats.max_queued, s.placed);
@@ -542,6 +668,114 @@ void commit(self_ptr self, uint64_t ticket, size_t index, bool explore,
   dispatch(self, index, ticket);
 }
 
+// Devices holding an item's inputs that placement weighs one by one: more
+// than this and holding does not single any out.
+constexpr int max_weighed_holders = 8;
+
+// Devices that hold any of `r`'s inputs.
+uint64_t holders_of(const balancer_state& st, const balancer_state::record& r) {
+  uint64_t out = 0;
+  if (st.holders.empty())
+    return out;
+  for (auto& in : r.item.inputs)
+    if (auto i = st.holders.find(in.span().data()); i != st.holders.end())
+      out |= i->second;
+  return out;
+}
+
+// Earliest-completion placement without a scan of the fleet, for the
+// common case: the fleet index names the device where a typical item of
+// `r`'s cell would finish first, overall and among devices with room; the
+// item's own completion is worked out on those two only. Returns nothing
+// when the case is not common (another policy, an item that failed or was
+// refused somewhere, a grant that leaves out working devices, a circuit
+// that is not closed, device memory that does not fit on the devices it
+// looked at): the full scan in `place` decides then.
+std::optional<placement> place_quickly(self_ptr self, uint64_t ticket,
+                                       balancer_state::record& r, bool strict) {
+  auto& st = self->state;
+  if (st.cfg.policy != placement_policy::earliest_completion ||
+      r.failed_on != 0 || r.memory_refused != 0)
+    return std::nullopt;
+  sync_fleet(st);
+  auto mask = r.device_mask;
+  auto working = st.fleet.working();
+  if ((working & mask) == 0 || (working & ~mask) != 0 ||
+      (st.circuit_not_closed & mask) != 0)
+    return std::nullopt;
+  auto fits = [&](size_t d) {
+    return !st.devices[d].has_memory || !memory_check(st, r, d);
+  };
+  auto cell = fleet_cell(st, r.item.kernel, r.cls);
+  // A device that never ran this cell gets one run to measure it.
+  for (auto e = st.fleet.unexplored(cell) & st.fleet.room() & mask; e != 0;
+       e &= e - 1) {
+    auto d = size_t(__builtin_ctzll(e));
+    if (st.probing.count(cell_key(d, r)) > 0)
+      continue;
+    if (!fits(d))
+      return std::nullopt;
+    commit(self, ticket, d, true, false, {});
+    return placement::placed;
+  }
+  auto best = st.fleet.best(cell);
+  if (best.any < 0)
+    return std::nullopt;
+  // Where device memory is in play, some device with memory must take the
+  // item (the best one, or else the first): when none would, the tenant's
+  // memory policy decides, in the full scan.
+  if (auto with_memory = working & mask & st.memory_devices; with_memory != 0) {
+    auto first = size_t(__builtin_ctzll(with_memory));
+    auto any = size_t(best.any);
+    if (!(st.devices[any].has_memory && fits(any)) && !fits(first))
+      return std::nullopt;
+  }
+  // The index weighs each device by a typical item of the cell; the few
+  // devices that hold this item's inputs may beat that, so they are weighed
+  // too. When many hold them, holding does not tell devices apart.
+  auto held_by = holders_of(st, r) & working & mask;
+  // The item's completion on device d, at the rate the index holds for the
+  // cell there (measured, or the estimate worked out when it was last
+  // measured anywhere).
+  auto completion = [&](size_t d) {
+    auto& s = st.devices[d];
+    double t = s.backlog_ns / std::max(1u, s.info.streams) +
+               st.fleet.rate(cell, d) * units_on(s, r, true);
+    return s.status == device_status::degraded ? t * st.cfg.degraded_penalty
+                                               : t;
+  };
+  if (__builtin_popcountll(held_by) > max_weighed_holders)
+    held_by = 0;
+  auto room = st.fleet.room();
+  int32_t pick = -1;
+  double mine = 0;
+  double soonest = completion(size_t(best.any));
+  auto weigh = [&](size_t d) {
+    double t = d == size_t(best.any) ? soonest : completion(d);
+    soonest = std::min(soonest, t);
+    if (((room >> d) & 1) && (pick < 0 || t < mine)) {
+      pick = int32_t(d);
+      mine = t;
+    }
+  };
+  weigh(size_t(best.any));
+  if (best.with_room >= 0 && best.with_room != best.any)
+    weigh(size_t(best.with_room));
+  for (auto h = held_by; h != 0; h &= h - 1) {
+    auto d = size_t(__builtin_ctzll(h));
+    if (int32_t(d) != best.any && int32_t(d) != best.with_room)
+      weigh(d);
+  }
+  if (pick < 0)
+    return placement::later;
+  if (mine > soonest && (strict || mine > drain_ns(st)))
+    return placement::later;
+  if (!fits(size_t(pick)))
+    return std::nullopt;
+  commit(self, ticket, size_t(pick), false, false, {});
+  return placement::placed;
+}
+
 // Places (or re-places) one item on a device with room, by the balancer's
 // policy; `r.why` says why it moves (empty the first time). `strict`: only
 // on a device where it would finish soonest.
@@ -561,6 +795,8 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
                               " times; last failure: " + r.why));
     return placement::elsewhere;
   }
+  if (auto quick = place_quickly(self, ticket, r, strict))
+    return *quick;
   struct candidate {
     size_t index;
     double completion;
@@ -781,6 +1017,7 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
 // counts it.
 void note_failure(self_ptr self, size_t index, const caf::error& err) {
   auto& s = self->state.devices[index];
+  touch(self->state, index);
   if (!s.breaker.failed(clock::now()))
     return;
   ++s.stats.circuit_opens;
@@ -1137,7 +1374,31 @@ void pump(self_ptr self) {
   }
   st.pumping = true;
   constexpr size_t lookahead = 32;
-  std::vector<size_t> order;
+  auto& order = st.pump_order;
+  // Items like one that just stayed in its queue (same cell, tenant, grant,
+  // inputs held by the same devices, nothing placed since) get the same
+  // answer:
+  // they stay too, without being weighed again.
+  struct later_key {
+    kernel_id kernel;
+    uint8_t cls;
+    bool strict;
+    int tenant;
+    uint64_t mask;
+    uint64_t held;
+    bool operator==(const later_key&) const = default;
+  };
+  std::array<later_key, 8> stayed;
+  size_t n_stayed = 0;
+  constexpr size_t max_alike = 4;
+  auto key_of = [&](const balancer_state::record& r,
+                    bool strict) -> std::optional<later_key> {
+    if (r.failed_on != 0 || r.memory_refused != 0 || !r.members.empty() ||
+        r.cancelled)
+      return std::nullopt;
+    return later_key{r.item.kernel, r.cls,         strict,
+                     r.tenant,      r.device_mask, holders_of(st, r)};
+  };
   // Place may have queued other items meanwhile: find the ticket again.
   auto erase = [](std::deque<uint64_t>& queue, size_t n, uint64_t ticket) {
     if (n >= queue.size() || queue[n] != ticket)
@@ -1152,10 +1413,8 @@ void pump(self_ptr self) {
       retry_parked(self);
     place_gangs(self);
     auto any_room = [&] {
-      for (auto& s : st.devices)
-        if (takes_work(s.status) && has_room(s))
-          return true;
-      return false;
+      sync_fleet(st);
+      return st.takes_room != 0;
     };
     for (bool progress = true; progress;) {
       progress = false;
@@ -1175,6 +1434,7 @@ void pump(self_ptr self) {
       for (int pass = 0; pass < 2 && !progress; ++pass)
         for (auto q : order) {
           auto& queue = st.ready[q];
+          size_t alike = 0;
           for (size_t n = 0;
                n < queue.size() && n < lookahead && (!progress || alone);) {
             auto ticket = queue[n];
@@ -1183,6 +1443,17 @@ void pump(self_ptr self) {
               queue.erase(queue.begin() + std::ptrdiff_t(n));
               continue;
             }
+            auto key = key_of(i->second, pass == 0);
+            if (key && std::find(stayed.begin(), stayed.begin() + n_stayed,
+                                 *key) != stayed.begin() + n_stayed) {
+              // A run of look-alikes: the rest of the queue is likely more
+              // of the same.
+              if (++alike >= max_alike)
+                break;
+              ++n;
+              continue;
+            }
+            alike = 0;
             auto units = i->second.cost_units;
             unready(st, i->second);
             auto what = place(self, ticket, pass == 0);
@@ -1192,9 +1463,13 @@ void pump(self_ptr self) {
               st.ready_units += units;
               ++st.ready_count;
               ++n;
+              if (key && n_stayed < stayed.size())
+                stayed[n_stayed++] = *key;
               continue;
             }
             erase(queue, n, ticket);
+            // Something moved: answers may differ now.
+            n_stayed = 0;
             if (what == placement::placed) {
               double weight =
                   q < st.book.tenants() ? st.book.policy(int(q)).weight : 1.0;
@@ -1350,12 +1625,15 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
   if (r.device_units > 0 && done.device_ns > 0) {
     st.model.record(index, r.item.kernel, r.cls, r.device_units,
                     double(done.device_ns));
+    note_rate(st, index, r.item.kernel, r.cls);
     s.units_done += r.device_units;
     s.ns_done += double(done.device_ns);
+    touch(st, index);
   }
   ++s.stats.launches;
   s.stats.busy_ns += done.device_ns;
   if (!s.breaker.closed() && s.breaker.succeeded(clock::now())) {
+    touch(st, index);
     device_event(self, s.info.name, "circuit closed: its probes passed");
     // Items parked behind it go first, with the next pump.
     st.parked_due = true;
@@ -1822,6 +2100,11 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   for (auto& s : st.devices)
     s.breaker = circuit_breaker{cfg.circuit};
   st.latency.resize(st.devices.size() * kernels::kernel_id_limit);
+  st.fleet = balancer::fleet_index{st.devices.size()};
+  touch_all(st);
+  for (size_t i = 0; i < st.devices.size(); ++i)
+    if (st.devices[i].has_memory)
+      st.memory_devices |= uint64_t{1} << i;
   // Stopped with items still in flight (the runtime drained what it could
   // first): each ends now, once, with shutting_down.
   self->set_exit_handler([=](caf::exit_msg& msg) {
@@ -1883,6 +2166,10 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         for (size_t i = 0; i < lease.devices.size() && i < st.devices.size();
              ++i)
           st.devices[i].has_memory = lease.devices[i].has_memory;
+        st.memory_devices = 0;
+        for (size_t i = 0; i < st.devices.size(); ++i)
+          if (st.devices[i].has_memory)
+            st.memory_devices |= uint64_t{1} << i;
         st.book = quota_book{std::move(lease)};
         st.book.set_usage(usage);
         wake(self);
@@ -1917,6 +2204,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](up_atom, uint32_t index, device_actor& handle) {
         stamp(self->state);
         auto& st = self->state;
+        touch(st, index);
         auto& s = st.devices.at(index);
         if (s.started) {
           ++s.stats.restarts;
@@ -1929,7 +2217,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
             s.draining ? device_status::draining : device_status::available;
         s.stats.status = s.status;
         s.backlog_ns = 0;
-        s.resident.clear();
+        forget_inputs(st, index);
         s.placed = 0;
         s.placed_units = 0;
         s.sent = 0;
@@ -1942,6 +2230,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](down_atom, uint32_t index, caf::error& reason, bool permanent) {
         stamp(self->state);
         auto& st = self->state;
+        touch(st, index);
         auto& s = st.devices.at(index);
         // Taken down on purpose (an operator, a sibling's restart): not a
         // loss of this device.
@@ -1962,7 +2251,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         s.stats.status = s.status;
         s.handle = device_actor{};
         s.backlog_ns = 0;
-        s.resident.clear();
+        forget_inputs(st, index);
         // Queued tickets are re-placed below with the ones the actor held.
         s.sent = 0;
         s.queued.clear();
@@ -2003,6 +2292,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](status_atom, uint32_t index, uint8_t status, std::string& why) {
         stamp(self->state);
         auto& st = self->state;
+        touch(st, index);
         auto& s = st.devices.at(index);
         if (!s.handle) {
           // Drained while it is being reset: it comes back draining.

@@ -15,6 +15,7 @@
 #include "actors/balancer/batching.hpp"
 #include "actors/balancer/circuit_breaker.hpp"
 #include "actors/balancer/cost_model.hpp"
+#include "actors/balancer/fleet_index.hpp"
 #include "actors/quota_book.hpp"
 #include "devices/input_cache.hpp"
 
@@ -62,6 +63,10 @@ struct balancer_state {
     /// is gone for good (its memory released).
     std::vector<std::pair<int, uint64_t>> stranded;
     device_stats stats;
+    /// What it adds to the drain horizon's sums (while it takes work): its
+    /// placed units and its units per ns.
+    double drain_units = 0;
+    double drain_rate = 0;
   };
   /// One admitted item until it ends.
   struct record {
@@ -191,11 +196,33 @@ struct balancer_state {
                      balancer::batching::batch_key_hash>
       batches;
   balancer::run_time_model model;
+  /// Placement's view of the fleet, so that an item's device is chosen
+  /// without a scan (fleet_index), and the devices whose view is out of
+  /// date: refreshed before the next placement.
+  balancer::fleet_index fleet;
+  uint64_t fleet_dirty = 0;
+  /// Devices that take work and have room (whatever their circuit), and
+  /// devices that take work behind a circuit that is not closed.
+  uint64_t takes_room = 0;
+  uint64_t circuit_not_closed = 0;
+  /// Devices with device memory (the lease's).
+  uint64_t memory_devices = 0;
+  /// Which devices hold each input (by identity) in their modeled input
+  /// caches: placement weighs the few devices that hold an item's inputs.
+  std::unordered_map<const void*, uint64_t> holders;
+  /// The drain horizon's sums over devices that take work: placed units
+  /// and units per ns (see drain_ns); updates since they were summed anew.
+  double drain_units = 0;
+  double drain_rate = 0;
+  uint32_t drain_updates = 0;
   /// Model cells (device, kernel, class) with an exploration run in flight.
   std::unordered_map<uint32_t, uint32_t> probing;
   uint32_t round_robin = 0;
   clock::time_point started_at;
   bool pumping = false;
+  /// Tenants' queues in the order pump serves them (kept: no allocation
+  /// per pump).
+  std::vector<size_t> pump_order;
   bool pump_again = false;
   quota_book book;
   audit_buffer audit;
