@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <memory_resource>
 #include <unordered_map>
 #include <vector>
 
@@ -147,7 +149,12 @@ struct balancer_state {
     caf::error why;
   };
   std::vector<slot> devices;
-  std::unordered_map<uint64_t, record> outstanding;
+  /// The nodes of the item tables below come from this pool: once it has
+  /// grown to the items in flight, an item costs no heap allocation there.
+  /// Declared before the tables, so that it outlives them.
+  std::unique_ptr<std::pmr::unsynchronized_pool_resource> table_pool =
+      std::make_unique<std::pmr::unsynchronized_pool_resource>();
+  std::pmr::unordered_map<uint64_t, record> outstanding{table_pool.get()};
   /// A client's item: its sink and its work id.
   struct client_key {
     caf::actor_addr sink;
@@ -164,7 +171,8 @@ struct balancer_state {
   /// Every item held back or admitted and not yet ended, by client: its
   /// ticket (0 while held back). A second item with the same key is refused
   /// (duplicate_id); cancel finds items here.
-  std::unordered_map<client_key, uint64_t, client_key_hash> by_client;
+  std::pmr::unordered_map<client_key, uint64_t, client_key_hash> by_client{
+      table_pool.get()};
   /// Tickets waiting for a device of their mask to come back, in order.
   std::vector<uint64_t> parked;
   /// Parked items are not looked at again before this (outside of device
