@@ -207,6 +207,46 @@ void client_hub::submit(work_item item, work_callback done) {
   caf::anon_send(entry_, submit_atom::value, std::move(item), sink_);
 }
 
+std::vector<work_future> client_hub::submit(std::vector<work_item> items) {
+  std::vector<work_future> out;
+  out.reserve(items.size());
+  for (auto& item : items) {
+    auto* slot = new detail::work_slot;
+    slot->refs.store(2, std::memory_order_relaxed);
+    slot->id = item.id;
+    item.tag = id_of(slot);
+    out.push_back(work_future{slot});
+  }
+  send_batches(std::move(items));
+  return out;
+}
+
+void client_hub::submit(std::vector<work_item> items, batch_callback done) {
+  auto shared = std::make_shared<batch_callback>(std::move(done));
+  for (auto& item : items) {
+    auto* slot = new detail::work_slot;
+    slot->id = item.id;
+    slot->callback = [shared, id = item.id](caf::expected<work_result> x) {
+      (*shared)(id, std::move(x));
+    };
+    item.tag = id_of(slot);
+  }
+  send_batches(std::move(items));
+}
+
+void client_hub::send_batches(std::vector<work_item> items) {
+  if (items.size() <= max_submit_batch) {
+    caf::anon_send(entry_, submit_atom::value, std::move(items), sink_);
+    return;
+  }
+  for (size_t i = 0; i < items.size(); i += max_submit_batch) {
+    auto end = std::min(items.size(), i + max_submit_batch);
+    std::vector<work_item> part{std::make_move_iterator(items.begin() + long(i)),
+                                std::make_move_iterator(items.begin() + long(end))};
+    caf::anon_send(entry_, submit_atom::value, std::move(part), sink_);
+  }
+}
+
 void client_hub::cancel(const work_future& f) {
   if (f.slot_ != nullptr && !f.ready())
     caf::anon_send(entry_, cancel_atom::value, id_of(f.slot_), sink_);

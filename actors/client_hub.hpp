@@ -38,6 +38,13 @@ public:
   /// Submits `item`; `done` is called with its end on the hub's thread.
   void submit(work_item item, work_callback done);
 
+  /// Submits `items` in order with one message per max_submit_batch
+  /// items; the futures in the same order.
+  std::vector<work_future> submit(std::vector<work_item> items);
+
+  /// Submits `items` in order; `done` is called with each one's end.
+  void submit(std::vector<work_item> items, batch_callback done);
+
   /// Cancels the item of `f` (see the balancer's cancel): one that waits
   /// ends with cancelled; one that runs ends when its launch does, and its
   /// result is dropped.
@@ -51,6 +58,9 @@ public:
   static work_future ready(uint64_t id, caf::expected<work_result> x);
 
 private:
+  /// Sends tagged items to the entry, max_submit_batch per message.
+  void send_batches(std::vector<work_item> items);
+
   caf::actor_system& sys_;
   entry_actor entry_;
   caf::actor companion_;

@@ -373,6 +373,23 @@ void runtime::submit(work_item item, work_callback done) {
   hub_->submit(std::move(item), std::move(done));
 }
 
+std::vector<work_future> runtime::submit(std::vector<work_item> items) {
+  if (!stopped_)
+    return hub_->submit(std::move(items));
+  std::vector<work_future> out;
+  out.reserve(items.size());
+  for (auto& item : items)
+    out.push_back(client_hub::ready(item.id, stopped_error()));
+  return out;
+}
+
+void runtime::submit(std::vector<work_item> items, batch_callback done) {
+  if (!stopped_)
+    return hub_->submit(std::move(items), std::move(done));
+  for (auto& item : items)
+    done(item.id, stopped_error());
+}
+
 void runtime::cancel(const work_future& f) {
   hub_->cancel(f);
 }

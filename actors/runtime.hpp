@@ -87,6 +87,19 @@ public:
   /// called at once, on the calling thread, with shutting_down.
   void submit(work_item item, work_callback done);
 
+  /// Submits `items` as their tenants, in order, in one message to the
+  /// runtime (one per 65,536 items) instead of one per item: each is
+  /// admitted as if submitted alone, and its end fills its future (same
+  /// order as `items`). After `stop()` every future is filled with
+  /// shutting_down.
+  std::vector<work_future> submit(std::vector<work_item> items);
+
+  /// Submits `items` in order in one message; `done` is called once per
+  /// item with the item's id and its end, on the callback thread as
+  /// `submit(item, done)` does. After `stop()` it is called for each item
+  /// at once, on the calling thread, with shutting_down.
+  void submit(std::vector<work_item> items, batch_callback done);
+
   /// Cancels the item of `f`: one still waiting ends with cancelled and
   /// never runs; one running finishes on its device and ends with
   /// cancelled, its result dropped. Exactly one end either way; nothing

@@ -18,6 +18,11 @@ namespace cohort::actors {
 /// ended without one.
 using work_callback = std::function<void(caf::expected<work_result>)>;
 
+/// What a callback of a batched runtime::submit gets: the id the client
+/// gave the item, and its result or why it ended without one.
+using batch_callback =
+    std::function<void(uint64_t id, caf::expected<work_result>)>;
+
 namespace detail {
 
 /// One submitted item's end, shared by its work_future (if any) and the

@@ -24,6 +24,10 @@ namespace cohort {
 void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<work_item>("cohort::work_item");
   cfg.add_message_type<work_result>("cohort::work_result");
+  cfg.add_message_type<std::vector<work_item>>(
+      "std::vector<cohort::work_item>");
+  cfg.add_message_type<work_end>("cohort::work_end");
+  cfg.add_message_type<std::vector<work_end>>("std::vector<cohort::work_end>");
   cfg.add_message_type<work_done>("cohort::work_done");
   cfg.add_message_type<std::vector<work_done>>(
       "std::vector<cohort::work_done>");

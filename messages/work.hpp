@@ -9,6 +9,7 @@
 #include "kernels/catalog.hpp"
 #include "messages/host_buffer.hpp"
 
+#include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 
@@ -175,6 +176,22 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_result& x) {
   return f(caf::meta::type_name("work_result"), x.id, x.output, x.device,
            x.attempts, x.fallback, x.tag);
+}
+
+/// One item's end in a batch of ends: its result, or (error set) why it
+/// ended without one.
+struct work_end {
+  /// What the client knows the item by: its tag when set, else its id
+  /// (work_item::key, as in client_sink's failed message).
+  uint64_t key = 0;
+  /// Set when the item ended without a result (then `result` is empty).
+  caf::error error;
+  work_result result;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, work_end& x) {
+  return f(caf::meta::type_name("work_end"), x.key, x.error, x.result);
 }
 
 /// A device actor's report of one finished launch.

@@ -148,17 +148,54 @@ void device_event(self_ptr self, const std::string& device,
                                     std::move(detail), wall_clock_ns()});
 }
 
+// Sends the ends waiting for batch sinks, one message per sink.
+void deliver_ends(self_ptr self) {
+  auto& st = self->state;
+  for (auto& p : st.pending)
+    if (!p.ends.empty())
+      self->send(caf::actor_cast<batch_sink>(p.sink), result_atom::value,
+                 std::exchange(p.ends, {}));
+  st.pending.clear();
+  st.pending_index.clear();
+}
+
+// Sends an item's end to its sink: at once to a client_sink; to a
+// batch_sink together with the other ends of this round (the first one
+// sends the balancer a deliver message, read after what is queued now).
+void tell_end(self_ptr self, const end_sink& sink, work_end end) {
+  auto& st = self->state;
+  if (!sink.batched) {
+    auto to = caf::actor_cast<client_sink>(sink.handle);
+    if (end.error)
+      self->send(to, failed_atom::value, end.key, std::move(end.error));
+    else
+      self->send(to, result_atom::value, std::move(end.result));
+    return;
+  }
+  if (st.pending.empty())
+    self->send(self, deliver_atom::value);
+  auto [at, fresh] =
+      st.pending_index.try_emplace(sink.address(), st.pending.size());
+  if (fresh)
+    st.pending.push_back({sink.handle, {}});
+  auto& p = st.pending[at->second];
+  p.ends.push_back(std::move(end));
+  if (p.ends.size() >= max_end_batch)
+    self->send(caf::actor_cast<batch_sink>(p.sink), result_atom::value,
+               std::exchange(p.ends, {}));
+}
+
 // Refuses an item before admission.
-void reject(self_ptr self, const work_item& item, const client_sink& sink,
+void reject(self_ptr self, const work_item& item, const end_sink& sink,
             caf::error err) {
   auto& adm = self->state.counters.admission;
   ++adm.rejected;
   ++adm.rejected_by_reason[to_string(code_of(err))];
   audit(self, audit_kind::rejected, item, "", describe(err));
-  self->send(sink, failed_atom::value, item.key(), std::move(err));
+  tell_end(self, sink, {item.key(), std::move(err), {}});
 }
 
-balancer_state::client_key key_of(const client_sink& sink, uint64_t id) {
+balancer_state::client_key key_of(const end_sink& sink, uint64_t id) {
   return {sink.address(), id};
 }
 
@@ -400,7 +437,7 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   unplace(self, rec);
   unready(st, rec);
   st.book.end(rec.tenant);
-  self->send(rec.sink, failed_atom::value, rec.item.key(), std::move(err));
+  tell_end(self, rec.sink, {rec.item.key(), std::move(err), {}});
   ++st.counters.failed;
   st.outstanding.erase(i);
   wake(self);
@@ -1603,9 +1640,11 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
   st.by_client.erase(key_of(r.sink, r.item.key()));
   ++st.counters.completed;
   ++st.devices[index].stats.completed;
-  self->send(r.sink, result_atom::value,
-             work_result{r.item.id, std::move(output), device, attempts,
-                         fallback, r.item.tag});
+  tell_end(self, r.sink,
+           {r.item.key(),
+            {},
+            work_result{r.item.id, std::move(output), device, attempts,
+                        fallback, r.item.tag}});
   st.outstanding.erase(i);
 }
 
@@ -1739,7 +1778,7 @@ bool circuit_reopened(balancer_state& st) {
 }
 
 // Admits an item whose checks passed.
-void admit(self_ptr self, int t, work_item item, client_sink sink,
+void admit(self_ptr self, int t, work_item item, end_sink sink,
            const item_shape& shape, clock::time_point now,
            const std::string& note) {
   auto bytes = shape.bytes;
@@ -1907,7 +1946,7 @@ bool anything_held(const balancer_state& st) {
   return false;
 }
 
-void on_submit(self_ptr self, work_item& item, client_sink& sink) {
+void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
   auto& st = self->state;
   if (!sink) {
     // Its end could not be delivered: refused, and there is no one to tell
@@ -1992,7 +2031,7 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
                                                      " (items are held back "
                                                      "before it)");
   if (!blocked)
-    return admit(self, t, std::move(item), std::move(sink), shape, now, "");
+    return admit(self, t, std::move(item), sink, shape, now, "");
   if (pol.on_limit == limit_policy::reject)
     return reject(self, item, sink, std::move(blocked));
   if (q.size() >= pol.queue_limit)
@@ -2004,14 +2043,35 @@ void on_submit(self_ptr self, work_item& item, client_sink& sink) {
                                  describe(blocked)));
   ++st.counters.admission.held;
   st.by_client.emplace(std::move(key), 0);
-  q.push_back({std::move(item), std::move(sink), shape,
+  q.push_back({std::move(item), sink, shape,
                now + std::chrono::milliseconds(pol.queue_timeout_ms),
                std::move(blocked)});
   schedule_retry(self);
 }
 
 // Cancels a client's item (see the cancel message in balancer.hpp).
-void cancel(self_ptr self, uint64_t id, const client_sink& sink) {
+// Submits a batch of items in order, as if one by one.
+void on_submit_many(self_ptr self, std::vector<work_item>& items,
+                    const end_sink& sink) {
+  if (items.size() <= max_submit_batch) {
+    for (auto& item : items)
+      on_submit(self, item, sink);
+    return;
+  }
+  auto err = make_error(errc::invalid_arguments,
+                        "a batch of " + std::to_string(items.size()) +
+                            " items: one submit takes at most " +
+                            std::to_string(max_submit_batch));
+  if (!sink) {
+    for (auto& item : items)
+      on_submit(self, item, sink); // counted and audited as undeliverable
+    return;
+  }
+  for (auto& item : items)
+    reject(self, item, sink, err);
+}
+
+void cancel(self_ptr self, uint64_t id, const end_sink& sink) {
   auto& st = self->state;
   auto k = st.by_client.find(key_of(sink, id));
   if (k == st.by_client.end())
@@ -2065,6 +2125,7 @@ void end_everything(self_ptr self) {
                  make_error(errc::shutting_down,
                             "the runtime stopped before the item finished"));
   st.audit.flush(self);
+  deliver_ends(self);
 }
 
 } // namespace
@@ -2117,10 +2178,27 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         stamp(self->state);
         on_submit(self, item, sink);
       },
+      [=](submit_atom, std::vector<work_item>& items, client_sink& sink) {
+        stamp(self->state);
+        on_submit_many(self, items, sink);
+      },
+      [=](submit_atom, work_item& item, batch_sink& sink) {
+        stamp(self->state);
+        on_submit(self, item, sink);
+      },
+      [=](submit_atom, std::vector<work_item>& items, batch_sink& sink) {
+        stamp(self->state);
+        on_submit_many(self, items, sink);
+      },
       [=](cancel_atom, uint64_t id, client_sink& sink) {
         stamp(self->state);
         cancel(self, id, sink);
       },
+      [=](cancel_atom, uint64_t id, batch_sink& sink) {
+        stamp(self->state);
+        cancel(self, id, sink);
+      },
+      [=](deliver_atom) { deliver_ends(self); },
       [=](audit_atom, bool ok, std::string& why) {
         stamp(self->state);
         auto& st = self->state;

@@ -31,18 +31,32 @@
 // beside this one) are in cohort::actors::balancer.
 namespace cohort::actors {
 
-/// Where clients submit: `(submit_atom, work_item, client_sink)`. Every
-/// submitted item ends at its sink exactly once.
+/// Where clients submit: `(submit_atom, work_item, client_sink)`, or many
+/// items in one message, or with a batch_sink that hears the ends coalesced.
+/// Every submitted item ends at its sink exactly once.
 using entry_actor = caf::typed_actor<
     /// Submits `item`; its end arrives at `sink`.
     caf::reacts_to<submit_atom, work_item, client_sink>,
+    /// Submits `items` in order, as if one by one (at most
+    /// max_submit_batch; each item of a larger batch ends with
+    /// invalid_arguments); each one's end arrives at `sink`.
+    caf::reacts_to<submit_atom, std::vector<work_item>, client_sink>,
+    /// Submits `item`; its end arrives at `sink` with others.
+    caf::reacts_to<submit_atom, work_item, batch_sink>,
+    /// Submits `items` in order; their ends arrive at `sink` coalesced.
+    caf::reacts_to<submit_atom, std::vector<work_item>, batch_sink>,
     /// Cancels the item `id` that `sink` submitted (see balancer_actor).
-    caf::reacts_to<cancel_atom, uint64_t, client_sink>>;
+    caf::reacts_to<cancel_atom, uint64_t, client_sink>,
+    caf::reacts_to<cancel_atom, uint64_t, batch_sink>>;
 
 using balancer_actor = device_listener::extend<
     /// Admits `item` for its tenant under the lease, holds it back (policy
     /// QUEUE / CPU_FALLBACK) or refuses it; either way it ends at `sink`.
+    /// The batched forms are entry_actor's.
     caf::reacts_to<submit_atom, work_item, client_sink>,
+    caf::reacts_to<submit_atom, std::vector<work_item>, client_sink>,
+    caf::reacts_to<submit_atom, work_item, batch_sink>,
+    caf::reacts_to<submit_atom, std::vector<work_item>, batch_sink>,
     /// New lease terms from the quota actor (changed limits of the same
     /// tenants, in the same order; other leases are refused and audited).
     caf::reacts_to<lease_atom, quota_lease>,
@@ -60,6 +74,7 @@ using balancer_actor = device_listener::extend<
     /// cancelled, one that runs ends with cancelled when its launch ends
     /// (its result is dropped). Unknown ids are ignored.
     caf::reacts_to<cancel_atom, uint64_t, client_sink>,
+    caf::reacts_to<cancel_atom, uint64_t, batch_sink>,
     /// Stops admitting: later submissions, and items held back or waiting
     /// for memory, end with shutting_down. Replies when done.
     caf::replies_to<down_atom>::with<bool>,
@@ -79,7 +94,9 @@ using balancer_actor = device_listener::extend<
     /// Internal: held-back and waiting items are due for another try.
     caf::reacts_to<retry_atom>,
     /// Internal: an open batch may be due to launch.
-    caf::reacts_to<batch_atom>>;
+    caf::reacts_to<batch_atom>,
+    /// Internal: ends for batch sinks are due.
+    caf::reacts_to<deliver_atom>>;
 
 /// How the balancer chooses among devices.
 enum class placement_policy : uint8_t {

@@ -73,7 +73,7 @@ struct balancer_state {
   /// One admitted item until it ends.
   struct record {
     work_item item;
-    client_sink sink;
+    end_sink sink;
     /// Index of its tenant in the quota book.
     int tenant = 0;
     uint64_t device_mask = 0;
@@ -141,7 +141,7 @@ struct balancer_state {
   /// An item held back before admission (in-flight cap, rate limit).
   struct held_item {
     work_item item;
-    client_sink sink;
+    end_sink sink;
     /// Its shape (bytes, cost), worked out when it was submitted.
     item_shape shape;
     clock::time_point deadline;
@@ -173,6 +173,16 @@ struct balancer_state {
   /// (duplicate_id); cancel finds items here.
   std::pmr::unordered_map<client_key, uint64_t, client_key_hash> by_client{
       table_pool.get()};
+  /// Ends waiting to go to a batch_sink, each sink's in the order they
+  /// happened; delivered together when the balancer reads its deliver
+  /// message (sent to itself with the first of them), or at once when a
+  /// sink has max_end_batch of them.
+  struct pending_ends {
+    caf::actor sink;
+    std::vector<work_end> ends;
+  };
+  std::vector<pending_ends> pending;
+  std::unordered_map<caf::actor_addr, size_t> pending_index;
   /// Tickets waiting for a device of their mask to come back, in order.
   std::vector<uint64_t> parked;
   /// Parked items are not looked at again before this (outside of device

@@ -67,35 +67,73 @@ dispatch_figures run_cohort(int tasks, cohort_fleet fleet, int window,
   std::promise<uint64_t> finished;
   auto* done = &finished;
   auto start = clock::now();
-  sys.spawn([&, entry](caf::event_based_actor* client) -> caf::behavior {
-    auto sent = std::make_shared<uint64_t>(0);
-    auto ended = std::make_shared<uint64_t>(0);
-    auto wrong = std::make_shared<uint64_t>(0);
-    auto sink = caf::actor_cast<actors::client_sink>(client);
-    auto refill = [=] {
-      if (*sent < uint64_t(tasks)) {
-        ++*sent;
-        client->send(entry, submit_atom::value, make(*sent), sink);
-      }
-      if (++*ended == uint64_t(tasks)) {
-        done->set_value(*wrong);
-        client->quit();
-      }
-    };
-    for (; *sent < uint64_t(std::min(window, tasks)); ++*sent)
-      client->send(entry, submit_atom::value, make(*sent + 1), sink);
-    return {
-        [=](result_atom, work_result& res) {
-          *wrong +=
-              res.output.values.size() != 1 || res.output.values[0] != 1024.0f;
-          refill();
-        },
-        [=](failed_atom, uint64_t, caf::error&) {
-          ++*wrong;
-          refill();
-        },
-    };
-  });
+  if (fleet.batch > 0) {
+    out.system = "cohort batched " + std::to_string(fleet.batch);
+    // The same client with batched edges: the window refilled with as many
+    // items as a message of ends brought back, in messages of at most
+    // `batch` items.
+    sys.spawn([&, entry](caf::event_based_actor* client) -> caf::behavior {
+      auto sent = std::make_shared<uint64_t>(0);
+      auto ended = std::make_shared<uint64_t>(0);
+      auto wrong = std::make_shared<uint64_t>(0);
+      auto sink = caf::actor_cast<actors::batch_sink>(client);
+      auto send_more = [=](uint64_t n) {
+        while (n > 0 && *sent < uint64_t(tasks)) {
+          std::vector<work_item> items;
+          auto k = std::min({n, uint64_t(fleet.batch), uint64_t(tasks) - *sent});
+          items.reserve(k);
+          for (uint64_t j = 0; j < k; ++j)
+            items.push_back(make(++*sent));
+          n -= k;
+          client->send(entry, submit_atom::value, std::move(items), sink);
+        }
+      };
+      send_more(uint64_t(std::min(window, tasks)));
+      return {
+          [=](result_atom, std::vector<work_end>& ends) {
+            for (auto& e : ends)
+              *wrong += e.error || e.result.output.values.size() != 1 ||
+                        e.result.output.values[0] != 1024.0f;
+            *ended += ends.size();
+            send_more(ends.size());
+            if (*ended == uint64_t(tasks)) {
+              done->set_value(*wrong);
+              client->quit();
+            }
+          },
+      };
+    });
+  } else {
+    sys.spawn([&, entry](caf::event_based_actor* client) -> caf::behavior {
+      auto sent = std::make_shared<uint64_t>(0);
+      auto ended = std::make_shared<uint64_t>(0);
+      auto wrong = std::make_shared<uint64_t>(0);
+      auto sink = caf::actor_cast<actors::client_sink>(client);
+      auto refill = [=] {
+        if (*sent < uint64_t(tasks)) {
+          ++*sent;
+          client->send(entry, submit_atom::value, make(*sent), sink);
+        }
+        if (++*ended == uint64_t(tasks)) {
+          done->set_value(*wrong);
+          client->quit();
+        }
+      };
+      for (; *sent < uint64_t(std::min(window, tasks)); ++*sent)
+        client->send(entry, submit_atom::value, make(*sent + 1), sink);
+      return {
+          [=](result_atom, work_result& res) {
+            *wrong +=
+                res.output.values.size() != 1 || res.output.values[0] != 1024.0f;
+            refill();
+          },
+          [=](failed_atom, uint64_t, caf::error&) {
+            ++*wrong;
+            refill();
+          },
+      };
+    });
+  }
   uint64_t wrong = finished.get_future().get();
   // Done when the audit log has caught up: written and synced as its
   // policy says.

@@ -26,6 +26,10 @@ struct cohort_fleet {
   int sim_gpus = 0;
   /// `--scheduler` settings (KEY=VALUE,...) over Cohort's defaults.
   std::string scheduler;
+  /// When positive, the client submits up to this many items per message
+  /// and hears their ends coalesced (a batch_sink); otherwise one item per
+  /// message and one end per message (a client_sink).
+  int batch = 0;
 };
 
 /// Cohort with quota and audit on (the default fsync policy), one tenant, a

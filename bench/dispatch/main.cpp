@@ -29,6 +29,7 @@ std::vector<std::string> split_list(const std::string& list) {
 int main(int argc, char** argv) {
   using namespace cohort::bench;
   int tasks = 100000, workers = 2, window = 4096, samples = 2000, runs = 3;
+  int batch = 0;
   std::string scheduler;
   std::vector<std::string> policies{"lws", "eager", "dmda"};
   for (int i = 1; i < argc; ++i) {
@@ -46,16 +47,20 @@ int main(int argc, char** argv) {
       runs = std::atoi(next());
     else if (arg == "--scheduler")
       scheduler = next();
+    else if (arg == "--batch")
+      batch = std::atoi(next());
     else if (arg == "--policies")
       policies = split_list(next());
     else {
       std::fprintf(stderr, "usage: bench_dispatch [--tasks N] [--workers N] "
                            "[--window N] [--samples N] [--runs N] "
+                           "[--scheduler K=V,...] [--batch N] "
                            "[--policies lws,eager,dmda]\n");
       return 2;
     }
   }
-  if (tasks <= 0 || workers <= 0 || window <= 0 || samples <= 0 || runs <= 0) {
+  if (tasks <= 0 || workers <= 0 || window <= 0 || samples <= 0 || runs <= 0 ||
+      batch < 0) {
     std::fprintf(stderr, "bench_dispatch: counts must be positive\n");
     return 2;
   }
@@ -81,6 +86,9 @@ int main(int argc, char** argv) {
   for (int run = 1; run <= runs; ++run) {
     std::vector<dispatch_figures> rows;
     rows.push_back(run_cohort(tasks, {workers, 0, scheduler}, window, samples));
+    if (batch > 0)
+      rows.push_back(
+          run_cohort(tasks, {workers, 0, scheduler, batch}, window, samples));
     for (auto& p : policies)
       rows.push_back(run_starpu(p, tasks, workers, samples));
     double lws = 0;

@@ -197,6 +197,77 @@ TEST_CASE_METHOD(fixture,
   CHECK(inline_call);
 }
 
+TEST_CASE_METHOD(fixture,
+                 "a batched submit: one message, a future per item in order, "
+                 "or a callback with each item's id",
+                 "[actors][client][batch]") {
+  auto rt = runtime::start(sys, test::make_config(dir, 2, {{"sim0", 1}}));
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::vector<work_item> items;
+  for (uint64_t i = 0; i < 300; ++i)
+    items.push_back(test::gemv_item(1 + i % 150)); // ids repeat: fine
+  items[10].tenant = "nobody";
+  auto futures = r.submit(items);
+  REQUIRE(futures.size() == items.size());
+  for (size_t i = 0; i < futures.size(); ++i) {
+    CHECK(futures[i].id() == items[i].id);
+    auto end = futures[i].get();
+    if (i == 10) {
+      REQUIRE_FALSE(end);
+      CHECK(code_of(end.error()) == errc::unknown_tenant);
+      continue;
+    }
+    REQUIRE(end);
+    CHECK(end->id == items[i].id);
+    CHECK(check_result(items[i], end->output).empty());
+  }
+  std::mutex mtx;
+  std::map<uint64_t, int> ends;
+  std::map<uint64_t, errc> errors;
+  std::vector<work_item> more;
+  for (uint64_t id = 1000; id < 1200; ++id)
+    more.push_back(test::gemv_item(id));
+  more[5].inputs.clear();
+  r.submit(more, [&](uint64_t id, caf::expected<work_result> end) {
+    std::lock_guard<std::mutex> guard{mtx};
+    ++ends[id];
+    if (!end)
+      errors[id] = code_of(end.error());
+    else if (end->id != id)
+      errors[id] = errc::duplicate_id; // a wrong id: fails below
+  });
+  for (int i = 0; i < 1000; ++i) {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (ends.size() == more.size())
+        break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  r.stop();
+  REQUIRE(ends.size() == more.size());
+  for (auto& [id, n] : ends)
+    CHECK(n == 1);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[1005] == errc::invalid_arguments);
+  // After stop: every future filled, every callback called at once.
+  auto late = r.submit(std::vector<work_item>{test::gemv_item(1),
+                                              test::gemv_item(2)});
+  REQUIRE(late.size() == 2);
+  for (auto& f : late) {
+    REQUIRE(f.ready());
+    CHECK(code_of(f.get().error()) == errc::shutting_down);
+  }
+  int called = 0;
+  r.submit(std::vector<work_item>{test::gemv_item(3)},
+           [&](uint64_t id, caf::expected<work_result> end) {
+             called += id == 3 && !end &&
+                       code_of(end.error()) == errc::shutting_down;
+           });
+  CHECK(called == 1);
+}
+
 TEST_CASE("the scheduler settings of a config reach CAF", "[actors][client]") {
   pb::RuntimeConfig cfg;
   auto* s = cfg.mutable_scheduler();
