@@ -1,5 +1,7 @@
 #include "actors/balancer/balancer.hpp"
 
+#include "actors/balancer/admission_rules.hpp"
+#include "actors/balancer/gang_planner.hpp"
 #include "actors/balancer/state.hpp"
 
 #include <algorithm>
@@ -20,9 +22,6 @@ namespace {
 
 using self_ptr = balancer_actor::stateful_pointer<balancer_state>;
 using clock = balancer_state::clock;
-
-// Devices one gang may need at most (device masks are 64 bits).
-constexpr uint32_t max_gang = 64;
 
 // Longest pause between two looks at held-back and waiting items.
 constexpr auto retry_interval = std::chrono::milliseconds(20);
@@ -1097,24 +1096,10 @@ void place_or_queue(self_ptr self, uint64_t ticket, std::string why,
     enqueue(self, ticket, front);
 }
 
-// Device memory the largest slice of a gang gemm takes: its rows of A, all
-// of B, its rows of the product.
-uint64_t gang_slice_bytes(const work_item& item, uint32_t k) {
-  using devices::memory::align_up;
-  auto rows = (item.args.m + k - 1) / k;
-  return align_up(rows * item.args.k * sizeof(float), item_alignment) +
-         align_up(item.inputs[1].bytes(), item_alignment) +
-         align_up(rows * item.args.n * sizeof(float), item_alignment);
-}
-
-// Device sets for a gang of `k` on `r`: the k devices with the earliest
-// expected completion of a slice, within one NUMA node (the node whose
-// slowest member finishes first), across nodes only when allowed. Empty
-// when no set is free now.
+// Device sets for a gang of `k` on `r` (pick_gang over the devices free
+// for a slice now). Empty when no set is free now.
 std::vector<size_t> gang_devices(balancer_state& st,
                                  const balancer_state::record& r, uint32_t k) {
-  std::map<int32_t, std::vector<std::pair<double, size_t>>> by_node;
-  std::vector<std::pair<double, size_t>> all;
   balancer_state::record slice;
   slice.item.kernel = r.item.kernel;
   slice.cost_units = r.cost_units / k;
@@ -1122,6 +1107,7 @@ std::vector<size_t> gang_devices(balancer_state& st,
   slice.bytes = gang_slice_bytes(r.item, k);
   slice.tenant = r.tenant;
   auto now = clock::now();
+  std::vector<gang_candidate> free;
   for (size_t i = 0; i < st.devices.size(); ++i) {
     auto& s = st.devices[i];
     if (!(r.device_mask & (uint64_t{1} << i)) || !is_gpu(s.info) ||
@@ -1129,71 +1115,26 @@ std::vector<size_t> gang_devices(balancer_state& st,
       continue;
     if (s.has_memory && st.book.check_place(r.tenant, i, slice.bytes))
       continue;
-    double t =
-        s.backlog_ns / std::max(1u, s.info.streams) + predict_ns(st, i, slice);
-    by_node[s.info.numa_node].push_back({t, i});
-    all.push_back({t, i});
+    free.push_back({i, s.info.numa_node,
+                    s.backlog_ns / std::max(1u, s.info.streams) +
+                        predict_ns(st, i, slice)});
   }
-  auto best_of = [k](std::vector<std::pair<double, size_t>>& v) {
-    std::sort(v.begin(), v.end());
-    v.resize(k);
-    return v.back().first;
-  };
-  std::vector<std::pair<double, size_t>> pick;
-  double pick_t = 0;
-  for (auto& [node, v] : by_node) {
-    if (v.size() < k)
-      continue;
-    double t = best_of(v);
-    if (pick.empty() || t < pick_t) {
-      pick = v;
-      pick_t = t;
-    }
-  }
-  if (pick.empty() && st.cfg.gang_cross_numa && all.size() >= k) {
-    best_of(all);
-    pick = all;
-  }
-  std::vector<size_t> out;
-  for (auto& [t, i] : pick)
-    out.push_back(i);
-  std::sort(out.begin(), out.end());
-  return out;
+  return pick_gang(free, k, st.cfg.gang_cross_numa);
 }
 
-// Granted GPUs a gang could ever get (not out of service for good), and the
-// most of them on one NUMA node.
-std::pair<uint32_t, uint32_t> gang_capacity(const balancer_state& st,
-                                            uint64_t mask) {
-  std::map<int32_t, uint32_t> per_node;
-  uint32_t total = 0;
-  uint32_t best = 0;
-  for (size_t i = 0; i < st.devices.size(); ++i) {
-    auto& s = st.devices[i];
-    if (!(mask & (uint64_t{1} << i)) || !is_gpu(s.info) ||
-        s.status == device_status::offline)
-      continue;
-    ++total;
-    best = std::max(best, ++per_node[s.info.numa_node]);
-  }
-  return {total, best};
-}
-
-// Why a gang of `r` can never be placed; empty when it can.
+// Why a gang of `r` can never be placed (gang_impossible over the granted
+// GPUs not out of service for good); empty when it can.
 std::string gang_impossible(const balancer_state& st,
                             const balancer_state::record& r) {
-  auto k = r.item.gang;
-  auto [total, one_node] = gang_capacity(st, r.device_mask);
-  if (total < k)
-    return "the gang needs " + std::to_string(k) + " GPUs at once; tenant '" +
-           r.item.tenant + "' has " + std::to_string(total) +
-           " granted and in service";
-  if (!st.cfg.gang_cross_numa && one_node < k)
-    return "the gang needs " + std::to_string(k) +
-           " GPUs on one NUMA node; the most on one node is " +
-           std::to_string(one_node) +
-           " (placement.gang_cross_numa allows spanning nodes)";
-  return {};
+  std::vector<int32_t> nodes;
+  for (size_t i = 0; i < st.devices.size(); ++i) {
+    auto& s = st.devices[i];
+    if ((r.device_mask & (uint64_t{1} << i)) && is_gpu(s.info) &&
+        s.status != device_status::offline)
+      nodes.push_back(s.info.numa_node);
+  }
+  return gang_impossible(capacity_of(nodes), r.item.gang, r.item.tenant,
+                         st.cfg.gang_cross_numa);
 }
 
 // Places the oldest waiting gangs whose devices are free, in order: a gang
@@ -1598,30 +1539,18 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
         make_error(errc::cancelled, "cancelled while it ran on " + device +
                                         "; its result was dropped"));
   auto now = st.now;
-  {
-    auto& cell = st.latency[index * kernels::kernel_id_limit +
-                            static_cast<size_t>(r.item.kernel)];
-    double took_s = std::chrono::duration<double>(now - r.admitted_at).count();
-    size_t b = 0;
-    while (b < latency_bounds_s.size() && took_s > latency_bounds_s[b])
-      ++b;
-    ++cell.buckets[b];
-    ++cell.count;
-    cell.sum_s += took_s;
-  }
+  st.latency.record(
+      index, r.item.kernel,
+      std::chrono::duration<double>(now - r.admitted_at).count());
   if (fallback) {
     // The price of falling back, against the tenant's budget.
     auto& fb = st.counters.fallback_by_tenant[r.item.tenant];
     auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     now - r.admitted_at)
                     .count();
-    fb.budget_ns =
-        int64_t(st.book.policy(r.tenant).fallback_budget_ms) * 1000000;
-    ++fb.items;
-    fb.total_ns += took;
-    fb.max_ns = std::max(fb.max_ns, took);
-    if (fb.budget_ns > 0 && took > fb.budget_ns) {
-      ++fb.over_budget;
+    if (note_fallback(fb, took,
+                      int64_t(st.book.policy(r.tenant).fallback_budget_ms) *
+                          1000000)) {
       audit(self, audit_kind::fallback, r.item, device,
             "over the fallback latency budget: " +
                 std::to_string(took / 1000000) + " ms against " +
@@ -1973,36 +1902,10 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
   if (t < 0)
     return reject(self, item, sink, no_grant(item.tenant));
   auto& pol = st.book.policy(t);
-  for (size_t i = 0; i <= item.then.size(); ++i) {
-    auto k = i == 0 ? item.kernel : item.then[i - 1].kernel;
-    if (!kernels::is_known(static_cast<uint8_t>(k)))
-      return reject(
-          self, item, sink,
-          make_error(errc::unknown_kernel,
-                     std::string{i == 0 ? "kernel" : "chained kernel"} +
-                         " id " + std::to_string(int(k)) +
-                         " is not in the catalog"));
-    if (!(pol.kernel_mask & (1u << static_cast<uint8_t>(k))))
-      return reject(
-          self, item, sink,
-          make_error(errc::not_granted, "tenant '" + item.tenant +
-                                            "' is not granted kernel " +
-                                            std::string{kernels::name(k)}));
-  }
   item_shape shape;
-  if (auto why = shape_item(item, shape); !why.empty())
-    return reject(self, item, sink,
-                  make_error(errc::invalid_arguments, std::move(why)));
+  if (auto err = check_item(pol, item, shape))
+    return reject(self, item, sink, std::move(err));
   if (item.gang > 1) {
-    if (item.kernel != kernel_id::gemm || !item.then.empty() ||
-        item.args.m < item.gang || item.gang > max_gang)
-      return reject(
-          self, item, sink,
-          make_error(errc::invalid_arguments,
-                     "a gang of " + std::to_string(item.gang) +
-                         " devices needs a single gemm with at least as many "
-                         "rows (m) as devices, and at most " +
-                         std::to_string(max_gang) + " devices"));
     balancer_state::record probe;
     probe.item.gang = item.gang;
     probe.item.tenant = item.tenant;
@@ -2011,8 +1914,7 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
       return reject(self, item, sink,
                     make_error(errc::no_device_available, std::move(why)));
   }
-  auto bytes = shape.bytes;
-  if (auto err = st.book.check_ever(t, bytes, pol.device_mask))
+  if (auto err = st.book.check_ever(t, shape.bytes, pol.device_mask))
     return reject(self, item, sink, std::move(err));
   auto key = key_of(sink, item.key());
   if (st.by_client.count(key) > 0)
@@ -2024,32 +1926,21 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
                                  "be told apart"));
   auto now = st.now;
   auto& q = st.held[size_t(t)];
-  // Later items wait behind held-back ones: order within a tenant holds.
-  caf::error blocked = st.book.check_admit(t, now);
-  if (!blocked && !q.empty())
-    blocked = make_error(code_of(q.front().why), describe(q.front().why) +
-                                                     " (items are held back "
-                                                     "before it)");
-  if (!blocked)
+  auto verdict = decide_admission(pol, st.book.check_admit(t, now), q.size(),
+                                  q.empty() ? nullptr : &q.front().why);
+  using action = admission_verdict::action;
+  if (verdict.what == action::admit)
     return admit(self, t, std::move(item), sink, shape, now, "");
-  if (pol.on_limit == limit_policy::reject)
-    return reject(self, item, sink, std::move(blocked));
-  if (q.size() >= pol.queue_limit)
-    return reject(self, item, sink,
-                  make_error(errc::queue_full,
-                             "tenant '" + item.tenant + "': its queue of " +
-                                 std::to_string(pol.queue_limit) +
-                                 " held-back items is full; held back by: " +
-                                 describe(blocked)));
+  if (verdict.what == action::reject)
+    return reject(self, item, sink, std::move(verdict.why));
   ++st.counters.admission.held;
   st.by_client.emplace(std::move(key), 0);
   q.push_back({std::move(item), sink, shape,
                now + std::chrono::milliseconds(pol.queue_timeout_ms),
-               std::move(blocked)});
+               std::move(verdict.why)});
   schedule_retry(self);
 }
 
-// Cancels a client's item (see the cancel message in balancer.hpp).
 // Submits a batch of items in order, as if one by one.
 void on_submit_many(self_ptr self, std::vector<work_item>& items,
                     const end_sink& sink) {
@@ -2160,7 +2051,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   st.cfg = cfg;
   for (auto& s : st.devices)
     s.breaker = circuit_breaker{cfg.circuit};
-  st.latency.resize(st.devices.size() * kernels::kernel_id_limit);
+  st.latency = balancer::latency_table{st.devices.size()};
   st.fleet = balancer::fleet_index{st.devices.size()};
   touch_all(st);
   for (size_t i = 0; i < st.devices.size(); ++i)
@@ -2456,20 +2347,12 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           if (r.ready || r.batching)
             ++out.waiting;
         out.waiting += st.gangs_waiting.size();
-        for (size_t d = 0; d < st.devices.size(); ++d)
-          for (size_t k = 0; k < kernels::kernel_id_limit; ++k) {
-            auto& cell = st.latency[d * kernels::kernel_id_limit + k];
-            if (cell.count == 0)
-              continue;
-            latency_histogram h;
-            h.kernel =
-                std::string{kernels::name(static_cast<kernels::kernel_id>(k))};
-            h.device = st.devices[d].info.name;
-            h.buckets.assign(cell.buckets.begin(), cell.buckets.end());
-            h.count = cell.count;
-            h.sum_s = cell.sum_s;
-            out.latency.push_back(std::move(h));
-          }
+        {
+          std::vector<std::string> names;
+          for (auto& s : st.devices)
+            names.push_back(s.info.name);
+          out.latency = st.latency.histograms(names);
+        }
         for (auto& [ticket, r] : st.outstanding)
           if (r.members.empty() && r.gang_parent == 0)
             ++out.outstanding;

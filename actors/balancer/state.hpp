@@ -18,6 +18,7 @@
 #include "actors/balancer/circuit_breaker.hpp"
 #include "actors/balancer/cost_model.hpp"
 #include "actors/balancer/fleet_index.hpp"
+#include "actors/balancer/stats.hpp"
 #include "actors/quota_book.hpp"
 #include "devices/input_cache.hpp"
 
@@ -246,15 +247,8 @@ struct balancer_state {
   audit_buffer audit;
   balancer_config cfg;
   balancer_stats counters;
-  /// Latency histograms, one per (device, kernel): index
-  /// device * kernels + kernel; bucket counts as in latency_histogram plus
-  /// the sum in seconds.
-  struct latency_cell {
-    std::array<uint64_t, latency_bounds_s.size() + 1> buckets{};
-    uint64_t count = 0;
-    double sum_s = 0;
-  };
-  std::vector<latency_cell> latency;
+  /// Latency histograms, one per (device, kernel).
+  balancer::latency_table latency;
   uint64_t next_ticket = 0;
   /// The time of the message being handled (one clock read per message),
   /// and the wall clock then for the audit log: steady + `wall_offset_ns`,
