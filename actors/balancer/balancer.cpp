@@ -369,8 +369,7 @@ void unready(balancer_state& st, balancer_state::record& r) {
   if (!r.ready)
     return;
   r.ready = false;
-  st.ready_units = std::max(0.0, st.ready_units - r.cost_units);
-  st.ready_count -= std::min<uint64_t>(st.ready_count, 1);
+  st.ready.left(r.cost_units);
 }
 
 void end_failed(self_ptr self, uint64_t ticket, caf::error err);
@@ -520,7 +519,7 @@ void sync_fleet(balancer_state& st) {
 // that device takes the item even if another would finish it sooner.
 double drain_ns(balancer_state& st) {
   sync_fleet(st);
-  auto units = std::max(0.0, st.ready_units + st.drain_units);
+  auto units = std::max(0.0, st.ready.units() + st.drain_units);
   return st.drain_rate > 0 ? units / st.drain_rate : 0;
 }
 
@@ -1070,18 +1069,11 @@ void enqueue(self_ptr self, uint64_t ticket, bool front = false) {
   auto& r = st.outstanding.at(ticket);
   if (r.ready)
     return;
-  auto q = r.members.empty() ? size_t(r.tenant) : st.ready.size() - 1;
-  if (st.ready[q].empty())
-    st.vtime[q] = std::max(st.vtime[q], st.vclock);
+  auto q = r.members.empty() ? size_t(r.tenant) : st.ready.merged_queue();
   r.ready = true;
   r.waiting_memory = false;
-  st.ready_units += r.cost_units;
-  ++st.ready_count;
-  st.counters.max_waiting = std::max(st.counters.max_waiting, st.ready_count);
-  if (front)
-    st.ready[q].push_front(ticket);
-  else
-    st.ready[q].push_back(ticket);
+  st.ready.push(q, ticket, r.cost_units, front);
+  st.counters.max_waiting = st.ready.max_count();
 }
 
 // Places an item now or queues it; `why` says why it moves.
@@ -1398,12 +1390,7 @@ void pump(self_ptr self) {
       progress = false;
       if (!any_room())
         break;
-      order.clear();
-      for (size_t q = 0; q < st.ready.size(); ++q)
-        if (!st.ready[q].empty())
-          order.push_back(q);
-      std::sort(order.begin(), order.end(),
-                [&](size_t a, size_t b) { return st.vtime[a] < st.vtime[b]; });
+      st.ready.order(order);
       // First what can go where it finishes soonest, then what a device
       // with room takes because the fleet has more than enough work.
       // One tenant waiting (the common case): no turns to take, it goes on
@@ -1411,7 +1398,7 @@ void pump(self_ptr self) {
       bool alone = order.size() == 1;
       for (int pass = 0; pass < 2 && !progress; ++pass)
         for (auto q : order) {
-          auto& queue = st.ready[q];
+          auto& queue = st.ready.queue(q);
           size_t alike = 0;
           for (size_t n = 0;
                n < queue.size() && n < lookahead && (!progress || alone);) {
@@ -1438,8 +1425,7 @@ void pump(self_ptr self) {
             if (what == placement::later) {
               i = st.outstanding.find(ticket);
               i->second.ready = true;
-              st.ready_units += units;
-              ++st.ready_count;
+              st.ready.waiting_again(units);
               ++n;
               if (key && n_stayed < stayed.size())
                 stayed[n_stayed++] = *key;
@@ -1451,8 +1437,7 @@ void pump(self_ptr self) {
             if (what == placement::placed) {
               double weight =
                   q < st.book.tenants() ? st.book.policy(int(q)).weight : 1.0;
-              st.vclock = st.vtime[q];
-              st.vtime[q] += units / std::max(weight, 1e-9);
+              st.ready.served(q, units, weight);
               progress = true;
               if (alone && !any_room())
                 break;
@@ -2041,8 +2026,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   st.book = quota_book{std::move(lease)};
   st.held.resize(st.book.tenants());
   // One ready queue per tenant and one for merged launches.
-  st.ready.resize(st.book.tenants() + 1);
-  st.vtime.assign(st.ready.size(), 0.0);
+  st.ready = balancer::ready_queues{st.book.tenants()};
   st.model = run_time_model{cfg.model_window};
   st.started_at = clock::now();
   refresh_wall_offset(st);

@@ -18,6 +18,7 @@
 #include "actors/balancer/circuit_breaker.hpp"
 #include "actors/balancer/cost_model.hpp"
 #include "actors/balancer/fleet_index.hpp"
+#include "actors/balancer/ready_queues.hpp"
 #include "actors/balancer/stats.hpp"
 #include "actors/quota_book.hpp"
 #include "devices/input_cache.hpp"
@@ -196,14 +197,8 @@ struct balancer_state {
   /// Per tenant (book index): items held back before admission (FIFO).
   std::vector<std::deque<held_item>> held;
   /// Admitted items waiting for a device, per tenant (book index), and one
-  /// more queue for merged launches; served by weighted fair queuing on
-  /// virtual time.
-  std::vector<std::deque<uint64_t>> ready;
-  std::vector<double> vtime;
-  double vclock = 0;
-  /// Items and cost units waiting in the ready queues.
-  uint64_t ready_count = 0;
-  double ready_units = 0;
+  /// more queue for merged launches.
+  balancer::ready_queues ready;
   /// Gang items waiting for their devices, oldest first.
   std::deque<uint64_t> gangs_waiting;
   /// Open batches by what their members share, with their due time.
