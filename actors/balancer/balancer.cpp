@@ -2,6 +2,7 @@
 
 #include "actors/balancer/admission_rules.hpp"
 #include "actors/balancer/gang_planner.hpp"
+#include "actors/balancer/placement_policy.hpp"
 #include "actors/balancer/state.hpp"
 
 #include <algorithm>
@@ -832,22 +833,13 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
   }
   if (auto quick = place_quickly(self, ticket, r, strict))
     return *quick;
-  struct candidate {
-    size_t index;
-    double completion;
-    bool room;
-    bool explore;
-    bool cpu;
-  };
   // At most 64 devices: on the stack, no allocation per placement.
   struct {
-    std::array<candidate, 64> at;
+    std::array<placement_candidate, 64> at;
     size_t n = 0;
     bool empty() const { return n == 0; }
-    void push_back(const candidate& c) { at[n++] = c; }
-    const candidate& front() const { return at[0]; }
-    const candidate* begin() const { return at.data(); }
-    const candidate* end() const { return at.data() + n; }
+    void push_back(const placement_candidate& c) { at[n++] = c; }
+    std::span<const placement_candidate> all() const { return {at.data(), n}; }
   } fit;
   // Devices that may take it later: being reset, or their circuit is open.
   bool may_return = false;
@@ -904,7 +896,8 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
         }
         memory_fits = true;
       }
-      fit.push_back({i, t, has_room(s), explore, !s.has_memory});
+      fit.push_back({i, t, has_room(s), explore, !s.has_memory,
+                     double(s.placed) / std::max(1u, s.info.streams)});
     }
   }
   if (!r.members.empty() && ((memory_online && !memory_fits) || fit.empty())) {
@@ -974,76 +967,14 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
                        (r.why.empty() ? "" : "; last failure: " + r.why)));
     return placement::elsewhere;
   }
-  const candidate* pick = nullptr;
-  switch (st.cfg.policy) {
-  // The baselines bind at once, as their classic forms do: the item waits in
-  // its device's queue.
-  case placement_policy::round_robin: {
-    // The first device at or after the turn.
-    size_t best_turn = st.devices.size();
-    for (auto& c : fit) {
-      auto turn =
-          (c.index + st.devices.size() - st.round_robin) % st.devices.size();
-      if (turn < best_turn) {
-        best_turn = turn;
-        pick = &c;
-      }
-    }
-    if (pick != nullptr)
-      st.round_robin = uint32_t((pick->index + 1) % st.devices.size());
-    break;
-  }
-  case placement_policy::least_loaded:
-    for (auto& c : fit) {
-      auto load = [&](const candidate& x) {
-        auto& s = st.devices[x.index];
-        return double(s.placed) / std::max(1u, s.info.streams);
-      };
-      if (pick == nullptr || load(c) < load(*pick))
-        pick = &c;
-    }
-    break;
-  case placement_policy::earliest_completion: {
-    // A device with room takes it when no device would finish it sooner,
-    // or when the fleet has more work than it can finish before this item
-    // would be done there anyway. A device that never ran its kernel at
-    // this size gets one run to measure.
-    double best = fit.front().completion;
-    for (auto& c : fit)
-      best = std::min(best, c.completion);
-    double horizon = -1;
-    for (auto& c : fit) {
-      if (!c.room)
-        continue;
-      if (c.explore) {
-        pick = &c;
-        break;
-      }
-      if (c.completion > best) {
-        if (strict)
-          continue;
-        if (horizon < 0)
-          horizon = drain_ns(st);
-        if (c.completion > horizon)
-          continue;
-      }
-      if (pick == nullptr || c.completion < pick->completion)
-        pick = &c;
-    }
-    break;
-  }
-  }
-  if (memory_fallback) {
-    // Only a CPU worker (without device memory) may take it.
-    pick = nullptr;
-    for (auto& c : fit)
-      if (c.cpu && c.room &&
-          (pick == nullptr || c.completion < pick->completion))
-        pick = &c;
-  }
-  if (pick == nullptr)
+  placement_rules rules{st.cfg.policy, strict, memory_fallback,
+                        st.devices.size()};
+  auto at = pick_device(fit.all(), rules, st.round_robin,
+                        [&] { return drain_ns(st); });
+  if (at == no_pick)
     return placement::later;
-  commit(self, ticket, pick->index, pick->explore && !memory_fallback,
+  auto& pick = fit.at[at];
+  commit(self, ticket, pick.index, pick.explore && !memory_fallback,
          memory_fallback, memory_why);
   return placement::placed;
 }
