@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "actors/device_change.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::actors {
@@ -24,6 +25,26 @@ const char* to_string(lifecycle_event x) {
     return "offline";
   case lifecycle_event::online:
     return "online";
+  }
+  return "unknown";
+}
+
+const char* to_string(device_cause x) {
+  switch (x) {
+  case device_cause::started:
+    return "started";
+  case device_cause::health:
+    return "health";
+  case device_cause::fault:
+    return "fault";
+  case device_cause::crashed:
+    return "crashed";
+  case device_cause::restarting:
+    return "restarting";
+  case device_cause::offline:
+    return "offline";
+  case device_cause::gave_up:
+    return "gave_up";
   }
   return "unknown";
 }

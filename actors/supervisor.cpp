@@ -21,26 +21,50 @@ void device_event(self_ptr self, const std::string& device,
   self->send(self->state.audit, record_atom::value, std::move(evs));
 }
 
-// Moves device `index` through its life cycle; tells the balancer and the
-// audit log when its status changes.
+// Tells the balancer that device `index` changed: its generation and
+// status now, and why. The one message per change of its life cycle.
+void tell(self_ptr self, uint32_t index, device_cause cause,
+          caf::error reason = {}, std::string why = {}) {
+  auto& e = self->state.devices[index];
+  device_change c;
+  c.index = index;
+  c.generation = e.generation;
+  c.status = e.life.status();
+  c.cause = cause;
+  c.reason = std::move(reason);
+  c.why = why.empty() && c.reason ? describe(c.reason) : std::move(why);
+  if (cause == device_cause::started)
+    c.handle = e.handle;
+  self->send(self->state.balancer, device_atom::value, std::move(c));
+}
+
+// Moves device `index` through its life cycle and tells the audit log when
+// its status changes; the caller tells the balancer. Sets `changed`.
 caf::error transition(self_ptr self, uint32_t index, lifecycle_event ev,
-                      const std::string& why) {
+                      const std::string& why, bool* changed = nullptr) {
   auto& e = self->state.devices[index];
   auto before = e.life.status();
   auto after = e.life.apply(ev);
   if (!after)
     return after.error();
-  if (*after != before) {
+  if (changed != nullptr)
+    *changed = *after != before;
+  if (*after != before)
     device_event(self, e.dev->info().name,
                  std::string{"supervisor: "} + to_string(before) + " -> " +
                      to_string(*after) + " (" + to_string(ev) + ": " + why +
                      ")");
-    // Losses and restarts reach the balancer as down and up.
-    if (*after == device_status::available ||
-        *after == device_status::degraded || *after == device_status::draining)
-      self->send(self->state.balancer, status_atom::value, index,
-                 static_cast<uint8_t>(*after), why);
-  }
+  return caf::none;
+}
+
+// A change of status while the device's actor runs reaches the balancer.
+caf::error transition_running(self_ptr self, uint32_t index,
+                              lifecycle_event ev, const std::string& why) {
+  bool changed = false;
+  if (auto err = transition(self, index, ev, why, &changed))
+    return err;
+  if (changed && self->state.devices[index].handle)
+    tell(self, index, device_cause::health, {}, why);
   return caf::none;
 }
 
@@ -62,8 +86,8 @@ void spawn_device(self_ptr self, uint32_t index) {
     e.handle = self->spawn(device_impl, e.dev, listener, dcfg);
   }
   e.addr = e.handle.address();
+  ++e.generation;
   self->monitor(e.handle);
-  self->send(st.balancer, up_atom::value, index, e.handle);
 }
 
 // A device's memory read without its actor (it has none now).
@@ -88,8 +112,20 @@ void release_memory(supervisor_state::entry& e) {
 void give_up(self_ptr self, uint32_t index, caf::error reason) {
   release_memory(self->state.devices[index]);
   transition(self, index, lifecycle_event::gave_up, describe(reason));
-  self->send(self->state.balancer, down_atom::value, index, std::move(reason),
-             true);
+  tell(self, index, device_cause::gave_up, std::move(reason));
+}
+
+// Whether an actor that ended with `reason` ended on a fault of its device.
+bool is_device_fault(const caf::error& reason) {
+  switch (code_of(reason)) {
+  case errc::device_lost:
+  case errc::kernel_fault:
+  case errc::kernel_timeout:
+  case errc::context_poisoned:
+    return true;
+  default:
+    return false;
+  }
 }
 
 // Recent restarts of `e` (within the period), oldest dropped.
@@ -134,11 +170,11 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
     if (e.life.status() == device_status::resetting) {
       // Brought online again before its actor was gone: restart it now.
       e.own_loss = false;
-      self->send(st.balancer, down_atom::value, index, std::move(why), false);
+      tell(self, index, device_cause::restarting, std::move(why));
       self->send(self, restart_atom::value, index);
       return;
     }
-    self->send(st.balancer, down_atom::value, index, std::move(why), true);
+    tell(self, index, device_cause::offline, std::move(why));
     return;
   }
   if (!sibling && recent_restarts(st, e) >= st.cfg.max_restarts) {
@@ -152,11 +188,14 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
   }
   transition(self, index, lifecycle_event::lost, describe(reason));
   e.own_loss = !sibling;
-  self->send(st.balancer, down_atom::value, index,
-             sibling ? make_error(errc::device_restarted,
-                                  e.dev->info().name + ": " + describe(reason))
-                     : reason,
-             false);
+  if (sibling)
+    tell(self, index, device_cause::restarting,
+         make_error(errc::device_restarted,
+                    e.dev->info().name + ": " + describe(reason)));
+  else
+    tell(self, index,
+         is_device_fault(reason) ? device_cause::fault : device_cause::crashed,
+         reason);
   auto delay =
       sibling ? st.cfg.restart_delay : backoff(st.cfg, recent_restarts(st, e));
   self->delayed_send(self, delay, restart_atom::value, index);
@@ -217,6 +256,7 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         for (uint32_t i = 0; i < self->state.devices.size(); ++i) {
           spawn_device(self, i);
           transition(self, i, lifecycle_event::restarted, "started");
+          tell(self, i, device_cause::started, {}, "started");
         }
         return true;
       },
@@ -244,13 +284,13 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           e.restarts.push_back(clock::now());
         spawn_device(self, index);
         auto& cfg = self->state.cfg;
-        transition(self, index, lifecycle_event::restarted,
-                   std::string{recreated ? "new context, " : "reset, "} +
-                       (counted
-                            ? "restart " + std::to_string(e.restarts.size()) +
-                                  " of " + std::to_string(cfg.max_restarts) +
-                                  " in its period"
-                            : std::string{"restart not counted"}));
+        auto why =
+            std::string{recreated ? "new context, " : "reset, "} +
+            (counted ? "restart " + std::to_string(e.restarts.size()) + " of " +
+                           std::to_string(cfg.max_restarts) + " in its period"
+                     : std::string{"restart not counted"});
+        transition(self, index, lifecycle_event::restarted, why);
+        tell(self, index, device_cause::started, {}, why);
       },
       [=](health_atom, uint32_t index, std::vector<std::string>& warnings) {
         auto& st = self->state;
@@ -260,7 +300,8 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         e.last_warning = clock::now();
         for (auto& w : warnings)
           device_event(self, e.dev->info().name, "warning: " + w);
-        transition(self, index, lifecycle_event::warning, warnings.back());
+        transition_running(self, index, lifecycle_event::warning,
+                           warnings.back());
         if (e.life.status() == device_status::degraded)
           schedule_quiet_tick(self);
       },
@@ -274,7 +315,7 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           if (e.life.status() != device_status::degraded)
             continue;
           if (now - e.last_warning >= st.cfg.degraded_quiet)
-            transition(self, i, lifecycle_event::quiet,
+            transition_running(self, i, lifecycle_event::quiet,
                        "no warning for " +
                            std::to_string(st.cfg.degraded_quiet.count()) +
                            " ms");
@@ -288,15 +329,11 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         auto i = find_device(self->state, name);
         if (i < 0)
           return unknown_device(name);
-        auto& e = self->state.devices[size_t(i)];
-        if (auto err = transition(self, uint32_t(i), lifecycle_event::drain,
-                                  "operator"))
+        // Drained while being reset: it comes back draining (its restart
+        // says so).
+        if (auto err = transition_running(self, uint32_t(i),
+                                          lifecycle_event::drain, "operator"))
           return err;
-        // Drained while being reset: the balancer brings it back draining.
-        if (e.life.status() == device_status::resetting)
-          self->send(self->state.balancer, status_atom::value, uint32_t(i),
-                     static_cast<uint8_t>(device_status::draining),
-                     std::string{"operator"});
         return true;
       },
       [=](offline_atom, const std::string& name) -> caf::result<bool> {
@@ -318,10 +355,9 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           // nothing, so the memory of the launches lost with it is
           // released now.
           release_memory(e);
-          self->send(
-              st.balancer, down_atom::value, uint32_t(i),
-              make_error(errc::device_offline, "taken offline by an operator"),
-              true);
+          tell(self, uint32_t(i), device_cause::offline,
+               make_error(errc::device_offline,
+                          "taken offline by an operator"));
         }
         return true;
       },
@@ -332,8 +368,8 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           return unknown_device(name);
         auto& e = st.devices[size_t(i)];
         auto was = e.life.status();
-        if (auto err = transition(self, uint32_t(i), lifecycle_event::online,
-                                  "operator"))
+        if (auto err = transition_running(self, uint32_t(i),
+                                          lifecycle_event::online, "operator"))
           return err;
         if (was == device_status::offline) {
           // An operator's restart does not count against the intensity, and

@@ -86,6 +86,8 @@ struct supervisor_state {
     /// The pending restart follows a loss of its own: it counts against
     /// the restart intensity.
     bool own_loss = false;
+    /// Starts of its actor so far.
+    uint32_t generation = 0;
   };
   std::vector<entry> devices;
   balancer_actor balancer;

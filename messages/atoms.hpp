@@ -42,6 +42,7 @@ using batch_atom = caf::atom_constant<caf::atom("batch")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using halt_atom = caf::atom_constant<caf::atom("halt")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
+using device_atom = caf::atom_constant<caf::atom("device")>;
 using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
 using audit_atom = caf::atom_constant<caf::atom("audit")>;
 

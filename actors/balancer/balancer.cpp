@@ -1908,6 +1908,154 @@ void cancel(self_ptr self, uint64_t id, const end_sink& sink) {
     r.cancelled = true;
 }
 
+// Device `index` (re)joined with a new actor.
+void device_started(self_ptr self, uint32_t index, device_change& c) {
+  auto& st = self->state;
+  touch(st, index);
+  auto& s = st.devices.at(index);
+  if (s.started) {
+    ++s.stats.restarts;
+    device_event(self, s.info.name, "device restarted and back online");
+  }
+  s.started = true;
+  s.operator_offline = false;
+  s.handle = std::move(c.handle);
+  s.status = c.status;
+  s.stats.status = s.status;
+  s.backlog_ns = 0;
+  forget_inputs(st, index);
+  s.placed = 0;
+  s.placed_units = 0;
+  s.sent = 0;
+  s.queued.clear();
+  // The supervisor reset it before it came back.
+  release_stranded(st, index);
+  retry_parked(self);
+  wake(self);
+}
+
+// Device `index` left: lost, restarting, offline or given up; what it held
+// moves on with `c.reason`.
+void device_left(self_ptr self, uint32_t index, device_change& c) {
+  auto& st = self->state;
+  touch(st, index);
+  auto& s = st.devices.at(index);
+  auto& reason = c.reason;
+  bool permanent = c.status == device_status::offline;
+  // Taken down on purpose (an operator, a sibling's restart): not a loss
+  // of this device.
+  bool loss = c.cause == device_cause::fault ||
+              c.cause == device_cause::crashed ||
+              c.cause == device_cause::gave_up;
+  if ((takes_work(s.status) || s.status == device_status::draining) && loss) {
+    ++s.stats.losses;
+    if (c.cause != device_cause::crashed)
+      note_failure(self, index, reason);
+  }
+  s.status = permanent ? device_status::offline : device_status::resetting;
+  s.operator_offline = c.cause == device_cause::offline;
+  s.stats.status = s.status;
+  s.handle = device_actor{};
+  s.backlog_ns = 0;
+  forget_inputs(st, index);
+  // Queued tickets are re-placed below with the ones the actor held.
+  s.sent = 0;
+  s.queued.clear();
+  device_event(self, s.info.name,
+               std::string{permanent ? "device offline: "
+                           : loss    ? "device lost, restarting: "
+                                     : "device restarting: "} +
+                   c.why);
+  std::vector<uint64_t> moving;
+  for (auto& [ticket, r] : st.outstanding)
+    if (r.device == int32_t(index))
+      moving.push_back(ticket);
+  // In the order they were admitted, as they will wait.
+  std::sort(moving.begin(), moving.end());
+  if (permanent) {
+    // The supervisor released its memory before it gave up on it.
+    release_stranded(st, index);
+  } else {
+    // The device's ledger holds the moving items' blocks until its reset:
+    // the book keeps them charged there too, so that the two agree on what
+    // each tenant may still take elsewhere.
+    for (auto ticket : moving)
+      for_each_charge(st, st.outstanding.at(ticket),
+                      [&](int tenant, uint64_t bytes) {
+                        if (!s.has_memory || bytes == 0)
+                          return;
+                        st.book.charge(tenant, index, bytes);
+                        s.stranded.emplace_back(tenant, bytes);
+                      });
+  }
+  for (auto ticket : moving)
+    replace_after_failure(self, ticket, reason, true);
+  // Parked items whose devices are all gone for good cannot wait longer.
+  if (permanent)
+    retry_parked(self);
+  wake(self);
+}
+
+// Device `index` is now available, degraded or draining while its actor
+// keeps running.
+void device_health(self_ptr self, uint32_t index, const device_change& c) {
+  auto& st = self->state;
+  touch(st, index);
+  auto& s = st.devices.at(index);
+  if (!s.handle)
+    return;
+  s.status = c.status;
+  s.stats.status = s.status;
+  if (s.status == device_status::draining) {
+    // What runs there finishes; what waits for it moves on now.
+    auto queued = std::move(s.queued);
+    s.queued = {};
+    for (auto ticket : queued) {
+      auto i = st.outstanding.find(ticket);
+      if (i == st.outstanding.end() || i->second.device != int32_t(index))
+        continue;
+      // A gang's slice stays: its gang holds the device.
+      if (i->second.gang_parent != 0) {
+        s.queued.push_back(ticket);
+        continue;
+      }
+      s.breaker.abandoned();
+      unplace(self, i->second);
+      --i->second.attempts;
+      place_or_queue(self, ticket, "device draining: " + c.why, true);
+    }
+    send_queued(self, index);
+  } else {
+    retry_parked(self);
+  }
+  wake(self);
+}
+
+// The supervisor's word on a device (see device_change).
+void on_device_change(self_ptr self, device_change& c) {
+  auto& st = self->state;
+  if (c.index >= st.devices.size())
+    return;
+  auto& s = st.devices[c.index];
+  if (c.generation < s.generation) {
+    // About an actor that has been replaced since: stale.
+    return;
+  }
+  s.generation = c.generation;
+  switch (c.cause) {
+  case device_cause::started:
+    return device_started(self, c.index, c);
+  case device_cause::health:
+    return device_health(self, c.index, c);
+  case device_cause::fault:
+  case device_cause::crashed:
+  case device_cause::restarting:
+  case device_cause::offline:
+  case device_cause::gave_up:
+    return device_left(self, c.index, c);
+  }
+}
+
 // Ends every item still open with shutting_down: the devices are gone.
 void end_everything(self_ptr self) {
   auto& st = self->state;
@@ -2085,131 +2233,9 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         send_queued(self, index);
         wake(self);
       },
-      [=](up_atom, uint32_t index, device_actor& handle) {
+      [=](device_atom, device_change& change) {
         stamp(self->state);
-        auto& st = self->state;
-        touch(st, index);
-        auto& s = st.devices.at(index);
-        if (s.started) {
-          ++s.stats.restarts;
-          device_event(self, s.info.name, "device restarted and back online");
-        }
-        s.started = true;
-        s.operator_offline = false;
-        s.handle = std::move(handle);
-        s.status =
-            s.draining ? device_status::draining : device_status::available;
-        s.stats.status = s.status;
-        s.backlog_ns = 0;
-        forget_inputs(st, index);
-        s.placed = 0;
-        s.placed_units = 0;
-        s.sent = 0;
-        s.queued.clear();
-        // The supervisor reset it before it came back.
-        release_stranded(st, index);
-        retry_parked(self);
-        wake(self);
-      },
-      [=](down_atom, uint32_t index, caf::error& reason, bool permanent) {
-        stamp(self->state);
-        auto& st = self->state;
-        touch(st, index);
-        auto& s = st.devices.at(index);
-        // Taken down on purpose (an operator, a sibling's restart): not a
-        // loss of this device.
-        auto on_purpose = code_of(reason) == errc::device_offline ||
-                          code_of(reason) == errc::device_restarted;
-        if ((takes_work(s.status) || s.status == device_status::draining) &&
-            !on_purpose) {
-          ++s.stats.losses;
-          if (is_device_failure(code_of(reason)))
-            note_failure(self, index, reason);
-        }
-        s.status =
-            permanent ? device_status::offline : device_status::resetting;
-        s.operator_offline =
-            permanent && code_of(reason) == errc::device_offline;
-        if (permanent)
-          s.draining = false;
-        s.stats.status = s.status;
-        s.handle = device_actor{};
-        s.backlog_ns = 0;
-        forget_inputs(st, index);
-        // Queued tickets are re-placed below with the ones the actor held.
-        s.sent = 0;
-        s.queued.clear();
-        device_event(self, s.info.name,
-                     std::string{permanent    ? "device offline: "
-                                 : on_purpose ? "device restarting: "
-                                              : "device lost, restarting: "} +
-                         describe(reason));
-        std::vector<uint64_t> moving;
-        for (auto& [ticket, r] : st.outstanding)
-          if (r.device == int32_t(index))
-            moving.push_back(ticket);
-        // In the order they were admitted, as they will wait.
-        std::sort(moving.begin(), moving.end());
-        if (permanent) {
-          // The supervisor released its memory before it gave up on it.
-          release_stranded(st, index);
-        } else {
-          // The device's ledger holds the moving items' blocks until its
-          // reset: the book keeps them charged there too, so that the two
-          // agree on what each tenant may still take elsewhere.
-          for (auto ticket : moving)
-            for_each_charge(st, st.outstanding.at(ticket),
-                            [&](int tenant, uint64_t bytes) {
-                              if (!s.has_memory || bytes == 0)
-                                return;
-                              st.book.charge(tenant, index, bytes);
-                              s.stranded.emplace_back(tenant, bytes);
-                            });
-        }
-        for (auto ticket : moving)
-          replace_after_failure(self, ticket, reason, true);
-        // Parked items whose devices are all gone for good cannot wait longer.
-        if (permanent)
-          retry_parked(self);
-        wake(self);
-      },
-      [=](status_atom, uint32_t index, uint8_t status, std::string& why) {
-        stamp(self->state);
-        auto& st = self->state;
-        touch(st, index);
-        auto& s = st.devices.at(index);
-        if (!s.handle) {
-          // Drained while it is being reset: it comes back draining.
-          s.draining =
-              static_cast<device_status>(status) == device_status::draining;
-          return;
-        }
-        s.status = static_cast<device_status>(status);
-        s.stats.status = s.status;
-        s.draining = s.status == device_status::draining;
-        if (s.status == device_status::draining) {
-          // What runs there finishes; what waits for it moves on now.
-          auto queued = std::move(s.queued);
-          s.queued = {};
-          for (auto ticket : queued) {
-            auto i = st.outstanding.find(ticket);
-            if (i == st.outstanding.end() || i->second.device != int32_t(index))
-              continue;
-            // A gang's slice stays: its gang holds the device.
-            if (i->second.gang_parent != 0) {
-              s.queued.push_back(ticket);
-              continue;
-            }
-            s.breaker.abandoned();
-            unplace(self, i->second);
-            --i->second.attempts;
-            place_or_queue(self, ticket, "device draining: " + why, true);
-          }
-          send_queued(self, index);
-        } else {
-          retry_parked(self);
-        }
-        wake(self);
+        on_device_change(self, change);
       },
       [=](down_atom) {
         stamp(self->state);

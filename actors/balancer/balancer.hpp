@@ -22,6 +22,7 @@
 #include "actors/balancer/cost_model.hpp"
 #include "actors/client_sink.hpp"
 #include "actors/device_actor.hpp"
+#include "actors/device_change.hpp"
 #include "actors/quota_book.hpp"
 #include "messages/errc.hpp"
 #include "messages/stats.hpp"
@@ -60,13 +61,9 @@ using balancer_actor = device_listener::extend<
     /// New lease terms from the quota actor (changed limits of the same
     /// tenants, in the same order; other leases are refused and audited).
     caf::reacts_to<lease_atom, quota_lease>,
-    /// Device `index` (re)joined with a new actor.
-    caf::reacts_to<up_atom, uint32_t, device_actor>,
-    /// Device `index` left with `reason`; `permanent` when it will not return.
-    caf::reacts_to<down_atom, uint32_t, caf::error, bool>,
-    /// Device `index` is now `status` (a device_status: available, degraded
-    /// or draining) while its actor keeps running, because of `why`.
-    caf::reacts_to<status_atom, uint32_t, uint8_t, std::string>,
+    /// The supervisor's word on a device's life cycle: its new generation,
+    /// status and cause (a new actor, a loss, an operator's act, health).
+    caf::reacts_to<device_atom, device_change>,
     /// The audit log can (`ok`) or cannot be written, and why: while it
     /// cannot, nothing is admitted (unless the config keeps running).
     caf::reacts_to<audit_atom, bool, std::string>,

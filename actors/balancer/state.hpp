@@ -35,8 +35,8 @@ struct balancer_state {
     device_status status = device_status::resetting;
     /// Had an actor before (a later `up` is a restart).
     bool started = false;
-    /// An operator drains it: it comes back from a restart draining.
-    bool draining = false;
+    /// The generation of its actor the supervisor last told of.
+    uint32_t generation = 0;
     /// Offline because an operator took it offline (it may come back), not
     /// given up after losses.
     bool operator_offline = false;
