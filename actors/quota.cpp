@@ -136,20 +136,6 @@ caf::error compile_one(const pb::TenantGrant& g,
   return caf::none;
 }
 
-// Runs `f` on a copy of the lease's book that holds the balancer's usage
-// now, and delivers what it returns (or the request's error) to `rp`.
-template <class T, class F>
-void with_live_usage(self_ptr self, caf::typed_response_promise<T> rp, F f) {
-  self->request(self->state.balancer, caf::infinite, usage_atom::value)
-      .then(
-          [=](quota_usage& u) mutable {
-            quota_book book{self->state.lease};
-            book.set_usage(u);
-            rp.deliver(f(std::move(book), u));
-          },
-          [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
-}
-
 } // namespace
 
 devices::memory::pool_options pool_options_for(const pb::RuntimeConfig& cfg,
@@ -238,38 +224,15 @@ quota_impl(quota_actor::stateful_pointer<quota_state> self, quota_lease lease,
   self->state.pools = std::move(pools);
   self->state.balancer = std::move(balancer);
   return {
+      // The balancer keeps the live book: what depends on use now is its
+      // to answer.
       [=](headroom_atom, std::string& tenant) {
-        auto rp = self->make_response_promise<headroom_report>();
-        quota_book probe{self->state.lease};
-        if (!tenant.empty() && probe.tenant_index(tenant) < 0) {
-          rp.deliver(no_grant(tenant));
-          return rp;
-        }
-        with_live_usage(self, rp, [=](quota_book book, const quota_usage& u) {
-          headroom_report out;
-          for (size_t t = 0; t < book.tenants(); ++t) {
-            if (!tenant.empty() && book.policy(int(t)).tenant != tenant)
-              continue;
-            auto h = book.headroom(int(t));
-            if (t < u.tenants.size())
-              h.waiting = u.tenants[t].waiting;
-            out.tenants.push_back(std::move(h));
-          }
-          return out;
-        });
-        return rp;
+        return self->delegate(self->state.balancer, headroom_atom::value,
+                              std::move(tenant));
       },
       [=](simulate_atom, allocation_plan& plan) {
-        auto rp = self->make_response_promise<simulation_report>();
-        if (!plan.from_now) {
-          rp.deliver(
-              simulate(quota_book{self->state.lease}, plan, self->state.pools));
-          return rp;
-        }
-        with_live_usage(self, rp, [=](quota_book book, const quota_usage&) {
-          return simulate(std::move(book), plan, self->state.pools);
-        });
-        return rp;
+        return self->delegate(self->state.balancer, simulate_atom::value,
+                              std::move(plan));
       },
       [=](lease_atom) { return self->state.lease; },
       [=](lease_atom, quota_lease& lease) {

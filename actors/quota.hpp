@@ -1,7 +1,9 @@
 // The quota actor: the authority on grants and limits. It compiles them from
-// the config (failing fast on a config that cannot hold), leases them to the
-// balancer, which admits under them without a message per item, and answers
-// what depends on them: headroom and dry runs of allocation plans.
+// the config (failing fast on a config that cannot hold) and leases them to
+// the balancer, which admits under them without a message per item and
+// keeps the one live quota book. Headroom and dry runs of allocation plans
+// depend on what is in use now: the quota actor passes them on to the
+// balancer (its interface stays the place to ask).
 #pragma once
 
 #include <string>
@@ -21,7 +23,7 @@ namespace cohort::actors {
 
 using quota_actor = caf::typed_actor<
     /// What `tenant` (every tenant when empty) may still use now, from the
-    /// balancer's live usage; unknown_tenant for a tenant without a grant.
+    /// balancer's live book; unknown_tenant for a tenant without a grant.
     caf::replies_to<headroom_atom, std::string>::with<headroom_report>,
     /// A dry run of `plan` against the grants, quotas and device memory
     /// (starting from the current usage with `from_now`). Nothing runs.

@@ -326,6 +326,7 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   if (!rules)
     return rules.error();
   auto& [bcfg, scfg] = *sup;
+  bcfg.pools = memory->pools;
   // The quota actor leases every tenant's terms to the balancer, which
   // admits under them without a message per item.
   rt->balancer_ =

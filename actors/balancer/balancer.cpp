@@ -4,6 +4,7 @@
 #include "actors/balancer/gang_planner.hpp"
 #include "actors/balancer/placement_policy.hpp"
 #include "actors/balancer/state.hpp"
+#include "actors/simulation.hpp"
 
 #include <algorithm>
 #include <array>
@@ -2056,6 +2057,19 @@ void on_device_change(self_ptr self, device_change& c) {
   }
 }
 
+// What every tenant uses of its lease now, with its items waiting (held
+// back or waiting for device memory).
+quota_usage live_usage(const balancer_state& st) {
+  auto u = st.book.usage();
+  for (size_t t = 0; t < u.tenants.size() && t < st.held.size(); ++t)
+    u.tenants[t].waiting = st.held[t].size();
+  for (auto ticket : st.memory_waiting)
+    if (auto i = st.outstanding.find(ticket);
+        i != st.outstanding.end() && i->second.waiting_memory)
+      ++u.tenants[size_t(i->second.tenant)].waiting;
+  return u;
+}
+
 // Ends every item still open with shutting_down: the devices are gone.
 void end_everything(self_ptr self) {
   auto& st = self->state;
@@ -2102,6 +2116,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
     s.stats.status = device_status::resetting;
     st.devices.push_back(std::move(s));
   }
+  st.lease = lease;
   st.book = quota_book{std::move(lease)};
   st.held.resize(st.book.tenants());
   // One ready queue per tenant and one for merged launches.
@@ -2202,6 +2217,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         for (size_t i = 0; i < st.devices.size(); ++i)
           if (st.devices[i].has_memory)
             st.memory_devices |= uint64_t{1} << i;
+        st.lease = lease;
         st.book = quota_book{std::move(lease)};
         st.book.set_usage(usage);
         wake(self);
@@ -2304,15 +2320,33 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       },
       [=](usage_atom) {
         stamp(self->state);
+        return live_usage(self->state);
+      },
+      [=](headroom_atom,
+          const std::string& tenant) -> caf::result<headroom_report> {
+        stamp(self->state);
         auto& st = self->state;
-        auto u = st.book.usage();
-        for (size_t t = 0; t < u.tenants.size() && t < st.held.size(); ++t)
-          u.tenants[t].waiting = st.held[t].size();
-        for (auto ticket : st.memory_waiting)
-          if (auto i = st.outstanding.find(ticket);
-              i != st.outstanding.end() && i->second.waiting_memory)
-            ++u.tenants[size_t(i->second.tenant)].waiting;
-        return u;
+        if (!tenant.empty() && st.book.tenant_index(tenant) < 0)
+          return no_grant(tenant);
+        auto u = live_usage(st);
+        headroom_report out;
+        for (size_t t = 0; t < st.book.tenants(); ++t) {
+          if (!tenant.empty() && st.book.policy(int(t)).tenant != tenant)
+            continue;
+          auto h = st.book.headroom(int(t));
+          if (t < u.tenants.size())
+            h.waiting = u.tenants[t].waiting;
+          out.tenants.push_back(std::move(h));
+        }
+        return out;
+      },
+      [=](simulate_atom, const allocation_plan& plan) {
+        stamp(self->state);
+        auto& st = self->state;
+        // From now: a copy of the live book; otherwise the lease's terms
+        // with nothing in use.
+        return simulate(plan.from_now ? st.book : quota_book{st.lease}, plan,
+                        st.cfg.pools);
       },
       [=](flush_atom) {
         stamp(self->state);

@@ -24,6 +24,8 @@
 #include "actors/device_actor.hpp"
 #include "actors/device_change.hpp"
 #include "actors/quota_book.hpp"
+#include "devices/memory/pool_resource.hpp"
+#include "messages/simulation.hpp"
 #include "messages/errc.hpp"
 #include "messages/stats.hpp"
 
@@ -84,6 +86,12 @@ using balancer_actor = device_listener::extend<
     caf::replies_to<stats_atom>::with<balancer_stats>,
     /// Returns what every tenant uses of its lease now.
     caf::replies_to<usage_atom>::with<quota_usage>,
+    /// What `tenant` (every tenant when empty) may still use now, from the
+    /// live quota book; unknown_tenant for a tenant without a grant.
+    caf::replies_to<headroom_atom, std::string>::with<headroom_report>,
+    /// A dry run of `plan` against the grants, quotas and device memory,
+    /// from the live book's usage with `from_now`. Nothing runs.
+    caf::replies_to<simulate_atom, allocation_plan>::with<simulation_report>,
     /// Sends buffered audit events on; replies when done.
     caf::replies_to<flush_atom>::with<bool>,
     /// Internal: periodic flush of buffered audit events.
@@ -133,6 +141,8 @@ struct balancer_config {
   /// Refuse new items (audit_unavailable) while the audit log cannot be
   /// written.
   bool audit_fail_closed = true;
+  /// Every device's pool options (by index), for dry runs.
+  std::vector<devices::memory::pool_options> pools;
 };
 
 /// The balancer's state (actors/balancer/state.hpp).

@@ -238,6 +238,9 @@ struct balancer_state {
   /// per pump).
   std::vector<size_t> pump_order;
   bool pump_again = false;
+  /// The terms leased by the quota actor, and the live book under them:
+  /// the one record of what tenants use (headroom and dry runs read it).
+  quota_lease lease;
   quota_book book;
   audit_buffer audit;
   balancer_config cfg;
