@@ -56,7 +56,7 @@ void schedule_tick(self_ptr self) {
 } // namespace
 
 audit_actor::behavior_type audit_impl(self_ptr self,
-                                      std::shared_ptr<audit_log> log) {
+                                      std::shared_ptr<audit::audit_log> log) {
   // The actor is the only user of the log from now on.
   self->state.log = std::move(log);
   return {

@@ -7,7 +7,7 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "messages/atoms.hpp"
 #include "messages/audit_event.hpp"
 #include "messages/audit_stats.hpp"
@@ -39,7 +39,7 @@ using audit_actor = caf::typed_actor<
     caf::reacts_to<watch_atom, audit_listener>>;
 
 struct audit_state {
-  std::shared_ptr<audit_log> log;
+  std::shared_ptr<audit::audit_log> log;
   /// When the earliest tick in flight arrives (none when max()).
   std::chrono::steady_clock::time_point next_tick =
       std::chrono::steady_clock::time_point::max();
@@ -60,7 +60,7 @@ struct audit_state {
 /// off the scheduler's threads.
 audit_actor::behavior_type
 audit_impl(audit_actor::stateful_pointer<audit_state> self,
-           std::shared_ptr<audit_log> log);
+           std::shared_ptr<audit::audit_log> log);
 
 /// Collects events inside one actor and sends them to the audit actor in
 /// batches: common-path entries in fixed binary (nothing allocated per

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "actors/alerts.hpp"
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "actors/runtime.hpp"
 #include "messages/errc.hpp"
 
@@ -165,7 +165,7 @@ caf::error check_config(const pb::RuntimeConfig& cfg) {
                "0..1000000");
   if (auto s = supervision_of(cfg); !s)
     return s.error();
-  if (auto a = audit_options_of(cfg); !a)
+  if (auto a = audit::audit_options_of(cfg); !a)
     return a.error();
   if (auto r = alert_rules_of(cfg); !r)
     return r.error();

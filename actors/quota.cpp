@@ -5,7 +5,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/simulation.hpp"
+#include "quota/simulation.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::actors {
@@ -70,9 +70,9 @@ caf::error compile_one(const pb::TenantGrant& g,
       granted_memory += budgets[i].capacity;
   if (out.memory_quota > 0 && granted_memory > 0 &&
       out.memory_quota > granted_memory)
-    return bad("memory_quota_bytes of " + bytes_text(out.memory_quota) +
+    return bad("memory_quota_bytes of " + quota::bytes_text(out.memory_quota) +
                " is above the memory of its granted devices (" +
-               bytes_text(granted_memory) + ")");
+               quota::bytes_text(granted_memory) + ")");
   std::set<std::string> seen;
   for (auto& q : g.device_quota()) {
     size_t i = 0;
@@ -89,15 +89,15 @@ caf::error compile_one(const pb::TenantGrant& g,
       return bad("device_quota for '" + q.device() +
                  "': a CPU worker has no device memory");
     if (q.memory_quota_bytes() > budgets[i].capacity)
-      return bad("quota of " + bytes_text(q.memory_quota_bytes()) + " on " +
+      return bad("quota of " + quota::bytes_text(q.memory_quota_bytes()) + " on " +
                  q.device() + " is above its memory (" +
-                 bytes_text(budgets[i].capacity) + ")");
+                 quota::bytes_text(budgets[i].capacity) + ")");
     if (q.memory_quota_bytes() > 0 &&
         q.reserve_bytes() > q.memory_quota_bytes())
       return bad("reserve_bytes on " + q.device() + " (" +
-                 bytes_text(q.reserve_bytes()) +
+                 quota::bytes_text(q.reserve_bytes()) +
                  ") is above its quota there (" +
-                 bytes_text(q.memory_quota_bytes()) + ")");
+                 quota::bytes_text(q.memory_quota_bytes()) + ")");
     if (out.memory_quota > 0 && q.reserve_bytes() > out.memory_quota)
       return bad("reserve_bytes on " + q.device() +
                  " is above the tenant's memory_quota_bytes");
@@ -209,8 +209,8 @@ compile_quotas(const pb::RuntimeConfig& cfg,
       reserved += p.device_reserve[i];
     if (reserved > lease.devices[i].limit)
       return bad("reservations on " + devices[i].name + " add up to " +
-                 bytes_text(reserved) + ", above the " +
-                 bytes_text(lease.devices[i].limit) +
+                 quota::bytes_text(reserved) + ", above the " +
+                 quota::bytes_text(lease.devices[i].limit) +
                  " the runtime may hand out there");
   }
   return lease;

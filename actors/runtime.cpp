@@ -293,10 +293,10 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
     return memory.error();
   std::string path =
       cfg.audit_path().empty() ? "cohort-audit.log" : cfg.audit_path();
-  auto audit_opts = audit_options_of(cfg);
+  auto audit_opts = audit::audit_options_of(cfg);
   if (!audit_opts)
     return audit_opts.error();
-  auto log = audit_log::open(path, *audit_opts);
+  auto log = audit::audit_log::open(path, *audit_opts);
   if (!log)
     return log.error();
   // The balancer records its common events by index: tenants in the
@@ -318,7 +318,7 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   // Detached: the log blocks in write(2) and fdatasync, which must not hold
   // a scheduler thread that other actors need.
   rt->audit_ = sys.spawn<caf::detached>(
-      audit_impl, std::shared_ptr<audit_log>{std::move(*log)});
+      audit_impl, std::shared_ptr<audit::audit_log>{std::move(*log)});
   auto sup = supervision_of(cfg);
   if (!sup)
     return sup.error();

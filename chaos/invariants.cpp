@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::chaos {
@@ -95,7 +95,7 @@ void check_audit(checker& c, const run_record& run) {
   int64_t global = 0;
   std::vector<std::pair<int64_t, std::string>> device_events;
   std::vector<std::pair<int64_t, std::string>> device_backs;
-  auto verdict = actors::audit_log::verify(
+  auto verdict = audit::audit_log::verify(
       run.audit_path, [&](const pb::AuditRecord& rec) {
         ++c.v.audit_records;
         if (rec.kind() == pb::DEVICE_EVENT) {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "messages/errc.hpp"
 #include "tools/audit_command.hpp"
 
@@ -23,9 +23,9 @@ namespace {
 
 void write_seed(const std::string& path) {
   std::filesystem::remove(path);
-  actors::audit_options opts;
-  opts.fsync = actors::audit_fsync::never;
-  auto log = actors::audit_log::open(path, opts);
+  audit::audit_options opts;
+  opts.fsync = audit::audit_fsync::never;
+  auto log = audit::audit_log::open(path, opts);
   if (!log) {
     std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(),
                  describe(log.error()).c_str());
@@ -97,14 +97,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                          sink);
   {
     // A writer opening the log: verifies it, cuts a torn tail.
-    actors::audit_options opts;
-    opts.fsync = actors::audit_fsync::never;
-    auto log = actors::audit_log::open(path, opts);
+    audit::audit_options opts;
+    opts.fsync = audit::audit_fsync::never;
+    auto log = audit::audit_log::open(path, opts);
     if (log)
       (void)(*log)->append({audit_kind::admin, "", 0, "", "", "fuzz", 1});
   }
   std::filesystem::remove(path + ".lock");
-  for (auto& seg : actors::audit_segments(path))
+  for (auto& seg : audit::audit_segments(path))
     std::filesystem::remove(seg);
   return 0;
 }

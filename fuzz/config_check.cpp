@@ -1,7 +1,7 @@
 #include "fuzz/config_check.hpp"
 
 #include "actors/alerts.hpp"
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "actors/config_check.hpp"
 #include "actors/quota.hpp"
 #include "actors/runtime.hpp"
@@ -24,7 +24,7 @@ caf::expected<quota_lease> check_config(pb::RuntimeConfig cfg) {
     return lease.error();
   if (auto memory = actors::configure_memory(*devs, cfg, *lease); !memory)
     return memory.error();
-  if (auto a = actors::audit_options_of(cfg); !a)
+  if (auto a = audit::audit_options_of(cfg); !a)
     return a.error();
   if (auto s = actors::supervision_of(cfg); !s)
     return s.error();

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "actors/quota.hpp"
-#include "actors/simulation.hpp"
+#include "quota/simulation.hpp"
 #include "fuzz/config_check.hpp"
 #include "messages/convert.hpp"
 #include "tools/pipeline.hpp"
@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto lease = fuzz::check_config(cfg);
   if (!lease)
     return 0;
-  auto rep = actors::simulate(actors::quota_book{*lease}, from_proto(plan),
+  auto rep = quota::simulate(quota::quota_book{*lease}, from_proto(plan),
                               actors::pool_options_for(cfg, *lease));
   if (rep.steps.size() != size_t(plan.step_size()))
     __builtin_trap(); // one outcome per step, as `cohort simulate` prints

@@ -125,7 +125,7 @@ ends submit_all(
 /// records expanded), as far as the chain verifies.
 inline std::vector<pb::AuditRecord> read_audit(const std::string& path) {
   std::vector<pb::AuditRecord> out;
-  actors::audit_log::verify(
+  audit::audit_log::verify(
       path, [&](const pb::AuditRecord& r) { out.push_back(r); });
   return out;
 }

@@ -11,7 +11,7 @@
 
 #include <caf/message.hpp>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::tools {
@@ -90,7 +90,7 @@ std::string base(const std::string& path) {
 }
 
 // Where the first bad record is, for humans.
-std::string where_bad(const actors::audit_verdict& v) {
+std::string where_bad(const audit::audit_verdict& v) {
   auto out = "record seq " + std::to_string(v.first_bad) + " in " + v.bad_file +
              " (record " + std::to_string(v.bad_index) +
              " of the file, byte offset " + std::to_string(v.bad_offset) +
@@ -102,7 +102,7 @@ std::string where_bad(const actors::audit_verdict& v) {
 }
 
 void print_mid_chain(std::FILE* out, const std::string& path,
-                     const actors::audit_verdict& v) {
+                     const audit::audit_verdict& v) {
   if (v.mid_chain)
     std::fprintf(out,
                  "%s: starts mid-chain at seq %llu (older segments were "
@@ -112,20 +112,20 @@ void print_mid_chain(std::FILE* out, const std::string& path,
 }
 
 void print_verdict(std::FILE* out, const std::string& path,
-                   const actors::audit_verdict& v) {
+                   const audit::audit_verdict& v) {
   if (v.ok)
     std::fprintf(out,
                  "%s: OK, %llu records in %zu file(s) (seq %llu..%llu), "
                  "chain head %s\n",
                  path.c_str(), ull(v.good_records), v.files.size(),
                  ull(v.first_seq), ull(v.last_seq),
-                 actors::to_hex(v.head).c_str());
+                 audit::to_hex(v.head).c_str());
   else
     std::fprintf(out, "%s: BROKEN at %s; %llu records before it verify\n",
                  path.c_str(), where_bad(v).c_str(), ull(v.good_records));
 }
 
-void print_json_verdict(std::FILE* out, const actors::audit_verdict& v,
+void print_json_verdict(std::FILE* out, const audit::audit_verdict& v,
                         uint64_t matched) {
   std::fprintf(out,
                "{\"chain\":{\"ok\":%s,\"records\":%llu,\"files\":%zu,"
@@ -133,7 +133,7 @@ void print_json_verdict(std::FILE* out, const actors::audit_verdict& v,
                "\"head\":\"%s\"",
                v.ok ? "true" : "false", ull(v.good_records), v.files.size(),
                ull(v.first_seq), ull(v.last_seq),
-               v.mid_chain ? "true" : "false", actors::to_hex(v.head).c_str());
+               v.mid_chain ? "true" : "false", audit::to_hex(v.head).c_str());
   if (!v.ok)
     std::fprintf(out,
                  ",\"first_bad\":{\"seq\":%llu,\"file\":%s,\"offset\":%llu,"
@@ -147,11 +147,11 @@ void print_json_verdict(std::FILE* out, const actors::audit_verdict& v,
 // The log exists: its active file or at least one segment.
 bool log_exists(const std::string& path) {
   return ::access(path.c_str(), F_OK) == 0 ||
-         !actors::audit_segments(path).empty();
+         !audit::audit_segments(path).empty();
 }
 
 int cmd_verify(const std::string& path, std::FILE* out) {
-  auto v = actors::audit_log::verify(path);
+  auto v = audit::audit_log::verify(path);
   for (auto& f : v.files) {
     if (f.records > 0)
       std::fprintf(out, "  %s: seq %llu..%llu, %llu records, %llu bytes\n",
@@ -167,7 +167,7 @@ int cmd_verify(const std::string& path, std::FILE* out) {
 }
 
 int cmd_show(const std::string& path, std::FILE* out) {
-  auto v = actors::audit_log::verify(path, [&](const pb::AuditRecord& r) {
+  auto v = audit::audit_log::verify(path, [&](const pb::AuditRecord& r) {
     std::fprintf(out, "%llu %lld %s %s %llu %s %s %s\n", ull(r.seq()),
                  (long long)r.time_ns(), pb::AuditKind_Name(r.kind()).c_str(),
                  r.tenant().c_str(), ull(r.work_id()), r.device().c_str(),
@@ -220,7 +220,7 @@ int cmd_query(const std::string& path, const audit_query& q, bool json,
     std::fprintf(out, "%-8s %-30s %-12s %-12s %8s %-8s %-12s %s\n", "seq",
                  "time (UTC)", "kind", "tenant", "work", "device", "kernel",
                  "detail");
-  auto v = actors::audit_log::verify(
+  auto v = audit::audit_log::verify(
       path,
       [&](const pb::AuditRecord& r) {
         if (!q.matches(r))

@@ -12,9 +12,9 @@
 #include <caf/all.hpp>
 
 #include "actors/config_check.hpp"
-#include "actors/quota_book.hpp"
+#include "quota/quota_book.hpp"
 #include "actors/runtime.hpp"
-#include "actors/simulation.hpp"
+#include "quota/simulation.hpp"
 #include "devices/gpu/discover.hpp"
 #include "devices/topology.hpp"
 #include "messages/convert.hpp"
@@ -343,7 +343,7 @@ int cmd_quota(const std::vector<std::string>& args) {
   auto setup = setup_quotas(*cfg);
   if (!setup)
     return bad_input(setup.error());
-  actors::quota_book book{setup->lease};
+  quota::quota_book book{setup->lease};
   if (!only.empty() && book.tenant_index(only) < 0)
     return bad_input(no_grant(only));
   auto& devs = setup->lease.devices;
@@ -434,7 +434,7 @@ int cmd_simulate(const std::vector<std::string>& args) {
   if (!setup)
     return bad_input(setup.error());
   auto rep =
-      actors::simulate(actors::quota_book{setup->lease}, from_proto(*plan),
+      quota::simulate(quota::quota_book{setup->lease}, from_proto(*plan),
                        actors::pool_options_for(cfg, setup->lease));
   std::printf("== cohort simulate: %s (dry run, nothing runs) ==\n\n",
               rep.name.empty() ? path.c_str() : rep.name.c_str());

@@ -457,7 +457,7 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   auto flushed = (*rt)->flush_audit();
   auto stats = (*rt)->audit_stats();
   (*rt)->stop();
-  rep->audit = actors::audit_log::verify(rep->audit_path);
+  rep->audit = audit::audit_log::verify(rep->audit_path);
   if (stats)
     rep->audit_run_records = stats->last_seq - stats->opened_at_seq;
   if (!flushed)
@@ -556,7 +556,7 @@ void print_report(std::FILE* out, const pipeline_report& r) {
                  "this run), head %s\n",
                  u(r.audit.good_records), r.audit_path.c_str(),
                  u(r.audit_run_records),
-                 actors::to_hex(r.audit.head).substr(0, 16).c_str());
+                 audit::to_hex(r.audit.head).substr(0, 16).c_str());
   else if (!r.audit_unwritten.empty())
     std::fprintf(out, "audit chain        INCOMPLETE: %s (%s)\n",
                  r.audit_unwritten.c_str(), r.audit_path.c_str());

@@ -11,7 +11,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "actors/runtime.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/memory_stats.hpp"
@@ -61,7 +61,7 @@ struct pipeline_report {
   /// 0: each launch gives its memory back).
   uint64_t leaked = 0;
   std::string audit_path;
-  actors::audit_verdict audit;
+  audit::audit_verdict audit;
   /// Records this run added to the log (its earlier records are verified,
   /// not counted), and what could not be written: the flush's error and
   /// records dropped while writes failed.

@@ -8,7 +8,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "actors/config_check.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
@@ -309,7 +309,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   uint64_t admitted = 0;
   uint64_t ended = 0;
   auto verdict =
-      actors::audit_log::verify(audit_path, [&](const pb::AuditRecord& r) {
+      audit::audit_log::verify(audit_path, [&](const pb::AuditRecord& r) {
         if (r.seq() <= first)
           return;
         if (r.kind() == pb::ADMITTED)

@@ -4,7 +4,7 @@
 #include "actors/balancer/gang_planner.hpp"
 #include "actors/balancer/placement_policy.hpp"
 #include "actors/balancer/state.hpp"
-#include "actors/simulation.hpp"
+#include "quota/simulation.hpp"
 
 #include <algorithm>
 #include <array>
@@ -2117,7 +2117,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
     st.devices.push_back(std::move(s));
   }
   st.lease = lease;
-  st.book = quota_book{std::move(lease)};
+  st.book = quota::quota_book{std::move(lease)};
   st.held.resize(st.book.tenants());
   // One ready queue per tenant and one for merged launches.
   st.ready = balancer::ready_queues{st.book.tenants()};
@@ -2218,7 +2218,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           if (st.devices[i].has_memory)
             st.memory_devices |= uint64_t{1} << i;
         st.lease = lease;
-        st.book = quota_book{std::move(lease)};
+        st.book = quota::quota_book{std::move(lease)};
         st.book.set_usage(usage);
         wake(self);
       },
@@ -2345,7 +2345,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         auto& st = self->state;
         // From now: a copy of the live book; otherwise the lease's terms
         // with nothing in use.
-        return simulate(plan.from_now ? st.book : quota_book{st.lease}, plan,
+        return quota::simulate(plan.from_now ? st.book : quota::quota_book{st.lease}, plan,
                         st.cfg.pools);
       },
       [=](flush_atom) {

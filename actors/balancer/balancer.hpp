@@ -23,7 +23,7 @@
 #include "actors/client_sink.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/device_change.hpp"
-#include "actors/quota_book.hpp"
+#include "quota/quota_book.hpp"
 #include "devices/memory/pool_resource.hpp"
 #include "messages/simulation.hpp"
 #include "messages/errc.hpp"

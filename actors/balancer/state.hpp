@@ -20,7 +20,7 @@
 #include "actors/balancer/fleet_index.hpp"
 #include "actors/balancer/ready_queues.hpp"
 #include "actors/balancer/stats.hpp"
-#include "actors/quota_book.hpp"
+#include "quota/quota_book.hpp"
 #include "devices/input_cache.hpp"
 
 namespace cohort::actors {
@@ -241,7 +241,7 @@ struct balancer_state {
   /// The terms leased by the quota actor, and the live book under them:
   /// the one record of what tenants use (headroom and dry runs read it).
   quota_lease lease;
-  quota_book book;
+  quota::quota_book book;
   audit_buffer audit;
   balancer_config cfg;
   balancer_stats counters;

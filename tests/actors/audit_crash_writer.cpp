@@ -9,11 +9,12 @@
 #include <caf/all.hpp>
 
 #include "actors/audit.hpp"
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
 
 using namespace cohort;
+using namespace cohort::audit;
 
 int main(int argc, char** argv) {
   std::string policy = argc > 2 ? argv[2] : "every_batch";
@@ -27,11 +28,11 @@ int main(int argc, char** argv) {
   // spends most of its time in write(2), and a kill tears one more often; a
   // flush then acknowledges what the kernel holds, which outlives the
   // process.
-  actors::audit_options opts;
+  audit::audit_options opts;
   opts.batch = 2048;
-  opts.fsync = policy == "never" ? actors::audit_fsync::never
-                                 : actors::audit_fsync::every_batch;
-  auto log = actors::audit_log::open(argv[1], opts);
+  opts.fsync = policy == "never" ? audit::audit_fsync::never
+                                 : audit::audit_fsync::every_batch;
+  auto log = audit::audit_log::open(argv[1], opts);
   if (!log) {
     std::printf("error %s\n", describe(log.error()).c_str());
     return 1;
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   system_config cfg;
   caf::actor_system sys{cfg};
   auto audit = sys.spawn<caf::detached>(
-      actors::audit_impl, std::shared_ptr<actors::audit_log>{std::move(*log)});
+      actors::audit_impl, std::shared_ptr<audit::audit_log>{std::move(*log)});
   caf::scoped_actor self{sys};
   std::string detail(96, 'x');
   for (uint64_t id = 0;;) {

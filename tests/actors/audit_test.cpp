@@ -10,11 +10,12 @@
 #include <thread>
 #include <unistd.h>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "tests/runtime_fixture.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
+using namespace cohort::audit;
 using namespace std::chrono_literals;
 
 namespace {

@@ -2,12 +2,13 @@
 // failover and restart, audit records, exactly-once ends.
 #include <catch2/catch.hpp>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "messages/cohort.pb.h"
 #include "tests/runtime_fixture.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
+using namespace cohort::audit;
 using namespace std::chrono_literals;
 
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "chaos/harness.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
@@ -32,7 +32,7 @@ std::vector<std::string> scenario_files() {
 run_record good_run(const test::temp_dir& dir) {
   run_record run;
   run.audit_path = dir.file("audit.log");
-  auto log = actors::audit_log::open(run.audit_path, 1);
+  auto log = audit::audit_log::open(run.audit_path, 1);
   REQUIRE(log);
   for (uint64_t id = 1; id <= 2; ++id) {
     auto item = test::gemv_item(id, "t");
@@ -142,7 +142,7 @@ TEST_CASE("the checker passes a good run and catches every broken invariant",
   {
     test::temp_dir d2;
     capped.audit_path = d2.file("audit.log");
-    auto log = actors::audit_log::open(capped.audit_path, 1);
+    auto log = audit::audit_log::open(capped.audit_path, 1);
     REQUIRE(log);
     for (uint64_t id = 1; id <= 2; ++id)
       (*log)->append({audit_kind::admitted, "t", id, "", "gemv", "", 1});

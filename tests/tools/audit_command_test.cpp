@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tools/audit_command.hpp"
 
@@ -25,12 +25,12 @@ constexpr int64_t t0 = 1795514400LL * 1000000000LL;
 // every 4 KiB when `rotate`.
 std::string write_log(const temp_dir& dir, bool rotate) {
   auto path = dir.file("audit.log");
-  actors::audit_options opts;
+  audit::audit_options opts;
   opts.batch = 4;
-  opts.fsync = actors::audit_fsync::never;
+  opts.fsync = audit::audit_fsync::never;
   if (rotate)
     opts.rotate_bytes = 4096;
-  auto log = actors::audit_log::open(path, opts);
+  auto log = audit::audit_log::open(path, opts);
   REQUIRE(log);
   for (uint64_t i = 0; i < 60; ++i)
     REQUIRE_FALSE((*log)->append(
@@ -147,7 +147,7 @@ TEST_CASE("cohort audit query prints matching records from every segment",
           "[tools][audit][cli]") {
   temp_dir dir;
   auto path = write_log(dir, true);
-  REQUIRE(actors::audit_segments(path).size() >= 2);
+  REQUIRE(audit::audit_segments(path).size() >= 2);
   auto q = [&](const std::string& args) {
     auto res = audit_in_process("query " + path + " " + args + " --json");
     INFO(args << "\n" << res.output);
@@ -160,7 +160,7 @@ TEST_CASE("cohort audit query prints matching records from every segment",
   CHECK(q("--device sim1") == 30);
   CHECK(q("--kind completed") == 30);
   // The ROTATED record at the start of each later file.
-  CHECK(q("--kind rotated") == actors::audit_segments(path).size());
+  CHECK(q("--kind rotated") == audit::audit_segments(path).size());
   // Items 10..19 by time, in both forms.
   CHECK(q("--since 2026-11-24T10:00:10Z --until 2026-11-24T10:00:20Z") == 10);
   CHECK(q("--since " + std::to_string(t0 + 10000000000) + " --until " +
@@ -190,7 +190,7 @@ TEST_CASE("cohort audit query says when the chain is broken",
           "[tools][audit][cli]") {
   temp_dir dir;
   auto path = write_log(dir, true);
-  auto segs = actors::audit_segments(path);
+  auto segs = audit::audit_segments(path);
   std::filesystem::remove(segs[1]);
   auto res = cohort_cli("audit query " + path + " --tenant a");
   INFO(res.output);
@@ -233,7 +233,7 @@ TEST_CASE("cohort audit verify reads every segment of a rotated log",
           "[tools][audit][cli]") {
   temp_dir dir;
   auto path = write_log(dir, true);
-  auto segs = actors::audit_segments(path);
+  auto segs = audit::audit_segments(path);
   auto res = cohort_cli("audit verify " + path);
   INFO(res.output);
   CHECK(res.status == 0);
@@ -305,7 +305,7 @@ TEST_CASE("cohort audit verify passes after a torn write is recovered",
   CHECK_THAT(torn.output, Catch::Contains("BROKEN at record seq 60"));
   CHECK_THAT(torn.output, Catch::Contains("a torn write"));
   // Opening the log for writing recovers it.
-  REQUIRE(actors::audit_log::open(path, 8));
+  REQUIRE(audit::audit_log::open(path, 8));
   auto ok = cohort_cli("audit verify " + path);
   INFO(ok.output);
   CHECK(ok.status == 0);

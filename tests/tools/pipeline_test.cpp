@@ -261,7 +261,7 @@ batches: 3
 stage { name: "s" kernel: REDUCE_SUM args { n: 1024 } })");
   {
     // Another writer holds the log.
-    auto holder = actors::audit_log::open(log, 8);
+    auto holder = audit::audit_log::open(log, 8);
     REQUIRE(holder);
     auto res = cohort_cli("run " + spec + " --no-progress --audit " + log);
     INFO(res.output);
@@ -275,7 +275,7 @@ stage { name: "s" kernel: REDUCE_SUM args { n: 1024 } })");
   INFO(second.output);
   CHECK(second.status == 0);
   // The second run verifies the whole chain and counts its own records.
-  auto total = actors::audit_log::verify(log).good_records;
+  auto total = audit::audit_log::verify(log).good_records;
   auto at = second.output.find("audit chain        verified: ");
   REQUIRE(at != std::string::npos);
   unsigned long long all = 0, mine = 0;

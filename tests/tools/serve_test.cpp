@@ -11,7 +11,7 @@
 
 #include <httplib.h>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "tests/runtime_fixture.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tools/serve_command.hpp"
@@ -390,7 +390,7 @@ TEST_CASE("cohort serve's stop summary counts this run only",
   {
     // An earlier node's log ends with an item it never finished (it
     // crashed): this run must not be blamed for it.
-    auto earlier = actors::audit_log::open(log, 8);
+    auto earlier = audit::audit_log::open(log, 8);
     REQUIRE(earlier);
     REQUIRE_FALSE((*earlier)->append(
         {audit_kind::admitted, "t", 7, "", "axpy", "before the crash", 0}));

@@ -20,7 +20,7 @@
 #include "messages/audit_stats.hpp"
 #include "messages/cohort.pb.h"
 
-namespace cohort::actors {
+namespace cohort::audit {
 
 /// A SHA-256 digest.
 using digest = std::array<uint8_t, 32>;
@@ -319,4 +319,4 @@ private:
   uint64_t dropped_since_ = 0;
 };
 
-} // namespace cohort::actors
+} // namespace cohort::audit

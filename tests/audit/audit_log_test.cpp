@@ -6,12 +6,12 @@
 #include <fstream>
 #include <thread>
 
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 #include "messages/errc.hpp"
 #include "tests/runtime_fixture.hpp"
 
 using namespace cohort;
-using namespace cohort::actors;
+using namespace cohort::audit;
 
 namespace {
 

@@ -3,11 +3,11 @@
 // explicit clocks, items that can never fit, and headroom.
 #include <catch2/catch.hpp>
 
-#include "actors/quota_book.hpp"
+#include "quota/quota_book.hpp"
 #include "messages/errc.hpp"
 
 using namespace cohort;
-using namespace cohort::actors;
+using namespace cohort::quota;
 using namespace std::chrono_literals;
 
 namespace {

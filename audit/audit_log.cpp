@@ -1,4 +1,4 @@
-#include "actors/audit_log.hpp"
+#include "audit/audit_log.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -19,7 +19,7 @@
 #include "messages/cohort.pb.h"
 #include "messages/errc.hpp"
 
-namespace cohort::actors {
+namespace cohort::audit {
 
 namespace {
 
@@ -995,4 +995,4 @@ audit_log::verify(const std::string& path,
   return v;
 }
 
-} // namespace cohort::actors
+} // namespace cohort::audit

@@ -1,4 +1,4 @@
-#include "actors/simulation.hpp"
+#include "quota/simulation.hpp"
 
 #include <map>
 #include <memory>
@@ -7,7 +7,7 @@
 #include "kernels/catalog.hpp"
 #include "messages/errc.hpp"
 
-namespace cohort::actors {
+namespace cohort::quota {
 
 namespace {
 
@@ -178,4 +178,4 @@ simulation_report simulate(quota_book book, const allocation_plan& plan,
   return out;
 }
 
-} // namespace cohort::actors
+} // namespace cohort::quota

@@ -1,7 +1,8 @@
 // The quota model: every tenant's grant and limits and what it uses of them.
-// The balancer keeps the live one (it admits and places under the lease);
-// the quota actor copies it for headroom and dry runs; `cohort quota` and
-// `cohort simulate` use it without a runtime. Not an actor, not thread-safe.
+// The balancer keeps the live one (it admits and places under the lease,
+// and answers headroom and dry runs from it); `cohort quota` and
+// `cohort simulate` use it without a runtime. Not an actor, not
+// thread-safe.
 #pragma once
 
 #include <chrono>
@@ -14,7 +15,7 @@
 
 #include "messages/quota.hpp"
 
-namespace cohort::actors {
+namespace cohort::quota {
 
 /// "1048576 bytes": the exact figure, for error messages about quotas.
 inline std::string bytes_text(uint64_t b) {
@@ -127,4 +128,4 @@ private:
   uint64_t inflight_total_ = 0;
 };
 
-} // namespace cohort::actors
+} // namespace cohort::quota

@@ -1,11 +1,11 @@
-#include "actors/quota_book.hpp"
+#include "quota/quota_book.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "messages/errc.hpp"
 
-namespace cohort::actors {
+namespace cohort::quota {
 
 quota_book::quota_book(quota_lease lease)
     : max_inflight_(lease.max_inflight), policies_(std::move(lease.policies)),
@@ -299,4 +299,4 @@ tenant_headroom quota_book::headroom(int t) const {
   return h;
 }
 
-} // namespace cohort::actors
+} // namespace cohort::quota
