@@ -33,9 +33,6 @@ struct alert_rules {
   bool enabled = true;
 };
 
-/// The rules of `cfg`; malformed_config for fractions outside (0, 1] or a
-/// negative rate.
-caf::expected<alert_rules> alert_rules_of(const pb::RuntimeConfig& cfg);
 
 /// What one evaluation looks at.
 struct alert_inputs {

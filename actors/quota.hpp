@@ -34,37 +34,15 @@ using quota_actor = caf::typed_actor<
     /// here and passed on to the balancer, where use so far carries over.
     caf::replies_to<lease_atom, quota_lease>::with<bool>>;
 
-/// Checks the grants and limits of `cfg` against `devices` and compiles them
-/// into a lease. malformed_config names the first problem: an unknown kernel
-/// or device, a quota above the memory of its devices, reservations that do
-/// not fit, a bad rate, fraction or pool setting.
-caf::expected<quota_lease>
-compile_quotas(const pb::RuntimeConfig& cfg,
-               const std::vector<device_info>& devices);
-
-/// The pool a device of `capacity` bytes gets under `cfg`: sized for the
-/// device (sized_pool_options), then what the config sets.
-devices::memory::pool_options pool_options_for(const pb::RuntimeConfig& cfg,
-                                               uint64_t capacity);
-
-/// The pool of every device of `lease`, by index (defaults for devices
-/// without device memory).
-std::vector<devices::memory::pool_options>
-pool_options_for(const pb::RuntimeConfig& cfg, const quota_lease& lease);
-
 struct quota_state {
   quota_lease lease;
-  /// Pool options per device (index), for dry runs.
-  std::vector<devices::memory::pool_options> pools;
   balancer_actor balancer;
   static inline const char* name = "cohort.quota";
 };
 
-/// `lease` is what the balancer was spawned with; `pools` the pool options
-/// of every device (by index).
+/// `lease` is what the balancer was spawned with.
 quota_actor::behavior_type
 quota_impl(quota_actor::stateful_pointer<quota_state> self, quota_lease lease,
-           std::vector<devices::memory::pool_options> pools,
            balancer_actor balancer);
 
 } // namespace cohort::actors

@@ -1,7 +1,8 @@
 #include "actors/runtime.hpp"
 
 #include "actors/balancer/state.hpp"
-#include "actors/config_check.hpp"
+#include "config/compile.hpp"
+#include "config/quotas.hpp"
 
 #include <set>
 #include <thread>
@@ -127,110 +128,6 @@ make_devices(const pb::RuntimeConfig& cfg) {
   return out;
 }
 
-caf::expected<std::pair<balancer_config, supervisor_config>>
-supervision_of(const pb::RuntimeConfig& cfg) {
-  using ms = std::chrono::milliseconds;
-  auto bad = [](const std::string& what) {
-    return make_error(errc::malformed_config, "supervision: " + what);
-  };
-  balancer_config b;
-  supervisor_config s;
-  if (cfg.max_attempts() > 0)
-    b.max_attempts = cfg.max_attempts();
-  if (cfg.kernel_timeout_ms() > 0)
-    s.kernel_timeout = ms{cfg.kernel_timeout_ms()};
-  if (cfg.max_restarts() > 0)
-    s.max_restarts = cfg.max_restarts();
-  if (cfg.restart_period_ms() > 0)
-    s.restart_period = ms{cfg.restart_period_ms()};
-  auto& sv = cfg.supervision();
-  s.strategy = sv.strategy() == pb::ONE_FOR_ALL ? restart_strategy::one_for_all
-                                                : restart_strategy::one_for_one;
-  if (sv.restart_delay_ms() > 0)
-    s.restart_delay = ms{sv.restart_delay_ms()};
-  if (sv.max_restart_delay_ms() > 0)
-    s.max_restart_delay = ms{sv.max_restart_delay_ms()};
-  if (s.max_restart_delay < s.restart_delay)
-    return bad("max_restart_delay_ms is below restart_delay_ms");
-  if (sv.degraded_quiet_ms() > 0)
-    s.degraded_quiet = ms{sv.degraded_quiet_ms()};
-  if (sv.degraded_penalty() < 0 ||
-      (sv.degraded_penalty() > 0 && sv.degraded_penalty() < 1))
-    return bad("degraded_penalty must be at least 1");
-  if (sv.degraded_penalty() >= 1)
-    b.degraded_penalty = sv.degraded_penalty();
-  auto& pl = cfg.placement();
-  switch (pl.policy()) {
-  case pb::EARLIEST_COMPLETION:
-    b.policy = placement_policy::earliest_completion;
-    break;
-  case pb::ROUND_ROBIN:
-    b.policy = placement_policy::round_robin;
-    break;
-  case pb::LEAST_LOADED:
-    b.policy = placement_policy::least_loaded;
-    break;
-  default:
-    return make_error(errc::malformed_config,
-                      "placement: unknown policy " +
-                          std::to_string(int(pl.policy())));
-  }
-  b.audit_fail_closed =
-      cfg.audit().on_write_failure() != pb::AUDIT_KEEP_RUNNING;
-  if (pl.model_window() > 64)
-    return make_error(errc::malformed_config,
-                      "placement: model_window is at most 64");
-  if (pl.model_window() > 0)
-    b.model_window = pl.model_window();
-  b.gang_cross_numa = pl.gang_cross_numa();
-  for (auto& rule : pl.batch()) {
-    auto k = kernels::parse_kernel(rule.kernel());
-    auto bad_batch = [&](const std::string& what) {
-      return make_error(errc::malformed_config, "placement: batch rule for '" +
-                                                    rule.kernel() +
-                                                    "': " + what);
-    };
-    if (!k)
-      return bad_batch("unknown kernel");
-    if (*k != kernel_id::axpy && *k != kernel_id::gemm)
-      return bad_batch("only axpy (same alpha) and gemm (same B operand) "
-                       "items can share a launch");
-    auto& b_rule = b.batch[static_cast<size_t>(*k)];
-    if (b_rule.enabled)
-      return bad_batch("given twice");
-    b_rule.enabled = true;
-    if (rule.preferred_batch() > 0)
-      b_rule.preferred = rule.preferred_batch();
-    if (rule.max_delay_us() > 10'000'000)
-      return bad_batch("max_delay_us is at most 10 s");
-    if (rule.max_delay_us() > 0)
-      b_rule.max_delay = std::chrono::microseconds{rule.max_delay_us()};
-    if (rule.max_item_elements() > 0)
-      b_rule.max_item_elements = rule.max_item_elements();
-  }
-  auto& c = sv.circuit();
-  if (c.failures() > 0)
-    b.circuit.failures = c.failures();
-  if (c.window_ms() > 0)
-    b.circuit.window = ms{c.window_ms()};
-  if (c.open_ms() > 0)
-    b.circuit.open_for = ms{c.open_ms()};
-  if (c.probes() > 0)
-    b.circuit.probes = c.probes();
-  for (auto& kt : sv.kernel_timeout()) {
-    auto k = kernels::parse_kernel(kt.kernel());
-    if (!k)
-      return bad("kernel_timeout names unknown kernel '" + kt.kernel() + "'");
-    if (kt.timeout_ms() == 0)
-      return bad("kernel_timeout for " + kt.kernel() + " is 0 ms");
-    auto i = static_cast<size_t>(*k);
-    if (s.kernel_timeouts.size() <= i)
-      s.kernel_timeouts.resize(i + 1, ms{0});
-    s.kernel_timeouts[i] = ms{kt.timeout_ms()};
-  }
-  return std::make_pair(b, s);
-}
-
 runtime::runtime(caf::actor_system& sys) : sys_(sys) {
   // nop
 }
@@ -248,7 +145,7 @@ configure_memory(const std::vector<std::shared_ptr<devices::device>>& devs,
     global[p.tenant] = p.memory_quota;
   memory_setup out;
   out.ledger = std::make_shared<devices::memory::tenant_ledger>(global);
-  out.pools = pool_options_for(cfg, lease);
+  out.pools = config::pool_options_for(cfg, lease);
   for (size_t i = 0; i < devs.size(); ++i) {
     auto* mem = devs[i]->memory();
     if (mem == nullptr)
@@ -275,8 +172,11 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
                std::vector<std::shared_ptr<devices::device>> extra,
                std::shared_ptr<devices::memory::memory_observer> observer) {
   kernels::use_single_threaded_blas();
-  if (auto err = check_config(cfg))
-    return err;
+  // Every section but the grants, compiled and checked once, before
+  // anything is allocated or started.
+  auto settings = config::compile(cfg);
+  if (!settings)
+    return settings.error();
   auto devs = make_devices(cfg);
   if (!devs)
     return devs.error();
@@ -285,18 +185,14 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   std::vector<device_info> infos;
   for (auto& d : *devs)
     infos.push_back(d->info());
-  auto lease = compile_quotas(cfg, infos);
+  auto lease = config::compile_quotas(cfg, infos);
   if (!lease)
     return lease.error();
   auto memory = configure_memory(*devs, cfg, *lease, observer);
   if (!memory)
     return memory.error();
-  std::string path =
-      cfg.audit_path().empty() ? "cohort-audit.log" : cfg.audit_path();
-  auto audit_opts = audit::audit_options_of(cfg);
-  if (!audit_opts)
-    return audit_opts.error();
-  auto log = audit::audit_log::open(path, *audit_opts);
+  auto& path = settings->audit_path;
+  auto log = audit::audit_log::open(path, settings->audit);
   if (!log)
     return log.error();
   // The balancer records its common events by index: tenants in the
@@ -319,20 +215,14 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   // a scheduler thread that other actors need.
   rt->audit_ = sys.spawn<caf::detached>(
       audit_impl, std::shared_ptr<audit::audit_log>{std::move(*log)});
-  auto sup = supervision_of(cfg);
-  if (!sup)
-    return sup.error();
-  auto rules = alert_rules_of(cfg);
-  if (!rules)
-    return rules.error();
-  auto& [bcfg, scfg] = *sup;
+  auto& bcfg = settings->balancer;
+  auto& scfg = settings->supervisor;
   bcfg.pools = memory->pools;
   // The quota actor leases every tenant's terms to the balancer, which
   // admits under them without a message per item.
   rt->balancer_ =
       sys.spawn(balancer_impl, rt->infos_, *lease, rt->audit_, bcfg);
-  rt->quota_ = sys.spawn(quota_impl, std::move(*lease),
-                         std::move(memory->pools), rt->balancer_);
+  rt->quota_ = sys.spawn(quota_impl, std::move(*lease), rt->balancer_);
   rt->hub_ = std::make_unique<client_hub>(sys, rt->balancer_);
   rt->supervisor_ =
       sys.spawn(supervisor_impl, rt->devs_, rt->balancer_, rt->audit_, scfg);
@@ -341,8 +231,8 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
                  caf::actor_cast<audit_listener>(rt->balancer_));
   rt->cfg_ = cfg;
   rt->ledger_ = memory->ledger;
-  rt->alerts_ = sys.spawn(alert_impl, *rules, rt->balancer_, rt->supervisor_,
-                          rt->quota_, rt->audit_);
+  rt->alerts_ = sys.spawn(alert_impl, settings->alerts, rt->balancer_,
+                          rt->supervisor_, rt->quota_, rt->audit_);
   caf::scoped_actor self{sys};
   caf::error failure;
   self->request(rt->supervisor_, caf::infinite, start_atom::value)
@@ -503,7 +393,7 @@ caf::error runtime::set_tenant_limits(const std::string& tenant,
     grant->set_memory_quota_bytes(limits.memory_quota_bytes());
   if (limits.has_rate_limit())
     *grant->mutable_rate_limit() = limits.rate_limit();
-  auto lease = compile_quotas(next, infos_);
+  auto lease = config::compile_quotas(next, infos_);
   if (!lease)
     return lease.error();
   if (limits.has_memory_quota_bytes())

@@ -52,11 +52,6 @@ caf::expected<memory_setup> configure_memory(
     const pb::RuntimeConfig& cfg, const quota_lease& lease,
     std::shared_ptr<devices::memory::memory_observer> observer = nullptr);
 
-/// The balancer's and the supervisor's settings from `cfg` (restart
-/// strategy and intensity, circuit breakers, watchdog timeouts);
-/// malformed_config names the first problem.
-caf::expected<std::pair<balancer_config, supervisor_config>>
-supervision_of(const pb::RuntimeConfig& cfg);
 
 /// A running Cohort instance inside `sys`. Thread-safe: any thread may submit.
 /// Destroying it stops the actors after writing out the audit log.

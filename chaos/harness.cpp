@@ -10,7 +10,9 @@
 #include <caf/all.hpp>
 #include <unistd.h>
 
-#include "actors/config_check.hpp"
+#include "config/bounds.hpp"
+#include "config/compile.hpp"
+#include "config/quotas.hpp"
 #include "actors/runtime.hpp"
 #include "chaos/quota_observer.hpp"
 #include "kernels/random_data.hpp"
@@ -180,9 +182,9 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
     return make_error(errc::malformed_config, "a scenario needs a name");
   if (s.load_size() == 0)
     return bad("it has no load");
-  if (auto err = actors::check_config(s.runtime()))
+  if (auto err = config::check_config(s.runtime()))
     return bad(describe(err));
-  using bounds = actors::config_bounds;
+  using bounds = config::config_bounds;
   auto too_long = [&](const std::string& what, uint64_t ms) {
     return bad(what + " is " + std::to_string(ms) + " ms, at most " +
                std::to_string(bounds::max_ms) + " (one hour)");

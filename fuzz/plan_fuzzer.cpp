@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/quota.hpp"
+#include "config/quotas.hpp"
 #include "quota/simulation.hpp"
 #include "fuzz/config_check.hpp"
 #include "messages/convert.hpp"
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!lease)
     return 0;
   auto rep = quota::simulate(quota::quota_book{*lease}, from_proto(plan),
-                              actors::pool_options_for(cfg, *lease));
+                              config::pool_options_for(cfg, *lease));
   if (rep.steps.size() != size_t(plan.step_size()))
     __builtin_trap(); // one outcome per step, as `cohort simulate` prints
   return 0;

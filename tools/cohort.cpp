@@ -11,7 +11,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/config_check.hpp"
+#include "config/compile.hpp"
+#include "config/quotas.hpp"
 #include "quota/quota_book.hpp"
 #include "actors/runtime.hpp"
 #include "quota/simulation.hpp"
@@ -181,7 +182,7 @@ caf::expected<pb::RuntimeConfig> config_arg(const command_args& a,
   auto cfg = read_device_config(i->second);
   // The same check as runtime::start's: every command refuses alike.
   if (cfg)
-    if (auto err = actors::check_config(*cfg))
+    if (auto err = config::check_config(*cfg))
       return make_error(errc::malformed_config,
                         i->second + ": " + describe(err));
   return cfg;
@@ -215,7 +216,7 @@ int cmd_devices(const std::vector<std::string>& args) {
   std::vector<device_info> infos;
   for (auto& d : *devs)
     infos.push_back(d->info());
-  if (auto lease = actors::compile_quotas(cfg, infos); !lease)
+  if (auto lease = config::compile_quotas(cfg, infos); !lease)
     return bad_input(lease.error());
   auto topo = devices::discover_cpu_topology();
   std::printf("CPU topology (hwloc): %u cores, %u hardware threads, %u NUMA "
@@ -310,7 +311,7 @@ caf::expected<quota_setup> setup_quotas(const pb::RuntimeConfig& cfg) {
   quota_setup out;
   for (auto& d : *devs)
     out.infos.push_back(d->info());
-  auto lease = actors::compile_quotas(cfg, out.infos);
+  auto lease = config::compile_quotas(cfg, out.infos);
   if (!lease)
     return lease.error();
   out.lease = std::move(*lease);
@@ -435,7 +436,7 @@ int cmd_simulate(const std::vector<std::string>& args) {
     return bad_input(setup.error());
   auto rep =
       quota::simulate(quota::quota_book{setup->lease}, from_proto(*plan),
-                       actors::pool_options_for(cfg, setup->lease));
+                       config::pool_options_for(cfg, setup->lease));
   std::printf("== cohort simulate: %s (dry run, nothing runs) ==\n\n",
               rep.name.empty() ? path.c_str() : rep.name.c_str());
   std::printf("%4s  %-5s %-12s %-8s %10s  %s\n", "step", "op", "tenant",
@@ -519,7 +520,7 @@ int main(int argc, char** argv) {
         pb::RuntimeConfig sched;
         if (auto err = tools::apply_scheduler_arg(sched, v))
           return bad_input(err);
-        if (auto err = actors::check_config(sched))
+        if (auto err = config::check_config(sched))
           return bad_input(err);
         opts.scheduler = sched.scheduler();
         continue;

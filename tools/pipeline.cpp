@@ -1,6 +1,7 @@
 #include "tools/pipeline.hpp"
 
-#include "actors/config_check.hpp"
+#include "config/compile.hpp"
+#include "config/quotas.hpp"
 #include "tools/scheduler_arg.hpp"
 
 #include <atomic>
@@ -432,7 +433,7 @@ caf::expected<pb::RuntimeConfig> runtime_config_of(const pb::PipelineSpec& spec,
   if (!opts.scheduler.empty())
     if (auto err = apply_scheduler_arg(cfg, opts.scheduler))
       return err;
-  if (auto err = actors::check_config(cfg))
+  if (auto err = config::check_config(cfg))
     return err;
   return cfg;
 }

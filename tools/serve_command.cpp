@@ -9,7 +9,8 @@
 #include <caf/all.hpp>
 
 #include "audit/audit_log.hpp"
-#include "actors/config_check.hpp"
+#include "config/compile.hpp"
+#include "config/quotas.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
@@ -225,7 +226,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   if (!opts->scheduler.empty()) {
     if (auto err = apply_scheduler_arg(cfg, opts->scheduler))
       return bad_input(describe(err));
-    if (auto err = actors::check_config(cfg))
+    if (auto err = config::check_config(cfg))
       return bad_input(describe(err));
   }
   // SIGINT and SIGTERM are taken by sigwait below: blocked before any

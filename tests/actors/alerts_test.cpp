@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "actors/alerts.hpp"
+#include "config/alerts.hpp"
 #include "tests/runtime_fixture.hpp"
 
 using namespace cohort;
@@ -125,15 +126,15 @@ TEST_CASE("each alert rule fires and resolves", "[actors][alerts]") {
 
 TEST_CASE("alert thresholds are checked at start", "[actors][alerts]") {
   pb::RuntimeConfig cfg;
-  auto r = alert_rules_of(cfg);
+  auto r = config::alert_rules_of(cfg);
   REQUIRE(r);
   CHECK(r->vram_high_fraction == 0.9);
   CHECK(r->enabled);
   cfg.mutable_alerts()->set_vram_high_fraction(1.5);
-  CHECK(code_of(alert_rules_of(cfg).error()) == errc::malformed_config);
+  CHECK(code_of(config::alert_rules_of(cfg).error()) == errc::malformed_config);
   cfg.mutable_alerts()->set_vram_high_fraction(0.5);
   cfg.mutable_alerts()->set_allocation_failure_rate(-1);
-  CHECK_FALSE(alert_rules_of(cfg));
+  CHECK_FALSE(config::alert_rules_of(cfg));
 }
 
 TEST_CASE_METHOD(test::actor_fixture,

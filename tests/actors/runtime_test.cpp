@@ -4,6 +4,7 @@
 
 #include "audit/audit_log.hpp"
 #include "messages/cohort.pb.h"
+#include "config/quotas.hpp"
 #include "tests/runtime_fixture.hpp"
 
 using namespace cohort;
@@ -111,20 +112,20 @@ TEST_CASE("grants are checked at start", "[actors][quota]") {
   devs[1].kind = device_kind::sim_gpu;
   auto cfg = test::make_config(dir, 1, {});
   cfg.mutable_tenant(0)->add_kernels("fft");
-  CHECK_THAT(describe(compile_quotas(cfg, devs).error()),
+  CHECK_THAT(describe(config::compile_quotas(cfg, devs).error()),
              Catch::Contains("unknown kernel 'fft'"));
   cfg = test::make_config(dir, 1, {});
   cfg.mutable_tenant(0)->add_devices("gpu7");
-  CHECK_THAT(describe(compile_quotas(cfg, devs).error()),
+  CHECK_THAT(describe(config::compile_quotas(cfg, devs).error()),
              Catch::Contains("unknown device 'gpu7'"));
   cfg = test::make_config(dir, 1, {});
   cfg.add_tenant()->CopyFrom(cfg.tenant(0));
-  CHECK_THAT(describe(compile_quotas(cfg, devs).error()),
+  CHECK_THAT(describe(config::compile_quotas(cfg, devs).error()),
              Catch::Contains("granted twice"));
   cfg = test::make_config(dir, 1, {});
   cfg.mutable_tenant(0)->clear_kernels();
-  CHECK(code_of(compile_quotas(cfg, devs).error()) == errc::malformed_config);
-  auto ok = compile_quotas(test::make_config(dir, 1, {}), devs);
+  CHECK(code_of(config::compile_quotas(cfg, devs).error()) == errc::malformed_config);
+  auto ok = config::compile_quotas(test::make_config(dir, 1, {}), devs);
   REQUIRE(ok);
   CHECK(ok->policies.at(0).device_mask == 3);
 }

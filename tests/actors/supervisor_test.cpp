@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "config/supervision.hpp"
 #include "tests/runtime_fixture.hpp"
 
 using namespace cohort;
@@ -291,19 +292,19 @@ TEST_CASE("supervision settings are checked at start", "[actors][supervisor]") {
   auto* kt = cfg.mutable_supervision()->add_kernel_timeout();
   kt->set_kernel("nope");
   kt->set_timeout_ms(10);
-  auto x = supervision_of(cfg);
+  auto x = config::supervision_of(cfg);
   REQUIRE_FALSE(x);
   CHECK(code_of(x.error()) == errc::malformed_config);
   CHECK(describe(x.error()).find("unknown kernel 'nope'") != std::string::npos);
   cfg.mutable_supervision()->clear_kernel_timeout();
   cfg.mutable_supervision()->set_restart_delay_ms(500);
   cfg.mutable_supervision()->set_max_restart_delay_ms(100);
-  CHECK_FALSE(supervision_of(cfg));
+  CHECK_FALSE(config::supervision_of(cfg));
   cfg.mutable_supervision()->set_max_restart_delay_ms(0);
   cfg.mutable_supervision()->set_degraded_penalty(0.5);
-  CHECK_FALSE(supervision_of(cfg));
+  CHECK_FALSE(config::supervision_of(cfg));
   cfg.mutable_supervision()->set_degraded_penalty(2);
-  auto ok = supervision_of(cfg);
+  auto ok = config::supervision_of(cfg);
   REQUIRE(ok);
   CHECK(ok->first.degraded_penalty == 2);
   CHECK(ok->second.restart_delay == 500ms);

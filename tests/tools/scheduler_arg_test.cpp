@@ -2,7 +2,8 @@
 // like the config's `scheduler` section; bad settings are exit 2.
 #include <catch2/catch.hpp>
 
-#include "actors/config_check.hpp"
+#include "config/compile.hpp"
+#include "config/quotas.hpp"
 #include "messages/errc.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tools/scheduler_arg.hpp"
@@ -23,7 +24,7 @@ TEST_CASE("--scheduler sets the fields it names over the config's",
   CHECK(s.moderate_sleep_us() == 0);
   CHECK(s.policy() == "sharing");
   CHECK(s.relaxed_sleep_us() == 500);
-  CHECK_FALSE(actors::check_config(cfg));
+  CHECK_FALSE(config::check_config(cfg));
 }
 
 TEST_CASE("--scheduler refuses what is not a setting", "[tools][cli]") {
@@ -31,7 +32,7 @@ TEST_CASE("--scheduler refuses what is not a setting", "[tools][cli]") {
     pb::RuntimeConfig cfg;
     auto err = tools::apply_scheduler_arg(cfg, arg);
     if (!err)
-      err = actors::check_config(cfg);
+      err = config::check_config(cfg);
     return err ? describe(err) : std::string{};
   };
   CHECK_THAT(refused(""), Catch::Contains("KEY=VALUE"));

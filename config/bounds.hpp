@@ -1,6 +1,5 @@
-// One check of a runtime config's counts and sizes, shared by every command
-// and by runtime::start: a config that one command refuses, every command
-// refuses, before anything is allocated or started.
+// The bounds of a runtime config's counts and sizes, checked before any
+// section is compiled: nothing a config allows can exhaust the host.
 #pragma once
 
 #include <caf/error.hpp>
@@ -8,7 +7,7 @@
 #include "devices/memory/pool_resource.hpp"
 #include "messages/cohort.pb.h"
 
-namespace cohort::actors {
+namespace cohort::config {
 
 /// Upper bounds on a config's counts and sizes: far above any real fleet,
 /// low enough that nothing they allow can exhaust the host.
@@ -39,11 +38,9 @@ struct config_bounds {
   static constexpr uint32_t max_sleep_us = 1'000'000;
 };
 
-/// Checks every count, size, time and number of `cfg` (finite and in
-/// range) and every section the runtime compiles without devices
-/// (supervision, placement, audit, alerts). Returns malformed_config naming
-/// the first problem, or none. Grants are checked against the devices by
-/// compile_quotas.
-caf::error check_config(const pb::RuntimeConfig& cfg);
+/// Checks every count, size, time and number of `cfg`: finite and in range.
+/// Returns malformed_config naming the first problem, or none. (compile
+/// checks the bounds first, then each section.)
+caf::error check_bounds(const pb::RuntimeConfig& cfg);
 
-} // namespace cohort::actors
+} // namespace cohort::config

@@ -1,14 +1,11 @@
-#include "actors/config_check.hpp"
+#include "config/bounds.hpp"
 
 #include <cmath>
 #include <string>
 
-#include "actors/alerts.hpp"
-#include "audit/audit_log.hpp"
-#include "actors/runtime.hpp"
 #include "messages/errc.hpp"
 
-namespace cohort::actors {
+namespace cohort::config {
 
 namespace {
 
@@ -114,7 +111,7 @@ caf::error check_scheduler(const pb::Scheduler& s) {
 
 } // namespace
 
-caf::error check_config(const pb::RuntimeConfig& cfg) {
+caf::error check_bounds(const pb::RuntimeConfig& cfg) {
   auto& d = cfg.devices();
   if (d.has_cpu_workers() && d.cpu_workers() > 64)
     return bad("cpu_workers is " + std::to_string(d.cpu_workers()) +
@@ -163,13 +160,7 @@ caf::error check_config(const pb::RuntimeConfig& cfg) {
   if (!within(cfg.supervision().degraded_penalty(), 0, 1e6))
     return bad("supervision: degraded_penalty must be a finite number in "
                "0..1000000");
-  if (auto s = supervision_of(cfg); !s)
-    return s.error();
-  if (auto a = audit::audit_options_of(cfg); !a)
-    return a.error();
-  if (auto r = alert_rules_of(cfg); !r)
-    return r.error();
   return caf::none;
 }
 
-} // namespace cohort::actors
+} // namespace cohort::config

@@ -1,0 +1,56 @@
+// The runtime config compiled and checked once, in one place: its bounds
+// first, then each section into the settings of the part that uses it.
+// runtime::start, every command and the fuzzers go through here, so a
+// config one of them refuses, every one refuses, with the same message,
+// before anything is allocated or started. One file per section:
+// bounds, supervision (and placement), alerts, quotas (grants, limits,
+// pools); the audit section is the audit library's (audit_options_of).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/alerts.hpp"
+#include "actors/balancer/balancer.hpp"
+#include "actors/supervisor.hpp"
+#include "audit/audit_log.hpp"
+#include "devices/memory/pool_resource.hpp"
+#include "messages/cohort.pb.h"
+#include "messages/quota.hpp"
+
+namespace cohort::config {
+
+/// What the sections that need no devices compile into.
+struct settings {
+  actors::balancer_config balancer;
+  actors::supervisor_config supervisor;
+  audit::audit_options audit;
+  /// Where the audit log goes ("cohort-audit.log" when the config says
+  /// nothing).
+  std::string audit_path;
+  actors::alert_rules alerts;
+};
+
+/// Checks the bounds of `cfg` and compiles every section that needs no
+/// devices. malformed_config names the first problem.
+caf::expected<settings> compile(const pb::RuntimeConfig& cfg);
+
+/// As `compile`, keeping only the verdict.
+caf::error check_config(const pb::RuntimeConfig& cfg);
+
+/// What the grants and pools compile into for a set of devices.
+struct fleet_terms {
+  quota_lease lease;
+  /// Every device's pool, by index (defaults for devices without device
+  /// memory).
+  std::vector<devices::memory::pool_options> pools;
+};
+
+/// Compiles the grants, limits and pools of `cfg` for `devices`.
+caf::expected<fleet_terms>
+compile_fleet(const pb::RuntimeConfig& cfg,
+              const std::vector<device_info>& devices);
+
+} // namespace cohort::config

@@ -1,0 +1,116 @@
+#include "config/supervision.hpp"
+
+#include <string>
+
+#include "kernels/catalog.hpp"
+#include "messages/errc.hpp"
+
+namespace cohort::config {
+
+using namespace actors;
+
+caf::expected<std::pair<balancer_config, supervisor_config>>
+supervision_of(const pb::RuntimeConfig& cfg) {
+  using ms = std::chrono::milliseconds;
+  auto bad = [](const std::string& what) {
+    return make_error(errc::malformed_config, "supervision: " + what);
+  };
+  balancer_config b;
+  supervisor_config s;
+  if (cfg.max_attempts() > 0)
+    b.max_attempts = cfg.max_attempts();
+  if (cfg.kernel_timeout_ms() > 0)
+    s.kernel_timeout = ms{cfg.kernel_timeout_ms()};
+  if (cfg.max_restarts() > 0)
+    s.max_restarts = cfg.max_restarts();
+  if (cfg.restart_period_ms() > 0)
+    s.restart_period = ms{cfg.restart_period_ms()};
+  auto& sv = cfg.supervision();
+  s.strategy = sv.strategy() == pb::ONE_FOR_ALL ? restart_strategy::one_for_all
+                                                : restart_strategy::one_for_one;
+  if (sv.restart_delay_ms() > 0)
+    s.restart_delay = ms{sv.restart_delay_ms()};
+  if (sv.max_restart_delay_ms() > 0)
+    s.max_restart_delay = ms{sv.max_restart_delay_ms()};
+  if (s.max_restart_delay < s.restart_delay)
+    return bad("max_restart_delay_ms is below restart_delay_ms");
+  if (sv.degraded_quiet_ms() > 0)
+    s.degraded_quiet = ms{sv.degraded_quiet_ms()};
+  if (sv.degraded_penalty() < 0 ||
+      (sv.degraded_penalty() > 0 && sv.degraded_penalty() < 1))
+    return bad("degraded_penalty must be at least 1");
+  if (sv.degraded_penalty() >= 1)
+    b.degraded_penalty = sv.degraded_penalty();
+  auto& pl = cfg.placement();
+  switch (pl.policy()) {
+  case pb::EARLIEST_COMPLETION:
+    b.policy = placement_policy::earliest_completion;
+    break;
+  case pb::ROUND_ROBIN:
+    b.policy = placement_policy::round_robin;
+    break;
+  case pb::LEAST_LOADED:
+    b.policy = placement_policy::least_loaded;
+    break;
+  default:
+    return make_error(errc::malformed_config,
+                      "placement: unknown policy " +
+                          std::to_string(int(pl.policy())));
+  }
+  b.audit_fail_closed =
+      cfg.audit().on_write_failure() != pb::AUDIT_KEEP_RUNNING;
+  if (pl.model_window() > 64)
+    return make_error(errc::malformed_config,
+                      "placement: model_window is at most 64");
+  if (pl.model_window() > 0)
+    b.model_window = pl.model_window();
+  b.gang_cross_numa = pl.gang_cross_numa();
+  for (auto& rule : pl.batch()) {
+    auto k = kernels::parse_kernel(rule.kernel());
+    auto bad_batch = [&](const std::string& what) {
+      return make_error(errc::malformed_config, "placement: batch rule for '" +
+                                                    rule.kernel() +
+                                                    "': " + what);
+    };
+    if (!k)
+      return bad_batch("unknown kernel");
+    if (*k != kernel_id::axpy && *k != kernel_id::gemm)
+      return bad_batch("only axpy (same alpha) and gemm (same B operand) "
+                       "items can share a launch");
+    auto& b_rule = b.batch[static_cast<size_t>(*k)];
+    if (b_rule.enabled)
+      return bad_batch("given twice");
+    b_rule.enabled = true;
+    if (rule.preferred_batch() > 0)
+      b_rule.preferred = rule.preferred_batch();
+    if (rule.max_delay_us() > 10'000'000)
+      return bad_batch("max_delay_us is at most 10 s");
+    if (rule.max_delay_us() > 0)
+      b_rule.max_delay = std::chrono::microseconds{rule.max_delay_us()};
+    if (rule.max_item_elements() > 0)
+      b_rule.max_item_elements = rule.max_item_elements();
+  }
+  auto& c = sv.circuit();
+  if (c.failures() > 0)
+    b.circuit.failures = c.failures();
+  if (c.window_ms() > 0)
+    b.circuit.window = ms{c.window_ms()};
+  if (c.open_ms() > 0)
+    b.circuit.open_for = ms{c.open_ms()};
+  if (c.probes() > 0)
+    b.circuit.probes = c.probes();
+  for (auto& kt : sv.kernel_timeout()) {
+    auto k = kernels::parse_kernel(kt.kernel());
+    if (!k)
+      return bad("kernel_timeout names unknown kernel '" + kt.kernel() + "'");
+    if (kt.timeout_ms() == 0)
+      return bad("kernel_timeout for " + kt.kernel() + " is 0 ms");
+    auto i = static_cast<size_t>(*k);
+    if (s.kernel_timeouts.size() <= i)
+      s.kernel_timeouts.resize(i + 1, ms{0});
+    s.kernel_timeouts[i] = ms{kt.timeout_ms()};
+  }
+  return std::make_pair(b, s);
+}
+
+} // namespace cohort::config
