@@ -2,6 +2,10 @@
 // verdict for every caller.
 #include <catch2/catch.hpp>
 
+#include <type_traits>
+
+#include "actors/audit_log.hpp"
+#include "actors/config_check.hpp"
 #include "actors/runtime.hpp"
 #include "config/compile.hpp"
 #include "messages/errc.hpp"
@@ -71,4 +75,17 @@ TEST_CASE("the grants and pools compile for the devices at hand",
   auto bad = config::compile_fleet(cfg, devices);
   REQUIRE_FALSE(bad);
   CHECK_THAT(describe(bad.error()), Catch::Contains("no_such_kernel"));
+}
+
+TEST_CASE("the documented entry points keep their names: "
+          "actors::check_config and actors::audit_log",
+          "[config]") {
+  static_assert(
+      std::is_same_v<cohort::actors::audit_log, cohort::audit::audit_log>);
+  auto cfg = actors::default_config();
+  CHECK_FALSE(actors::check_config(cfg));
+  cfg.set_max_attempts(actors::config_bounds::max_attempts + 1);
+  CHECK(describe(actors::check_config(cfg)) ==
+        describe(config::check_config(cfg)));
+  CHECK(code_of(actors::check_config(cfg)) == errc::malformed_config);
 }
