@@ -43,6 +43,8 @@ dispatch_figures run_cohort(int tasks, cohort_fleet fleet, int window,
     g->set_speed(1 + i % 4);
   }
   cfg.mutable_tenant(0)->set_max_inflight(uint32_t(window));
+  if (!fleet.zero_on_free)
+    cfg.mutable_pool()->set_zero_on_free(false);
   auto audit = std::filesystem::temp_directory_path() /
                ("cohort-bench-" + std::to_string(::getpid()) + ".log");
   cfg.set_audit_path(audit);

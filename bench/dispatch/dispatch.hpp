@@ -30,6 +30,9 @@ struct cohort_fleet {
   /// and hears their ends coalesced (a batch_sink); otherwise one item per
   /// message and one end per message (a client_sink).
   int batch = 0;
+  /// The simulated GPUs' pools zero freed blocks (the default; device work
+  /// per item that CPU workers do not have).
+  bool zero_on_free = true;
 };
 
 /// Cohort with quota and audit on (the default fsync policy), one tenant, a

@@ -19,6 +19,7 @@
 int main(int argc, char** argv) {
   using namespace cohort::bench;
   int tasks = 100000, window = 4096, runs = 3, samples = 200;
+  bool zero_on_free = true;
   std::vector<int> sizes{4, 16, 64};
   for (int i = 1; i < argc; ++i) {
     auto arg = std::string{argv[i]};
@@ -31,6 +32,8 @@ int main(int argc, char** argv) {
       runs = std::atoi(next());
     } else if (arg == "--samples") {
       samples = std::atoi(next());
+    } else if (arg == "--no-zero-on-free") {
+      zero_on_free = false;
     } else if (arg == "--devices") {
       sizes.clear();
       std::string list = next();
@@ -41,7 +44,8 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr, "usage: bench_fleet [--devices 4,16,64] [--tasks "
-                           "N] [--window N] [--runs N] [--samples N]\n");
+                           "N] [--window N] [--runs N] [--samples N] "
+                           "[--no-zero-on-free]\n");
       return 2;
     }
   }
@@ -57,15 +61,18 @@ int main(int argc, char** argv) {
     }
   std::printf("fleet: %d tasks (sum of 1024 floats) per run, window %d, 2 CPU "
               "workers + SIMULATED GPUs (speeds 1-4, 2 streams); %d "
-              "interleaved run(s) per size; load average %.2f\n\n",
-              tasks, window, runs, load_average());
+              "interleaved run(s) per size; pools zero freed blocks: %s; "
+              "load average %.2f\n\n",
+              tasks, window, runs, zero_on_free ? "yes" : "no",
+              load_average());
   std::printf("%-4s %8s %12s %10s %10s\n", "run", "devices", "tasks/s",
               "p50 us", "p99 us");
   std::map<int, std::vector<double>> tput;
   int bad = 0;
   for (int run = 1; run <= runs; ++run)
     for (int n : sizes) {
-      auto f = run_cohort(tasks, {2, n - 2, {}}, window, samples);
+      auto f = run_cohort(tasks, {2, n - 2, {}, 0, zero_on_free}, window,
+                          samples);
       if (!f.error.empty()) {
         std::printf("%-4d %8d failed: %s\n", run, n, f.error.c_str());
         ++bad;
