@@ -115,19 +115,6 @@ void give_up(self_ptr self, uint32_t index, caf::error reason) {
   tell(self, index, device_cause::gave_up, std::move(reason));
 }
 
-// Whether an actor that ended with `reason` ended on a fault of its device.
-bool is_device_fault(const caf::error& reason) {
-  switch (code_of(reason)) {
-  case errc::device_lost:
-  case errc::kernel_fault:
-  case errc::kernel_timeout:
-  case errc::context_poisoned:
-    return true;
-  default:
-    return false;
-  }
-}
-
 // Recent restarts of `e` (within the period), oldest dropped.
 size_t recent_restarts(supervisor_state& st, supervisor_state::entry& e) {
   auto now = clock::now();
@@ -194,7 +181,7 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
                     e.dev->info().name + ": " + describe(reason)));
   else
     tell(self, index,
-         is_device_fault(reason) ? device_cause::fault : device_cause::crashed,
+         is_device_fault(code_of(reason)) ? device_cause::fault : device_cause::crashed,
          reason);
   auto delay =
       sibling ? st.cfg.restart_delay : backoff(st.cfg, recent_restarts(st, e));

@@ -96,6 +96,18 @@ errc code_of(const caf::error& err) {
   return static_cast<errc>(err.code());
 }
 
+bool is_device_fault(errc code) {
+  switch (code) {
+  case errc::device_lost:
+  case errc::kernel_fault:
+  case errc::kernel_timeout:
+  case errc::context_poisoned:
+    return true;
+  default:
+    return false;
+  }
+}
+
 std::string describe(const caf::error& err) {
   if (!err)
     return "no error";

@@ -102,6 +102,12 @@ caf::error make_error(errc x, std::string detail);
 /// Returns the errc of `err`, or none if it belongs to another category.
 errc code_of(const caf::error& err);
 
+/// Whether `code` speaks of a fault of the device (lost, a kernel fault or
+/// timeout, a poisoned context), as opposed to a limit a tenant met there
+/// or a full device: such failures count against its circuit, and an actor
+/// that ends with one ended on a fault of its device.
+bool is_device_fault(errc code);
+
 /// Renders any error as "name: detail" without needing an actor system.
 std::string describe(const caf::error& err);
 

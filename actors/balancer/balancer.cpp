@@ -51,21 +51,6 @@ bool is_gpu(const device_info& info) {
   return info.kind != device_kind::cpu;
 }
 
-// Failures that speak of the device (and count against its circuit), as
-// opposed to limits a tenant met there. A full device (hard OOM) is not
-// failing: the item just moves.
-bool is_device_failure(errc code) {
-  switch (code) {
-  case errc::device_lost:
-  case errc::kernel_fault:
-  case errc::kernel_timeout:
-  case errc::context_poisoned:
-    return true;
-  default:
-    return false;
-  }
-}
-
 // A device refused the item's memory (hard OOM in its pool, or its exact
 // accounting of a limit or quota): not a failure of the device.
 bool is_memory_refusal(errc code) {
@@ -1396,7 +1381,7 @@ void replace_after_failure(self_ptr self, uint64_t ticket,
   auto index = r.device;
   auto& s = st.devices[size_t(index)];
   ++s.stats.failed_placements;
-  if (!counted && is_device_failure(code_of(err)))
+  if (!counted && is_device_fault(code_of(err)))
     note_failure(self, size_t(index), err);
   else
     s.breaker.abandoned();
