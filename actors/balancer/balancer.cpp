@@ -305,26 +305,29 @@ bool circuit_reopened(balancer_state& st);
 // Parked items get a look at most this often outside of device events.
 constexpr auto parked_look_interval = std::chrono::milliseconds(1);
 
-// Calls f(tenant, bytes) for each device-memory charge of `r`: a merged
-// launch charges each member's tenant for its own item.
+// Calls f(charges) with the device-memory charges of `r`: a merged launch
+// charges each member's tenant for its own item.
 template <class F>
-void for_each_charge(balancer_state& st, const balancer_state::record& r, F f) {
-  if (r.members.empty())
-    return f(r.tenant, r.bytes);
+decltype(auto) with_charges(balancer_state& st, const balancer_state::record& r,
+                            F f) {
+  if (r.members.empty()) {
+    balancer::charge one{r.tenant, r.bytes};
+    return f(balancer::charges{&one, 1});
+  }
+  std::vector<balancer::charge> all;
+  all.reserve(r.members.size());
   for (auto m : r.members)
     if (auto i = st.outstanding.find(m); i != st.outstanding.end())
-      f(i->second.tenant, i->second.bytes);
+      all.push_back({i->second.tenant, i->second.bytes});
+  return f(balancer::charges{all});
 }
 
 // Why `r` may not take device memory on device `index` now; none if it may.
 caf::error memory_check(balancer_state& st, const balancer_state::record& r,
                         size_t index) {
-  caf::error out;
-  for_each_charge(st, r, [&](int tenant, uint64_t bytes) {
-    if (!out)
-      out = st.book.check_place(tenant, index, bytes);
+  return with_charges(st, r, [&](balancer::charges cs) {
+    return st.acct.check(cs, index);
   });
-  return out;
 }
 
 // Takes an item off its device (the quota book's charge and the backlog).
@@ -338,9 +341,8 @@ void unplace(self_ptr self, balancer_state::record& r) {
   s.backlog_ns = std::max(0.0, s.backlog_ns - r.predicted_ns);
   s.placed -= std::min(s.placed, 1u);
   s.placed_units = std::max(0.0, s.placed_units - r.cost_units);
-  for_each_charge(st, r, [&](int tenant, uint64_t bytes) {
-    st.book.refund(tenant, index, bytes);
-  });
+  with_charges(st, r,
+               [&](balancer::charges cs) { st.acct.refund(cs, index); });
   if (r.probe) {
     auto p = st.probing.find(cell_key(index, r));
     if (p != st.probing.end() && --p->second == 0)
@@ -421,7 +423,7 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   // it already released.
   unplace(self, rec);
   unready(st, rec);
-  st.book.end(rec.tenant);
+  st.acct.book().end(rec.tenant);
   tell_end(self, rec.sink, {rec.item.key(), std::move(err), {}});
   ++st.counters.failed;
   st.outstanding.erase(i);
@@ -580,7 +582,7 @@ void wait_for_memory(self_ptr self, uint64_t ticket, const caf::error& why) {
   if (!r.waiting_memory) {
     r.waiting_memory = true;
     r.deadline = clock::now() + std::chrono::milliseconds(
-                                    st.book.policy(r.tenant).queue_timeout_ms);
+                                    st.acct.book().policy(r.tenant).queue_timeout_ms);
     ++st.counters.admission.memory_waits;
     audit(self, audit_kind::placed, r.item, "",
           "waiting for device memory: " + describe(why));
@@ -637,9 +639,8 @@ void bind(balancer_state& st, balancer_state::record& r, size_t index) {
   s.placed_units += r.cost_units;
   if (!s.breaker.closed())
     s.breaker.placed(clock::now());
-  for_each_charge(st, r, [&](int tenant, uint64_t bytes) {
-    st.book.charge(tenant, index, bytes);
-  });
+  with_charges(st, r,
+               [&](balancer::charges cs) { st.acct.charge_to(cs, index); });
   ++r.attempts;
 }
 
@@ -896,7 +897,7 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
   if (memory_online && !memory_fits) {
     // Every device with memory it may use is full for it (soft OOM): its
     // tenant's policy decides.
-    switch (st.book.policy(r.tenant).on_limit) {
+    switch (st.acct.book().policy(r.tenant).on_limit) {
     case limit_policy::reject:
       // Only the balancer's books refuse at once: a device that refused
       // what they let through is waited for, as under QUEUE.
@@ -926,7 +927,7 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
       r.device = -1;
       if (now == clock::time_point{})
         now = clock::now();
-      auto timeout = st.book.policy(r.tenant).queue_timeout_ms;
+      auto timeout = st.acct.book().policy(r.tenant).queue_timeout_ms;
       if (r.park_deadline == clock::time_point{}) {
         r.park_deadline = now + std::chrono::milliseconds(timeout);
       } else if (now >= r.park_deadline) {
@@ -1022,7 +1023,7 @@ std::vector<size_t> gang_devices(balancer_state& st,
     if (!(r.device_mask & (uint64_t{1} << i)) || !is_gpu(s.info) ||
         s.gang != 0 || !takes_work(s.status) || !s.breaker.allows(now))
       continue;
-    if (s.has_memory && st.book.check_place(r.tenant, i, slice.bytes))
+    if (s.has_memory && st.acct.book().check_place(r.tenant, i, slice.bytes))
       continue;
     free.push_back({i, s.info.numa_node,
                     s.backlog_ns / std::max(1u, s.info.streams) +
@@ -1089,7 +1090,7 @@ void place_gangs(self_ptr self) {
         // timeout at the front of the line.
         g.waiting_memory = true;
         g.deadline = now + std::chrono::milliseconds(
-                               st.book.policy(g.tenant).queue_timeout_ms);
+                               st.acct.book().policy(g.tenant).queue_timeout_ms);
         ++st.counters.gang_waits;
       } else if (g.deadline <= now) {
         st.gangs_waiting.pop_front();
@@ -1098,7 +1099,7 @@ void place_gangs(self_ptr self) {
             make_error(
                 errc::no_device_available,
                 "waited " +
-                    std::to_string(st.book.policy(g.tenant).queue_timeout_ms) +
+                    std::to_string(st.acct.book().policy(g.tenant).queue_timeout_ms) +
                     " ms (its queue timeout) for " + std::to_string(k) +
                     " GPUs free of other gangs at once"));
         continue;
@@ -1182,7 +1183,7 @@ void gang_failed(self_ptr self, uint64_t parent, const caf::error& err,
     if (g.memory_refusals++ == 0)
       g.first_refusal = now;
     auto timeout =
-        std::chrono::milliseconds(st.book.policy(g.tenant).queue_timeout_ms);
+        std::chrono::milliseconds(st.acct.book().policy(g.tenant).queue_timeout_ms);
     if (now - g.first_refusal >= timeout)
       return end_failed(
           self, parent,
@@ -1353,7 +1354,7 @@ void pump(self_ptr self) {
             n_stayed = 0;
             if (what == placement::placed) {
               double weight =
-                  q < st.book.tenants() ? st.book.policy(int(q)).weight : 1.0;
+                  q < st.acct.book().tenants() ? st.acct.book().policy(int(q)).weight : 1.0;
               st.ready.served(q, units, weight);
               progress = true;
               if (alone && !any_room())
@@ -1411,7 +1412,7 @@ void memory_refused(self_ptr self, uint64_t ticket, const caf::error& err) {
   if (r.memory_refusals++ == 0)
     r.first_refusal = now;
   auto timeout =
-      std::chrono::milliseconds(st.book.policy(r.tenant).queue_timeout_ms);
+      std::chrono::milliseconds(st.acct.book().policy(r.tenant).queue_timeout_ms);
   unplace(self, r);
   --r.attempts;
   if (now - r.first_refusal >= timeout) {
@@ -1451,7 +1452,7 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
                     now - r.admitted_at)
                     .count();
     if (note_fallback(fb, took,
-                      int64_t(st.book.policy(r.tenant).fallback_budget_ms) *
+                      int64_t(st.acct.book().policy(r.tenant).fallback_budget_ms) *
                           1000000)) {
       audit(self, audit_kind::fallback, r.item, device,
             "over the fallback latency budget: " +
@@ -1467,7 +1468,7 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
                              (detail.empty() ? "" : "; " + detail)
                        : detail);
   unplace(self, r);
-  st.book.end(r.tenant);
+  st.acct.book().end(r.tenant);
   st.by_client.erase(key_of(r.sink, r.item.key()));
   ++st.counters.completed;
   ++st.devices[index].stats.completed;
@@ -1563,16 +1564,6 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
          fallback, {});
 }
 
-// Device `index` was reset (or its memory released for good): the blocks
-// of the items lost with it are no longer charged.
-void release_stranded(balancer_state& st, size_t index) {
-  for (auto [tenant, bytes] : st.devices[index].stranded)
-    st.book.refund(tenant, index, bytes);
-  st.devices[index].stranded.clear();
-}
-
-// Parked items get a look before anything in the ready queues: those that
-// find no room go to the front of their tenant's queue, in their order.
 void retry_parked(self_ptr self) {
   auto& st = self->state;
   auto parked = std::move(st.parked);
@@ -1614,7 +1605,7 @@ void admit(self_ptr self, int t, work_item item, end_sink sink,
            const std::string& note) {
   auto bytes = shape.bytes;
   auto& st = self->state;
-  st.book.admit(t, now);
+  st.acct.book().admit(t, now);
   ++st.counters.admission.admitted;
   auto ticket = ++st.next_ticket;
   if (note.empty())
@@ -1625,7 +1616,7 @@ void admit(self_ptr self, int t, work_item item, end_sink sink,
   balancer_state::record r;
   r.cost_units = shape.cost.flops + shape.cost.bytes;
   r.tenant = t;
-  r.device_mask = st.book.policy(t).device_mask;
+  r.device_mask = st.acct.book().policy(t).device_mask;
   r.bytes = bytes;
   r.cls = size_class(r.cost_units);
   r.admitted_at = now;
@@ -1670,7 +1661,7 @@ void drain_held(self_ptr self, clock::time_point now) {
   for (size_t t = 0; t < st.held.size(); ++t) {
     auto& q = st.held[t];
     while (!q.empty() && !st.closed) {
-      if (st.book.check_admit(int(t), now))
+      if (st.acct.book().check_admit(int(t), now))
         break;
       auto h = std::move(q.front());
       q.pop_front();
@@ -1727,14 +1718,14 @@ void expire(self_ptr self, clock::time_point now) {
     while (!q.empty() && q.front().deadline <= now) {
       auto h = std::move(q.front());
       q.pop_front();
-      auto why = st.book.check_admit(int(t), now);
+      auto why = st.acct.book().check_admit(int(t), now);
       ++st.counters.admission.timeouts;
       reject_held(self, h,
                   make_error(why ? code_of(why) : errc::over_inflight_quota,
                              (why ? describe(why) : std::string{"held back"}) +
                                  " (held back for " +
                                  std::to_string(
-                                     st.book.policy(int(t)).queue_timeout_ms) +
+                                     st.acct.book().policy(int(t)).queue_timeout_ms) +
                                  " ms, its queue timeout)"));
     }
   }
@@ -1755,7 +1746,7 @@ void expire(self_ptr self, clock::time_point now) {
     caf::error why;
     for (size_t d = 0; d < st.devices.size() && !why; ++d)
       if ((r.device_mask & (uint64_t{1} << d)) && st.devices[d].has_memory)
-        why = st.book.check_place(r.tenant, d, r.bytes);
+        why = st.acct.book().check_place(r.tenant, d, r.bytes);
     if (!why)
       why = r.memory_why;
     end_failed(
@@ -1763,7 +1754,7 @@ void expire(self_ptr self, clock::time_point now) {
         make_error(
             why ? code_of(why) : errc::memory_limit,
             (why ? describe(why) : std::string{"no memory"}) + " (waited " +
-                std::to_string(st.book.policy(r.tenant).queue_timeout_ms) +
+                std::to_string(st.acct.book().policy(r.tenant).queue_timeout_ms) +
                 " ms for device memory, its queue timeout)"));
   }
 }
@@ -1800,10 +1791,10 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
                              "the audit log cannot be written (" +
                                  st.audit_why +
                                  "); admission resumes when it can"));
-  auto t = st.book.tenant_index(item.tenant);
+  auto t = st.acct.book().tenant_index(item.tenant);
   if (t < 0)
     return reject(self, item, sink, no_grant(item.tenant));
-  auto& pol = st.book.policy(t);
+  auto& pol = st.acct.book().policy(t);
   item_shape shape;
   if (auto err = check_item(pol, item, shape))
     return reject(self, item, sink, std::move(err));
@@ -1816,7 +1807,7 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
       return reject(self, item, sink,
                     make_error(errc::no_device_available, std::move(why)));
   }
-  if (auto err = st.book.check_ever(t, shape.bytes, pol.device_mask))
+  if (auto err = st.acct.book().check_ever(t, shape.bytes, pol.device_mask))
     return reject(self, item, sink, std::move(err));
   auto key = key_of(sink, item.key());
   if (st.by_client.count(key) > 0)
@@ -1828,7 +1819,7 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
                                  "be told apart"));
   auto now = st.now;
   auto& q = st.held[size_t(t)];
-  auto verdict = decide_admission(pol, st.book.check_admit(t, now), q.size(),
+  auto verdict = decide_admission(pol, st.acct.book().check_admit(t, now), q.size(),
                                   q.empty() ? nullptr : &q.front().why);
   using action = admission_verdict::action;
   if (verdict.what == action::admit)
@@ -1915,7 +1906,7 @@ void device_started(self_ptr self, uint32_t index, device_change& c) {
   s.sent = 0;
   s.queued.clear();
   // The supervisor reset it before it came back.
-  release_stranded(st, index);
+  st.acct.release(index);
   retry_parked(self);
   wake(self);
 }
@@ -1960,19 +1951,14 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
   std::sort(moving.begin(), moving.end());
   if (permanent) {
     // The supervisor released its memory before it gave up on it.
-    release_stranded(st, index);
+    st.acct.release(index);
   } else {
     // The device's ledger holds the moving items' blocks until its reset:
     // the book keeps them charged there too, so that the two agree on what
     // each tenant may still take elsewhere.
     for (auto ticket : moving)
-      for_each_charge(st, st.outstanding.at(ticket),
-                      [&](int tenant, uint64_t bytes) {
-                        if (!s.has_memory || bytes == 0)
-                          return;
-                        st.book.charge(tenant, index, bytes);
-                        s.stranded.emplace_back(tenant, bytes);
-                      });
+      with_charges(st, st.outstanding.at(ticket),
+                   [&](balancer::charges cs) { st.acct.strand(cs, index); });
   }
   for (auto ticket : moving)
     replace_after_failure(self, ticket, reason, true);
@@ -2045,7 +2031,7 @@ void on_device_change(self_ptr self, device_change& c) {
 // What every tenant uses of its lease now, with its items waiting (held
 // back or waiting for device memory).
 quota_usage live_usage(const balancer_state& st) {
-  auto u = st.book.usage();
+  auto u = st.acct.book().usage();
   for (size_t t = 0; t < u.tenants.size() && t < st.held.size(); ++t)
     u.tenants[t].waiting = st.held[t].size();
   for (auto ticket : st.memory_waiting)
@@ -2101,11 +2087,10 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
     s.stats.status = device_status::resetting;
     st.devices.push_back(std::move(s));
   }
-  st.lease = lease;
-  st.book = quota::quota_book{std::move(lease)};
-  st.held.resize(st.book.tenants());
+  st.acct = balancer::accounting{std::move(lease)};
+  st.held.resize(st.acct.book().tenants());
   // One ready queue per tenant and one for merged launches.
-  st.ready = balancer::ready_queues{st.book.tenants()};
+  st.ready = balancer::ready_queues{st.acct.book().tenants()};
   st.model = run_time_model{cfg.model_window};
   st.started_at = clock::now();
   refresh_wall_offset(st);
@@ -2182,29 +2167,18 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         // New limits for the same tenants: use so far carries over. Items in
         // flight and held back refer to tenants by position.
         auto& st = self->state;
-        bool same = lease.policies.size() == st.book.tenants() &&
-                    lease.devices.size() == st.devices.size();
-        for (size_t t = 0; same && t < lease.policies.size(); ++t)
-          same = lease.policies[t].tenant == st.book.policy(int(t)).tenant;
-        if (!same) {
+        if (!st.acct.renew(lease)) {
           device_event(self, "",
                        "balancer: refused a lease that changes the tenants or "
                        "devices (restart the runtime for that)");
           return;
         }
-        auto usage = st.book.usage();
-        for (auto& s : st.devices)
-          s.has_memory = false;
-        for (size_t i = 0; i < lease.devices.size() && i < st.devices.size();
-             ++i)
-          st.devices[i].has_memory = lease.devices[i].has_memory;
         st.memory_devices = 0;
-        for (size_t i = 0; i < st.devices.size(); ++i)
+        for (size_t i = 0; i < st.devices.size(); ++i) {
+          st.devices[i].has_memory = st.acct.metered(i);
           if (st.devices[i].has_memory)
             st.memory_devices |= uint64_t{1} << i;
-        st.lease = lease;
-        st.book = quota::quota_book{std::move(lease)};
-        st.book.set_usage(usage);
+        }
         wake(self);
       },
       [=](done_atom, uint32_t index, std::vector<work_done>& batch) {
@@ -2298,7 +2272,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         for (auto& [ticket, r] : st.outstanding)
           if (r.members.empty() && r.gang_parent == 0)
             ++out.outstanding;
-        auto u = st.book.usage();
+        auto u = st.acct.book().usage();
         for (auto& tu : u.tenants)
           out.admission.inflight[tu.tenant] = tu.inflight;
         return out;
@@ -2311,14 +2285,14 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           const std::string& tenant) -> caf::result<headroom_report> {
         stamp(self->state);
         auto& st = self->state;
-        if (!tenant.empty() && st.book.tenant_index(tenant) < 0)
+        if (!tenant.empty() && st.acct.book().tenant_index(tenant) < 0)
           return no_grant(tenant);
         auto u = live_usage(st);
         headroom_report out;
-        for (size_t t = 0; t < st.book.tenants(); ++t) {
-          if (!tenant.empty() && st.book.policy(int(t)).tenant != tenant)
+        for (size_t t = 0; t < st.acct.book().tenants(); ++t) {
+          if (!tenant.empty() && st.acct.book().policy(int(t)).tenant != tenant)
             continue;
-          auto h = st.book.headroom(int(t));
+          auto h = st.acct.book().headroom(int(t));
           if (t < u.tenants.size())
             h.waiting = u.tenants[t].waiting;
           out.tenants.push_back(std::move(h));
@@ -2330,7 +2304,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         auto& st = self->state;
         // From now: a copy of the live book; otherwise the lease's terms
         // with nothing in use.
-        return quota::simulate(plan.from_now ? st.book : quota::quota_book{st.lease}, plan,
+        return quota::simulate(plan.from_now ? st.acct.book() : quota::quota_book{st.acct.lease()}, plan,
                         st.cfg.pools);
       },
       [=](flush_atom) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actors/audit.hpp"
+#include "actors/balancer/accounting.hpp"
 #include "actors/balancer/balancer.hpp"
 #include "actors/balancer/batching.hpp"
 #include "actors/balancer/circuit_breaker.hpp"
@@ -20,7 +21,6 @@
 #include "actors/balancer/fleet_index.hpp"
 #include "actors/balancer/ready_queues.hpp"
 #include "actors/balancer/stats.hpp"
-#include "quota/quota_book.hpp"
 #include "devices/input_cache.hpp"
 
 namespace cohort::actors {
@@ -61,11 +61,6 @@ struct balancer_state {
     /// out together, one message for many items, when it does.
     uint32_t sent = 0;
     std::vector<uint64_t> queued;
-    /// Device memory charged to tenants for items that were on it when it
-    /// was lost: its ledger holds their blocks until the device is reset,
-    /// so the balancer's book keeps them too until it comes back (up) or
-    /// is gone for good (its memory released).
-    std::vector<std::pair<int, uint64_t>> stranded;
     device_stats stats;
     /// What it adds to the drain horizon's sums (while it takes work): its
     /// placed units and its units per ns.
@@ -238,10 +233,10 @@ struct balancer_state {
   /// per pump).
   std::vector<size_t> pump_order;
   bool pump_again = false;
-  /// The terms leased by the quota actor, and the live book under them:
-  /// the one record of what tenants use (headroom and dry runs read it).
-  quota_lease lease;
-  quota::quota_book book;
+  /// The terms leased by the quota actor and the live book under them:
+  /// the one record of what tenants use (headroom and dry runs read it),
+  /// with the charges of devices lost holding items.
+  balancer::accounting acct;
   audit_buffer audit;
   balancer_config cfg;
   balancer_stats counters;
