@@ -146,6 +146,14 @@ dispatch_figures run_cohort(int tasks, cohort_fleet fleet, int window,
     out.error = describe(flushed.error());
   else if (*flushed < 3 * uint64_t(tasks))
     out.error = "audit log holds only " + std::to_string(*flushed) + " records";
+  if (auto placed = (*rt)->placement_stats()) {
+    uint64_t all = 0, simulated = 0;
+    for (auto& d : placed->devices) {
+      all += d.completed;
+      simulated += d.simulated ? d.completed : 0;
+    }
+    out.simulated_share = all > 0 ? double(simulated) / double(all) : 0;
+  }
   // Latency through the public API, as an embedder calls it.
   std::vector<double> lat;
   for (int i = 0; i < latency_samples; ++i) {

@@ -15,6 +15,9 @@ struct dispatch_figures {
   /// Latency with one task in flight, microseconds.
   double p50_us = 0;
   double p99_us = 0;
+  /// Cohort: the share of the throughput run's items that ran on simulated
+  /// GPUs (0 to 1).
+  double simulated_share = 0;
   /// Empty when the run succeeded; otherwise why it did not.
   std::string error;
 };
@@ -45,6 +48,13 @@ dispatch_figures run_cohort(int tasks, cohort_fleet fleet, int window,
 /// StarPU 1.3 with scheduling policy `policy` and `workers` CPU workers.
 dispatch_figures run_starpu(const std::string& policy, int tasks, int workers,
                             int latency_samples);
+
+/// The machine's own floor for one task at a time, no runtime: a thread
+/// hands a turn to a second one, which spins `work_us` (about a runtime's
+/// whole path) and hands it back; no system calls, no sleeping. What its
+/// tail adds to its median is the machine's: on a virtual machine, the
+/// interruptions of its virtual CPUs. Its tasks_per_s is 0.
+dispatch_figures machine_floor(double work_us, int samples);
 
 /// p-th percentile (0..100) of `samples` (sorted in place).
 double percentile(std::vector<double>& samples, double p);

@@ -18,7 +18,7 @@
 
 int main(int argc, char** argv) {
   using namespace cohort::bench;
-  int tasks = 100000, window = 4096, runs = 3, samples = 200;
+  int tasks = 100000, window = 4096, runs = 3, samples = 200, cpu_workers = 2;
   bool zero_on_free = true;
   std::vector<int> sizes{4, 16, 64};
   for (int i = 1; i < argc; ++i) {
@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
       runs = std::atoi(next());
     } else if (arg == "--samples") {
       samples = std::atoi(next());
+    } else if (arg == "--cpu-workers") {
+      cpu_workers = std::atoi(next());
     } else if (arg == "--no-zero-on-free") {
       zero_on_free = false;
     } else if (arg == "--devices") {
@@ -45,41 +47,47 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "usage: bench_fleet [--devices 4,16,64] [--tasks "
                            "N] [--window N] [--runs N] [--samples N] "
-                           "[--no-zero-on-free]\n");
+                           "[--cpu-workers N] [--no-zero-on-free]\n");
       return 2;
     }
   }
-  if (tasks <= 0 || window <= 0 || runs <= 0 || samples <= 0 || sizes.empty()) {
-    std::fprintf(stderr, "bench_fleet: counts must be positive\n");
+  if (tasks <= 0 || window <= 0 || runs <= 0 || samples <= 0 ||
+      cpu_workers < 0 || sizes.empty()) {
+    std::fprintf(stderr, "bench_fleet: counts must be positive "
+                         "(--cpu-workers: 0 or more)\n");
     return 2;
   }
   for (int n : sizes)
-    if (n < 2 || n > 64) {
-      std::fprintf(stderr, "bench_fleet: a fleet has 2 to 64 devices (2 CPU "
-                           "workers and simulated GPUs)\n");
+    if (n < std::max(cpu_workers, 1) || n > 64) {
+      std::fprintf(stderr,
+                   "bench_fleet: a fleet has %d to 64 devices (%d CPU "
+                   "workers and simulated GPUs)\n",
+                   std::max(cpu_workers, 1), cpu_workers);
       return 2;
     }
-  std::printf("fleet: %d tasks (sum of 1024 floats) per run, window %d, 2 CPU "
-              "workers + SIMULATED GPUs (speeds 1-4, 2 streams); %d "
+  std::printf("fleet: %d tasks (sum of 1024 floats) per run, window %d, %d "
+              "CPU workers + SIMULATED GPUs (speeds 1-4, 2 streams); %d "
               "interleaved run(s) per size; pools zero freed blocks: %s; "
               "load average %.2f\n\n",
-              tasks, window, runs, zero_on_free ? "yes" : "no",
+              tasks, window, cpu_workers, runs, zero_on_free ? "yes" : "no",
               load_average());
-  std::printf("%-4s %8s %12s %10s %10s\n", "run", "devices", "tasks/s",
-              "p50 us", "p99 us");
+  std::printf("%-4s %8s %12s %10s %10s %8s\n", "run", "devices", "tasks/s",
+              "p50 us", "p99 us", "on sim");
   std::map<int, std::vector<double>> tput;
   int bad = 0;
   for (int run = 1; run <= runs; ++run)
     for (int n : sizes) {
-      auto f = run_cohort(tasks, {2, n - 2, {}, 0, zero_on_free}, window,
-                          samples);
+      auto f = run_cohort(tasks, {cpu_workers, n - cpu_workers, {}, 0,
+                                  zero_on_free},
+                          window, samples);
       if (!f.error.empty()) {
         std::printf("%-4d %8d failed: %s\n", run, n, f.error.c_str());
         ++bad;
         continue;
       }
-      std::printf("%-4d %8d %12.0f %10.1f %10.1f\n", run, n, f.tasks_per_s,
-                  f.p50_us, f.p99_us);
+      std::printf("%-4d %8d %12.0f %10.1f %10.1f %7.0f%%\n", run, n,
+                  f.tasks_per_s, f.p50_us, f.p99_us,
+                  100 * f.simulated_share);
       tput[n].push_back(f.tasks_per_s);
     }
   std::printf("\ntasks/s over %d run(s): min / median / max, and the median "
