@@ -34,8 +34,14 @@ device::do_launch_chain(uint32_t stream, uint64_t ticket,
   launch_result total;
   for (auto& st : chain) {
     auto inputs = st.inputs;
-    if (st.from_previous >= 0)
-      inputs.at(size_t(st.from_previous)) = total.output.values;
+    if (st.from_previous >= 0) {
+      if (size_t(st.from_previous) >= inputs.size())
+        return make_error(errc::invalid_arguments,
+                          info_.name + ": a chained stage reads input " +
+                              std::to_string(st.from_previous) + " of " +
+                              std::to_string(inputs.size()));
+      inputs[size_t(st.from_previous)] = total.output.values;
+    }
     auto res = do_launch(stream, ticket, st.id, st.args, inputs, owner);
     if (!res)
       return res;

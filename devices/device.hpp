@@ -53,7 +53,7 @@ struct stage_view {
   kernels::kernel_args args;
   /// Host inputs; at `from_previous` (when >= 0) an empty placeholder that
   /// the previous stage's output fills on the device.
-  std::vector<std::span<const float>> inputs;
+  kernels::small_vector<std::span<const float>, 4> inputs;
   int32_t from_previous = -1;
 };
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <initializer_list>
+#include <ranges>
 #include <type_traits>
 #include <vector>
 
@@ -22,6 +24,18 @@ public:
   template <class It> small_vector(It first, It last) {
     for (; first != last; ++first)
       push_back(*first);
+  }
+
+  small_vector(std::initializer_list<T> xs) : small_vector(xs.begin(), xs.end()) {
+    // nop
+  }
+
+  /// The values of another range (a std::vector, a std::span).
+  template <std::ranges::input_range R>
+    requires(!std::is_same_v<std::remove_cvref_t<R>, small_vector>)
+  small_vector(const R& r)
+      : small_vector(std::ranges::begin(r), std::ranges::end(r)) {
+    // nop
   }
 
   void push_back(const T& x) {

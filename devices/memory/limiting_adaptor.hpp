@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <memory_resource>
 #include <unordered_map>
 
 #include "devices/memory/memory_resource.hpp"
@@ -63,7 +64,9 @@ private:
   std::shared_ptr<tenant_ledger> ledger_;
   /// Node-based: `held` points into it.
   std::unordered_map<std::string, tenant_use> tenants_;
-  std::unordered_map<void*, held> held_;
+  /// Its nodes come from a pool, not the heap (one per live block).
+  std::pmr::unsynchronized_pool_resource nodes_;
+  std::pmr::unordered_map<void*, held> held_{&nodes_};
 };
 
 } // namespace cohort::devices::memory

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <memory_resource>
 #include <unordered_map>
 #include <vector>
 
@@ -49,7 +50,9 @@ private:
   std::string device_;
   uint64_t seq_ = 0;
   uint64_t bytes_ = 0;
-  std::unordered_map<void*, allocation_record> live_;
+  /// Its nodes come from a pool, not the heap (one per live block).
+  std::pmr::unsynchronized_pool_resource nodes_;
+  std::pmr::unordered_map<void*, allocation_record> live_{&nodes_};
 };
 
 } // namespace cohort::devices::memory

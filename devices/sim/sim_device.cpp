@@ -175,7 +175,7 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
   uint64_t total = 0;
   uint64_t previous = 0;
   for (auto& st : chain) {
-    std::vector<uint64_t> lens;
+    kernels::input_shape lens;
     for (size_t i = 0; i < st.inputs.size(); ++i) {
       bool chained = st.from_previous == int32_t(i);
       lens.push_back(chained ? previous : st.inputs[i].size());
@@ -193,7 +193,7 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
   launch_result res;
   std::span<const float> prev;
   for (auto& st : chain) {
-    std::vector<std::span<const float>> in;
+    kernels::small_vector<std::span<const float>, 4> in;
     // Inputs it already holds are not transferred again (modeled).
     uint64_t held = 0;
     for (size_t i = 0; i < st.inputs.size(); ++i) {
@@ -207,8 +207,8 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
         held += bytes;
       if (bytes > 0)
         std::memcpy(cursor, st.inputs[i].data(), bytes);
-      in.emplace_back(reinterpret_cast<const float*>(cursor),
-                      st.inputs[i].size());
+      in.push_back({reinterpret_cast<const float*>(cursor),
+                    st.inputs[i].size()});
       cursor += aligned(bytes);
     }
     auto out = kernels::run_cpu(st.id, st.args, in);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <memory_resource>
 #include <unordered_map>
 
 #include "devices/device.hpp"
@@ -121,7 +122,8 @@ private:
   sim_params params_;
   std::unique_ptr<memory::device_memory> memory_;
   /// Blocks of launches until their modeled completion, by ticket.
-  std::unordered_map<uint64_t, held_block> held_;
+  std::pmr::unsynchronized_pool_resource nodes_;
+  std::pmr::unordered_map<uint64_t, held_block> held_{&nodes_};
   mutable std::mutex mtx_;
   bool lost_ = false;
   bool permanent_ = false;
