@@ -75,9 +75,9 @@ caf::error check_tenant(const pb::TenantGrant& t) {
 caf::error check_scheduler(const pb::Scheduler& s) {
   auto where = std::string{"scheduler: "};
   if (!s.policy().empty() && s.policy() != "stealing" &&
-      s.policy() != "sharing")
+      s.policy() != "caf_stealing" && s.policy() != "sharing")
     return bad(where + "policy is '" + s.policy() +
-               "', not \"stealing\" or \"sharing\"");
+               "', not \"stealing\", \"caf_stealing\" or \"sharing\"");
   auto range = [&](const char* name, bool has, uint32_t x, uint32_t lo,
                    uint32_t hi) -> caf::error {
     if (has && (x < lo || x > hi))

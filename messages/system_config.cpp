@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <caf/all.hpp>
+#include <caf/scheduler/coordinator.hpp>
 
 #include "messages/alert.hpp"
 #include "messages/audit_event.hpp"
@@ -13,6 +14,7 @@
 #include "messages/cohort.pb.h"
 #include "messages/device_info.hpp"
 #include "messages/errc.hpp"
+#include "messages/latency_stealing.hpp"
 #include "messages/memory_stats.hpp"
 #include "messages/quota.hpp"
 #include "messages/simulation.hpp"
@@ -104,14 +106,17 @@ void apply_scheduler(caf::actor_system_config& cfg, const pb::Scheduler& s) {
     cfg.set("work-stealing.relaxed-sleep-duration", us(s.relaxed_sleep_us()));
 }
 
-system_config::system_config() {
-  register_types(*this);
-  apply_scheduler(*this, pb::Scheduler{});
+system_config::system_config() : system_config(pb::RuntimeConfig{}) {
+  // nop
 }
 
 system_config::system_config(const pb::RuntimeConfig& cfg) {
   register_types(*this);
   apply_scheduler(*this, cfg.scheduler());
+  // CAF makes its own scheduler unless one is loaded.
+  auto& policy = cfg.scheduler().policy();
+  if (policy != "sharing" && policy != "caf_stealing")
+    load<caf::scheduler::coordinator<latency_stealing>>();
 }
 
 } // namespace cohort

@@ -52,6 +52,9 @@ TEST_CASE("--scheduler refuses what is not a setting", "[tools][cli]") {
   CHECK_THAT(refused("moderate_sleep_us=1000001"),
              Catch::Contains("not in 0..1000000"));
   CHECK_THAT(refused("policy=fifo"), Catch::Contains("policy is 'fifo'"));
+  CHECK_THAT(refused("policy=fifo"), Catch::Contains("\"caf_stealing\""));
+  CHECK(refused("policy=caf_stealing").empty());
+  CHECK(refused("policy=stealing").empty());
   CHECK_THAT(refused("policy=a\"b"), Catch::Contains("not a valid policy"));
 }
 
