@@ -60,9 +60,13 @@ TEST_CASE("jobs from outside reach polling and sleeping workers alike",
   caf::actor_system sys{sys_cfg};
   REQUIRE(runs_on<latency_coordinator>(sys));
   std::atomic<int> seen{0};
-  auto counter = sys.spawn([&](caf::event_based_actor*) -> caf::behavior {
-    return {[&](int) { seen.fetch_add(1, std::memory_order_relaxed); }};
-  });
+  // With an argument: CAF spawns a function without one through a null
+  // tuple pointer (undefined behaviour that UBSan reports).
+  auto counter = sys.spawn(
+      [](caf::event_based_actor*, std::atomic<int>* n) -> caf::behavior {
+        return {[n](int) { n->fetch_add(1, std::memory_order_relaxed); }};
+      },
+      &seen);
   // Four threads outside the scheduler send bursts with pauses between
   // them, long enough for the workers to fall asleep.
   constexpr int threads = 4, bursts = 20, per_burst = 250;
