@@ -2,8 +2,20 @@
 
 namespace cohort::actors::balancer {
 
+namespace {
+
+uint64_t metered_of(const quota_lease& lease) {
+  uint64_t out = 0;
+  for (size_t d = 0; d < lease.devices.size() && d < 64; ++d)
+    if (lease.devices[d].has_memory)
+      out |= uint64_t{1} << d;
+  return out;
+}
+
+} // namespace
+
 accounting::accounting(quota_lease lease)
-    : lease_(lease), book_(std::move(lease)),
+    : lease_(lease), book_(std::move(lease)), metered_(metered_of(lease_)),
       stranded_(lease_.devices.size()) {
   // nop
 }
@@ -17,6 +29,7 @@ bool accounting::renew(quota_lease lease) {
     return false;
   auto usage = book_.usage();
   lease_ = lease;
+  metered_ = metered_of(lease_);
   book_ = quota::quota_book{std::move(lease)};
   book_.set_usage(usage);
   return true;

@@ -47,9 +47,10 @@ public:
   const quota_lease& lease() const { return lease_; }
 
   /// Whether device `d`'s memory is metered (false for CPU workers).
-  bool metered(size_t d) const {
-    return d < lease_.devices.size() && lease_.devices[d].has_memory;
-  }
+  bool metered(size_t d) const { return d < 64 && (metered_ >> d & 1) != 0; }
+
+  /// Bit d set: device d's memory is metered.
+  uint64_t metered_mask() const { return metered_; }
 
   /// Why `cs` may not take device memory on device `d` now, all of them
   /// together (the first refusal); none if they may.
@@ -75,6 +76,8 @@ public:
 private:
   quota_lease lease_;
   quota::quota_book book_;
+  /// The lease's devices with memory, as a mask (read on every placement).
+  uint64_t metered_ = 0;
   /// Per device: charges stranded there.
   std::vector<std::vector<charge>> stranded_;
 };

@@ -727,7 +727,7 @@ std::optional<placement> place_quickly(self_ptr self, uint64_t ticket,
       (st.circuit_not_closed & mask) != 0)
     return std::nullopt;
   auto fits = [&](size_t d) {
-    return !st.devices[d].has_memory || !memory_check(st, r, d);
+    return !st.acct.metered(d) || !memory_check(st, r, d);
   };
   auto cell = fleet_cell(st, r.item.kernel, r.cls);
   // A device that never ran this cell gets one run to measure it.
@@ -747,10 +747,10 @@ std::optional<placement> place_quickly(self_ptr self, uint64_t ticket,
   // Where device memory is in play, some device with memory must take the
   // item (the best one, or else the first): when none would, the tenant's
   // memory policy decides, in the full scan.
-  if (auto with_memory = working & mask & st.memory_devices; with_memory != 0) {
+  if (auto with_memory = working & mask & st.acct.metered_mask(); with_memory != 0) {
     auto first = size_t(__builtin_ctzll(with_memory));
     auto any = size_t(best.any);
-    if (!(st.devices[any].has_memory && fits(any)) && !fits(first))
+    if (!(st.acct.metered(any) && fits(any)) && !fits(first))
       return std::nullopt;
   }
   // The index weighs each device by a typical item of the cell; the few
@@ -869,7 +869,8 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
                  predict_ns(st, i, r, &explore);
       if (s.status == device_status::degraded)
         t *= st.cfg.degraded_penalty;
-      if (s.has_memory) {
+      bool metered = st.acct.metered(i);
+      if (metered) {
         memory_online = true;
         if (r.memory_refused & bit) {
           if (!memory_why)
@@ -883,7 +884,7 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
         }
         memory_fits = true;
       }
-      fit.push_back({i, t, has_room(s), explore, !s.has_memory,
+      fit.push_back({i, t, has_room(s), explore, !metered,
                      double(s.placed) / std::max(1u, s.info.streams)});
     }
   }
@@ -1023,7 +1024,8 @@ std::vector<size_t> gang_devices(balancer_state& st,
     if (!(r.device_mask & (uint64_t{1} << i)) || !is_gpu(s.info) ||
         s.gang != 0 || !takes_work(s.status) || !s.breaker.allows(now))
       continue;
-    if (s.has_memory && st.acct.book().check_place(r.tenant, i, slice.bytes))
+    if (st.acct.metered(i) &&
+        st.acct.book().check_place(r.tenant, i, slice.bytes))
       continue;
     free.push_back({i, s.info.numa_node,
                     s.backlog_ns / std::max(1u, s.info.streams) +
@@ -1745,7 +1747,7 @@ void expire(self_ptr self, clock::time_point now) {
     ++st.counters.admission.timeouts;
     caf::error why;
     for (size_t d = 0; d < st.devices.size() && !why; ++d)
-      if ((r.device_mask & (uint64_t{1} << d)) && st.devices[d].has_memory)
+      if ((r.device_mask & (uint64_t{1} << d)) && st.acct.metered(d))
         why = st.acct.book().check_place(r.tenant, d, r.bytes);
     if (!why)
       why = r.memory_why;
@@ -2080,7 +2082,6 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
     balancer_state::slot s;
     s.info = info;
     s.resident = devices::input_cache{info.input_cache_bytes};
-    s.has_memory = i < lease.devices.size() && lease.devices[i].has_memory;
     s.stats.name = info.name;
     s.stats.kind = to_string(info.kind);
     s.stats.simulated = info.simulated;
@@ -2102,9 +2103,6 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   st.latency = balancer::latency_table{st.devices.size()};
   st.fleet = balancer::fleet_index{st.devices.size()};
   touch_all(st);
-  for (size_t i = 0; i < st.devices.size(); ++i)
-    if (st.devices[i].has_memory)
-      st.memory_devices |= uint64_t{1} << i;
   // Stopped with items still in flight (the runtime drained what it could
   // first): each ends now, once, with shutting_down.
   self->set_exit_handler([=](caf::exit_msg& msg) {
@@ -2172,12 +2170,6 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
                        "balancer: refused a lease that changes the tenants or "
                        "devices (restart the runtime for that)");
           return;
-        }
-        st.memory_devices = 0;
-        for (size_t i = 0; i < st.devices.size(); ++i) {
-          st.devices[i].has_memory = st.acct.metered(i);
-          if (st.devices[i].has_memory)
-            st.memory_devices |= uint64_t{1} << i;
         }
         wake(self);
       },

@@ -41,7 +41,6 @@ struct balancer_state {
     /// given up after losses.
     bool operator_offline = false;
     balancer::circuit_breaker breaker;
-    bool has_memory = false;
     /// Sum of predicted run times of items placed and not yet ended, their
     /// number and their cost units.
     double backlog_ns = 0;
@@ -214,8 +213,6 @@ struct balancer_state {
   /// devices that take work behind a circuit that is not closed.
   uint64_t takes_room = 0;
   uint64_t circuit_not_closed = 0;
-  /// Devices with device memory (the lease's).
-  uint64_t memory_devices = 0;
   /// Which devices hold each input (by identity) in their modeled input
   /// caches: placement weighs the few devices that hold an item's inputs.
   std::unordered_map<const void*, uint64_t> holders;

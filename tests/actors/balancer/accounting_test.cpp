@@ -47,6 +47,7 @@ TEST_CASE("placing charges the device and leaving refunds it",
   CHECK_FALSE(acct.metered(0));
   CHECK(acct.metered(1));
   CHECK_FALSE(acct.metered(7));
+  CHECK(acct.metered_mask() == 0b110);
   CHECK_FALSE(acct.check(one(0, 60 * MiB), 1));
   acct.charge_to(one(0, 40 * MiB), 1);
   CHECK(acct.book().placed(1) == 40 * MiB);
@@ -113,6 +114,7 @@ TEST_CASE("new terms keep what is in use and what is stranded",
   tighter.policies[0].device_quota = {0, 25 * MiB, 0};
   REQUIRE(acct.renew(tighter));
   CHECK(acct.lease().policies[0].device_quota[1] == 25 * MiB);
+  CHECK(acct.metered_mask() == 0b110);
   CHECK(acct.book().placed(1) == 20 * MiB);
   CHECK(acct.stranded(2) == 10 * MiB);
   CHECK(code_of(acct.check(one(0, 6 * MiB), 1)) ==
