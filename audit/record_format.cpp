@@ -114,7 +114,6 @@ bool torn_tail_at(const uint8_t* d, size_t off, size_t size, bool incomplete) {
   return true;
 }
 
-
 // Why a BATCH record whose hash verified cannot be read (a writer's bug,
 // not tampering); empty when its entries fit its count and tables.
 std::string batch_problem(const pb::AuditRecord& rec) {

@@ -26,14 +26,15 @@ public:
       push_back(*first);
   }
 
-  small_vector(std::initializer_list<T> xs) : small_vector(xs.begin(), xs.end()) {
+  small_vector(std::initializer_list<T> xs)
+      : small_vector(xs.begin(), xs.end()) {
     // nop
   }
 
   /// The values of another range (a std::vector, a std::span).
   template <std::ranges::input_range R>
-    requires(!std::is_same_v<std::remove_cvref_t<R>, small_vector>)
-  small_vector(const R& r)
+  requires(!std::is_same_v<std::remove_cvref_t<R>, small_vector>)
+      small_vector(const R& r)
       : small_vector(std::ranges::begin(r), std::ranges::end(r)) {
     // nop
   }

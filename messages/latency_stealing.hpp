@@ -60,8 +60,7 @@ public:
   /// CAF's: poll (aggressive, then moderate), then sleep until a job
   /// arrives or the relaxed sleep ends; the worker counts as polling until
   /// it sleeps.
-  template <class Worker>
-  caf::resumable* dequeue(Worker* self) {
+  template <class Worker> caf::resumable* dequeue(Worker* self) {
     auto& wd = d(self);
     auto& phases = wd.strategies;
     wd.polling.store(true, std::memory_order_release);

@@ -325,9 +325,8 @@ decltype(auto) with_charges(balancer_state& st, const balancer_state::record& r,
 // Why `r` may not take device memory on device `index` now; none if it may.
 caf::error memory_check(balancer_state& st, const balancer_state::record& r,
                         size_t index) {
-  return with_charges(st, r, [&](balancer::charges cs) {
-    return st.acct.check(cs, index);
-  });
+  return with_charges(
+      st, r, [&](balancer::charges cs) { return st.acct.check(cs, index); });
 }
 
 // Takes an item off its device (the quota book's charge and the backlog).
@@ -341,8 +340,7 @@ void unplace(self_ptr self, balancer_state::record& r) {
   s.backlog_ns = std::max(0.0, s.backlog_ns - r.predicted_ns);
   s.placed -= std::min(s.placed, 1u);
   s.placed_units = std::max(0.0, s.placed_units - r.cost_units);
-  with_charges(st, r,
-               [&](balancer::charges cs) { st.acct.refund(cs, index); });
+  with_charges(st, r, [&](balancer::charges cs) { st.acct.refund(cs, index); });
   if (r.probe) {
     auto p = st.probing.find(cell_key(index, r));
     if (p != st.probing.end() && --p->second == 0)
@@ -581,8 +579,9 @@ void wait_for_memory(self_ptr self, uint64_t ticket, const caf::error& why) {
   auto& r = st.outstanding.at(ticket);
   if (!r.waiting_memory) {
     r.waiting_memory = true;
-    r.deadline = clock::now() + std::chrono::milliseconds(
-                                    st.acct.book().policy(r.tenant).queue_timeout_ms);
+    r.deadline =
+        clock::now() + std::chrono::milliseconds(
+                           st.acct.book().policy(r.tenant).queue_timeout_ms);
     ++st.counters.admission.memory_waits;
     audit(self, audit_kind::placed, r.item, "",
           "waiting for device memory: " + describe(why));
@@ -747,7 +746,8 @@ std::optional<placement> place_quickly(self_ptr self, uint64_t ticket,
   // Where device memory is in play, some device with memory must take the
   // item (the best one, or else the first): when none would, the tenant's
   // memory policy decides, in the full scan.
-  if (auto with_memory = working & mask & st.acct.metered_mask(); with_memory != 0) {
+  if (auto with_memory = working & mask & st.acct.metered_mask();
+      with_memory != 0) {
     auto first = size_t(__builtin_ctzll(with_memory));
     auto any = size_t(best.any);
     if (!(st.acct.metered(any) && fits(any)) && !fits(first))
@@ -1091,8 +1091,9 @@ void place_gangs(self_ptr self) {
         // Counted once per wait; it waits at most its tenant's queue
         // timeout at the front of the line.
         g.waiting_memory = true;
-        g.deadline = now + std::chrono::milliseconds(
-                               st.acct.book().policy(g.tenant).queue_timeout_ms);
+        g.deadline =
+            now + std::chrono::milliseconds(
+                      st.acct.book().policy(g.tenant).queue_timeout_ms);
         ++st.counters.gang_waits;
       } else if (g.deadline <= now) {
         st.gangs_waiting.pop_front();
@@ -1101,7 +1102,8 @@ void place_gangs(self_ptr self) {
             make_error(
                 errc::no_device_available,
                 "waited " +
-                    std::to_string(st.acct.book().policy(g.tenant).queue_timeout_ms) +
+                    std::to_string(
+                        st.acct.book().policy(g.tenant).queue_timeout_ms) +
                     " ms (its queue timeout) for " + std::to_string(k) +
                     " GPUs free of other gangs at once"));
         continue;
@@ -1184,8 +1186,8 @@ void gang_failed(self_ptr self, uint64_t parent, const caf::error& err,
     auto now = clock::now();
     if (g.memory_refusals++ == 0)
       g.first_refusal = now;
-    auto timeout =
-        std::chrono::milliseconds(st.acct.book().policy(g.tenant).queue_timeout_ms);
+    auto timeout = std::chrono::milliseconds(
+        st.acct.book().policy(g.tenant).queue_timeout_ms);
     if (now - g.first_refusal >= timeout)
       return end_failed(
           self, parent,
@@ -1355,8 +1357,9 @@ void pump(self_ptr self) {
             // Something moved: answers may differ now.
             n_stayed = 0;
             if (what == placement::placed) {
-              double weight =
-                  q < st.acct.book().tenants() ? st.acct.book().policy(int(q)).weight : 1.0;
+              double weight = q < st.acct.book().tenants()
+                                  ? st.acct.book().policy(int(q)).weight
+                                  : 1.0;
               st.ready.served(q, units, weight);
               progress = true;
               if (alone && !any_room())
@@ -1413,8 +1416,8 @@ void memory_refused(self_ptr self, uint64_t ticket, const caf::error& err) {
   auto now = clock::now();
   if (r.memory_refusals++ == 0)
     r.first_refusal = now;
-  auto timeout =
-      std::chrono::milliseconds(st.acct.book().policy(r.tenant).queue_timeout_ms);
+  auto timeout = std::chrono::milliseconds(
+      st.acct.book().policy(r.tenant).queue_timeout_ms);
   unplace(self, r);
   --r.attempts;
   if (now - r.first_refusal >= timeout) {
@@ -1453,9 +1456,10 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
     auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     now - r.admitted_at)
                     .count();
-    if (note_fallback(fb, took,
-                      int64_t(st.acct.book().policy(r.tenant).fallback_budget_ms) *
-                          1000000)) {
+    if (note_fallback(
+            fb, took,
+            int64_t(st.acct.book().policy(r.tenant).fallback_budget_ms) *
+                1000000)) {
       audit(self, audit_kind::fallback, r.item, device,
             "over the fallback latency budget: " +
                 std::to_string(took / 1000000) + " ms against " +
@@ -1722,13 +1726,14 @@ void expire(self_ptr self, clock::time_point now) {
       q.pop_front();
       auto why = st.acct.book().check_admit(int(t), now);
       ++st.counters.admission.timeouts;
-      reject_held(self, h,
-                  make_error(why ? code_of(why) : errc::over_inflight_quota,
-                             (why ? describe(why) : std::string{"held back"}) +
-                                 " (held back for " +
-                                 std::to_string(
-                                     st.acct.book().policy(int(t)).queue_timeout_ms) +
-                                 " ms, its queue timeout)"));
+      reject_held(
+          self, h,
+          make_error(why ? code_of(why) : errc::over_inflight_quota,
+                     (why ? describe(why) : std::string{"held back"}) +
+                         " (held back for " +
+                         std::to_string(
+                             st.acct.book().policy(int(t)).queue_timeout_ms) +
+                         " ms, its queue timeout)"));
     }
   }
   std::vector<uint64_t> late;
@@ -1753,11 +1758,12 @@ void expire(self_ptr self, clock::time_point now) {
       why = r.memory_why;
     end_failed(
         self, ticket,
-        make_error(
-            why ? code_of(why) : errc::memory_limit,
-            (why ? describe(why) : std::string{"no memory"}) + " (waited " +
-                std::to_string(st.acct.book().policy(r.tenant).queue_timeout_ms) +
-                " ms for device memory, its queue timeout)"));
+        make_error(why ? code_of(why) : errc::memory_limit,
+                   (why ? describe(why) : std::string{"no memory"}) +
+                       " (waited " +
+                       std::to_string(
+                           st.acct.book().policy(r.tenant).queue_timeout_ms) +
+                       " ms for device memory, its queue timeout)"));
   }
 }
 
@@ -1821,8 +1827,9 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
                                  "be told apart"));
   auto now = st.now;
   auto& q = st.held[size_t(t)];
-  auto verdict = decide_admission(pol, st.acct.book().check_admit(t, now), q.size(),
-                                  q.empty() ? nullptr : &q.front().why);
+  auto verdict =
+      decide_admission(pol, st.acct.book().check_admit(t, now), q.size(),
+                       q.empty() ? nullptr : &q.front().why);
   using action = admission_verdict::action;
   if (verdict.what == action::admit)
     return admit(self, t, std::move(item), sink, shape, now, "");
@@ -2296,8 +2303,9 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         auto& st = self->state;
         // From now: a copy of the live book; otherwise the lease's terms
         // with nothing in use.
-        return quota::simulate(plan.from_now ? st.acct.book() : quota::quota_book{st.acct.lease()}, plan,
-                        st.cfg.pools);
+        return quota::simulate(
+            plan.from_now ? st.acct.book() : quota::quota_book{st.acct.lease()},
+            plan, st.cfg.pools);
       },
       [=](flush_atom) {
         stamp(self->state);

@@ -77,17 +77,16 @@ int main(int argc, char** argv) {
   int bad = 0;
   for (int run = 1; run <= runs; ++run)
     for (int n : sizes) {
-      auto f = run_cohort(tasks, {cpu_workers, n - cpu_workers, {}, 0,
-                                  zero_on_free},
-                          window, samples);
+      auto f =
+          run_cohort(tasks, {cpu_workers, n - cpu_workers, {}, 0, zero_on_free},
+                     window, samples);
       if (!f.error.empty()) {
         std::printf("%-4d %8d failed: %s\n", run, n, f.error.c_str());
         ++bad;
         continue;
       }
       std::printf("%-4d %8d %12.0f %10.1f %10.1f %7.0f%%\n", run, n,
-                  f.tasks_per_s, f.p50_us, f.p99_us,
-                  100 * f.simulated_share);
+                  f.tasks_per_s, f.p50_us, f.p99_us, 100 * f.simulated_share);
       tput[n].push_back(f.tasks_per_s);
     }
   std::printf("\ntasks/s over %d run(s): min / median / max, and the median "

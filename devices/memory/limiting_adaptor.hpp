@@ -6,8 +6,8 @@
 
 #include <map>
 #include <memory>
-#include <string>
 #include <memory_resource>
+#include <string>
 #include <unordered_map>
 
 #include "devices/memory/memory_resource.hpp"

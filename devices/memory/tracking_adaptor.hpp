@@ -5,8 +5,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <string>
 #include <memory_resource>
+#include <string>
 #include <unordered_map>
 #include <vector>
 

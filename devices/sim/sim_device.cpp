@@ -207,8 +207,8 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
         held += bytes;
       if (bytes > 0)
         std::memcpy(cursor, st.inputs[i].data(), bytes);
-      in.push_back({reinterpret_cast<const float*>(cursor),
-                    st.inputs[i].size()});
+      in.push_back(
+          {reinterpret_cast<const float*>(cursor), st.inputs[i].size()});
       cursor += aligned(bytes);
     }
     auto out = kernels::run_cpu(st.id, st.args, in);

@@ -9,10 +9,10 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <set>
 #include <string>
-#include <memory_resource>
 #include <unordered_map>
 
 #include "devices/device.hpp"

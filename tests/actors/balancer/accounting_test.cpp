@@ -53,8 +53,7 @@ TEST_CASE("placing charges the device and leaving refunds it",
   CHECK(acct.book().placed(1) == 40 * MiB);
   CHECK(acct.book().memory(0) == 40 * MiB);
   // a's quota on sim0 is 60 MiB: 40 + 30 is over it.
-  CHECK(code_of(acct.check(one(0, 30 * MiB), 1)) ==
-        errc::over_memory_quota);
+  CHECK(code_of(acct.check(one(0, 30 * MiB), 1)) == errc::over_memory_quota);
   // Another device is a separate matter.
   CHECK_FALSE(acct.check(one(0, 30 * MiB), 2));
   acct.refund(one(0, 40 * MiB), 1);
@@ -90,8 +89,7 @@ TEST_CASE("charges stranded on a lost device stay until it is released",
   CHECK(acct.stranded(1) == 30 * MiB);
   CHECK(acct.book().placed(1) == 30 * MiB);
   // a may take only what its quota leaves beside the stranded blocks.
-  CHECK(code_of(acct.check(one(0, 31 * MiB), 1)) ==
-        errc::over_memory_quota);
+  CHECK(code_of(acct.check(one(0, 31 * MiB), 1)) == errc::over_memory_quota);
   // CPU workers hold no device memory: nothing strands there.
   acct.strand(held, 0);
   CHECK(acct.stranded(0) == 0);
@@ -117,8 +115,7 @@ TEST_CASE("new terms keep what is in use and what is stranded",
   CHECK(acct.metered_mask() == 0b110);
   CHECK(acct.book().placed(1) == 20 * MiB);
   CHECK(acct.stranded(2) == 10 * MiB);
-  CHECK(code_of(acct.check(one(0, 6 * MiB), 1)) ==
-        errc::over_memory_quota);
+  CHECK(code_of(acct.check(one(0, 6 * MiB), 1)) == errc::over_memory_quota);
   acct.release(2);
   CHECK(acct.book().placed(2) == 0);
   // Other tenants or another fleet: refused, nothing changes.
