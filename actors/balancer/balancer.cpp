@@ -14,6 +14,7 @@
 #include <caf/all.hpp>
 
 #include "devices/memory/memory_resource.hpp"
+#include "kernels/small_vector.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::actors {
@@ -314,8 +315,8 @@ decltype(auto) with_charges(balancer_state& st, const balancer_state::record& r,
     balancer::charge one{r.tenant, r.bytes};
     return f(balancer::charges{&one, 1});
   }
-  std::vector<balancer::charge> all;
-  all.reserve(r.members.size());
+  // Inline for launches of up to 64 members (no allocation per call).
+  kernels::small_vector<balancer::charge, 64> all;
   for (auto m : r.members)
     if (auto i = st.outstanding.find(m); i != st.outstanding.end())
       all.push_back({i->second.tenant, i->second.bytes});
