@@ -7,6 +7,8 @@
 #   fuzz [SECONDS] [TARGET...]      libFuzzer targets (build-asan/), SECONDS (60) each
 #   gpu-check [REPORT]              on a machine with an NVIDIA GPU: CUDA build, conformance,
 #                                   GPU tests and GPU benchmarks, one report (gpu-report.md)
+#   gpu-bundle [BUNDLE]             pack a CUDA build for a GPU machine that cannot build
+#                                   (COHORT_GPU_PREBUILT=1 ./dev.sh gpu-check runs it there)
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 build_dir=${COHORT_BUILD_DIR:-build}
@@ -168,7 +170,10 @@ case "$verb" in
     # and GPU benchmarks on the real device, one report (gpu-report.md).
     exec scripts/gpu-check.sh "$@"
     ;;
+  gpu-bundle)
+    exec scripts/gpu-bundle.sh "$@"
+    ;;
   sanitize) sanitize "$@" ;;
   fuzz) fuzz "$@" ;;
-  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|sanitize|fuzz|gpu-check]" >&2; exit 2 ;;
+  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|sanitize|fuzz|gpu-check|gpu-bundle]" >&2; exit 2 ;;
 esac

@@ -25,8 +25,13 @@ step() {
   shift 2
   echo "gpu-check: $name"
   local start=$SECONDS
-  "$@" >"$log" 2>&1
+  if [ -n "${COHORT_GPU_STEP_TIMEOUT:-}" ]; then
+    timeout --kill-after=10 "$COHORT_GPU_STEP_TIMEOUT" "$@" >"$log" 2>&1
+  else
+    "$@" >"$log" 2>&1
+  fi
   local rc=$?
+  [ $rc -eq 124 ] && echo "(stopped after COHORT_GPU_STEP_TIMEOUT=${COHORT_GPU_STEP_TIMEOUT} s)" >>"$log"
   section "$name (exit $rc, $((SECONDS - start)) s)"
   printf '`%s`\n\n' "$*" >>"$report"
   fence "$log"
@@ -54,18 +59,49 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$log_dir/smi" 2>
   echo "gpu-check: no NVIDIA GPU here (nvidia-smi -L found none); nothing validated" >&2
   exit 2
 fi
-nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,pci.bus_id \
-  --format=csv >"$log_dir/gpus" 2>&1
-step "GPUs" "$log_dir/gpus" cat "$log_dir/gpus"
+step "GPUs" "$log_dir/gpus" nvidia-smi \
+  --query-gpu=name,driver_version,memory.total,compute_cap,pci.bus_id --format=csv
 nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 step "CUDA toolkit" "$log_dir/nvcc" "$nvcc_bin" --version
 
-./dev.sh setup >"$log_dir/setup" 2>&1 || { fence "$log_dir/setup"; exit 1; }
-if [ ! -f "$build_dir/build.ninja" ]; then
-  step "configure (CUDA required)" "$log_dir/configure" \
-    meson setup "$build_dir" --buildtype=release -Dcuda=enabled || exit 1
+if [ -n "${COHORT_GPU_PREBUILT:-}" ]; then
+  # A bundle from `./dev.sh gpu-bundle`, unpacked here: no setup, no build.
+  info="$build_dir/gpu-bundle/info"
+  if [ ! -f "$info" ]; then
+    echo "gpu-check: COHORT_GPU_PREBUILT is set but $info is missing (unpack the bundle at the tree's root)" >&2
+    exit 1
+  fi
+  step "prebuilt bundle" "$log_dir/bundle-step" cat "$info"
+  # The tests name the tree and their helper programs by the absolute path
+  # they were built under; where that path is missing, it is linked here.
+  source_dir=$(sed -n 's/^source_dir: //p' "$info")
+  if [ "$source_dir" != "$PWD" ] && [ ! -e "$source_dir" ]; then
+    mkdir -p "$(dirname "$source_dir")" && ln -s "$PWD" "$source_dir" ||
+      echo "gpu-check: cannot link $source_dir to this tree; tests that run helper programs will fail" >&2
+  fi
+  cuda_libs=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -e "$d/libcublas.so.13" ] && cuda_libs="$cuda_libs:$d"
+  done
+  if [ -z "$cuda_libs" ]; then # a toolkit from pip (nvidia-cublas), say
+    found=$(find / -xdev -name libcublas.so.13 -print -quit 2>/dev/null || true)
+    [ -n "$found" ] && cuda_libs=":$(dirname "$found")"
+  fi
+  export LD_LIBRARY_PATH="$PWD/$build_dir/gpu-bundle/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  ldd "$build_dir/tests/cohort_tests" >"$log_dir/ldd" 2>&1
+  step "shared libraries" "$log_dir/ldd-step" cat "$log_dir/ldd"
+  if grep -q "not found" "$log_dir/ldd"; then
+    echo "gpu-check: libraries missing for the bundle, see $report" >&2
+    exit 1
+  fi
+else
+  ./dev.sh setup >"$log_dir/setup" 2>&1 || { fence "$log_dir/setup"; exit 1; }
+  if [ ! -f "$build_dir/build.ninja" ]; then
+    step "configure (CUDA required)" "$log_dir/configure" \
+      meson setup "$build_dir" --buildtype=release -Dcuda=enabled || exit 1
+  fi
+  step "build" "$log_dir/build" ninja -C "$build_dir" || exit 1
 fi
-step "build" "$log_dir/build" ninja -C "$build_dir" || exit 1
 
 step "devices" "$log_dir/devices" "$build_dir/tools/cohort" devices
 # The conformance suite skips a backend without a device (with a warning):
@@ -78,12 +114,19 @@ if grep -q "SKIPPED CUDA" "$log_dir/conformance"; then
   failed=1
 fi
 step "GPU tests" "$log_dir/gpu" "$build_dir/tests/cohort_tests" "[gpu]" --durations yes
-step "full test suite" "$log_dir/suite" \
-  meson test -C "$build_dir" --print-errorlogs --num-processes 1
-step "bench kernels" "$log_dir/bench_kernels" \
-  env COHORT_BUILD_DIR="$build_dir" ./dev.sh bench kernels
-step "bench pool" "$log_dir/bench_pool" \
-  env COHORT_BUILD_DIR="$build_dir" ./dev.sh bench pool
+step "bench kernels" "$log_dir/bench_kernels" "$build_dir/bench/bench_kernels"
+step "bench pool" "$log_dir/bench_pool" "$build_dir/bench/pool/bench_pool"
+if [ -n "${COHORT_GPU_PREBUILT:-}" ]; then
+  # No meson here: the test programs themselves, area by area as meson runs them.
+  for area in kernels devices actors tools chaos; do
+    step "test suite: $area" "$log_dir/suite-$area" \
+      "$build_dir/tests/cohort_tests" "[$area]"
+  done
+  step "examples" "$log_dir/examples" sh -c "cd '$build_dir/examples' && ./embed && ./quotas"
+else
+  step "full test suite" "$log_dir/suite" \
+    meson test -C "$build_dir" --print-errorlogs --num-processes 1
+fi
 
 section "Verdict"
 if [ $failed -eq 0 ]; then
