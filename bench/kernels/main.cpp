@@ -8,6 +8,8 @@
 //   runtime  the same item submitted to a Cohort runtime whose only device is
 //            that backend (4 items in flight), results back as messages.
 //   kernel   GPU only: launches on inputs already on the device.
+//   faults/item  minor page faults per item through the runtime: host memory
+//            touched for the first time (fresh buffers, pinning) per item.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +17,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include <caf/all.hpp>
 
@@ -96,9 +100,22 @@ double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
 }
 
-// Seconds per item through a runtime, `window` items in flight.
-double through_runtime(caf::actor_system& sys, actors::runtime& rt,
-                       const bench_case& c, int repeat, int window) {
+// Page faults of this process so far: memory the host touches for the
+// first time (fresh allocations, pinning) shows up here.
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+struct runtime_timing {
+  double seconds = 0; // per item
+  double faults = 0;  // minor page faults per item
+};
+
+// Per item through a runtime, `window` items in flight.
+runtime_timing through_runtime(caf::actor_system& sys, actors::runtime& rt,
+                               const bench_case& c, int repeat, int window) {
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<actors::client_sink>(self);
   auto submit = [&](uint64_t id) {
@@ -117,6 +134,7 @@ double through_runtime(caf::actor_system& sys, actors::runtime& rt,
                   std::fprintf(stderr, "bench: %s\n", describe(err).c_str());
                   std::exit(1);
                 });
+  auto faults = minor_faults();
   auto start = clock_type::now();
   int sent = 0;
   int done = 0;
@@ -131,7 +149,10 @@ double through_runtime(caf::actor_system& sys, actors::runtime& rt,
     if (sent < repeat)
       submit(uint64_t(++sent));
   }
-  return seconds_since(start) / repeat;
+  runtime_timing t;
+  t.seconds = seconds_since(start) / repeat;
+  t.faults = double(minor_faults() - faults) / repeat;
+  return t;
 }
 
 pb::RuntimeConfig config(bool cpu, const std::string& audit) {
@@ -267,8 +288,9 @@ int main(int argc, char** argv) {
   std::printf("bench/kernels: %d calls per figure; GB/s for vector kernels "
               "and gemv, GFLOP/s for gemm and topk_cosine\n\n",
               repeat);
-  std::printf("%-28s %-8s %10s %10s %8s %10s %8s\n", "kernel", "backend",
-              "direct", "runtime", "rt/dir", "kernel", "% peak");
+  std::printf("%-28s %-8s %10s %10s %8s %10s %8s %12s\n", "kernel", "backend",
+              "direct", "runtime", "rt/dir", "kernel", "% peak",
+              "faults/item");
   // CPU: one worker, single-threaded BLAS, the same as a direct call.
   {
     auto rt = actors::runtime::start(sys, config(true, audit_dir + "/cpu.log"));
@@ -285,10 +307,11 @@ int main(int argc, char** argv) {
       for (int r = 0; r < repeat; ++r)
         kernels::run_cpu(c.id, c.args, views);
       double direct = seconds_since(start) / repeat;
-      double through = through_runtime(sys, **rt, c, repeat, 4);
-      std::printf("%-28s %-8s %10.2f %10.2f %7.3fx %10s %8s\n", c.label.c_str(),
-                  "cpu", rate(c, direct), rate(c, through), direct / through,
-                  "-", "-");
+      auto through = through_runtime(sys, **rt, c, repeat, 4);
+      std::printf("%-28s %-8s %10.2f %10.2f %7.3fx %10s %8s %12.0f\n",
+                  c.label.c_str(), "cpu", rate(c, direct),
+                  rate(c, through.seconds), direct / through.seconds, "-", "-",
+                  through.faults);
       std::fflush(stdout);
     }
     (*rt)->stop();
@@ -300,12 +323,13 @@ int main(int argc, char** argv) {
       std::printf("%-28s %-8s skipped: %s\n", "all kernels", b.vendor.c_str(),
                   b.note.c_str());
   if (!found.devices.empty()) {
-    auto& dev = found.devices.front();
-    auto rtapi = dev->info().kind == device_kind::cuda_gpu
+    // Copied out: the discovered devices are released before the runtime
+    // opens the GPU again.
+    auto info = found.devices.front()->info();
+    auto rtapi = info.kind == device_kind::cuda_gpu
                      ? devices::gpu::cuda_runtime()
                      : devices::gpu::hip_runtime();
-    auto model = dev->info().model;
-    auto peak = peak_gbytes(model);
+    auto peak = peak_gbytes(info.model);
     found.devices.clear();
     auto rt =
         actors::runtime::start(sys, config(false, audit_dir + "/gpu.log"));
@@ -316,7 +340,7 @@ int main(int argc, char** argv) {
     for (auto& c : cases) {
       bare_gpu(*rtapi, 0, c, 2); // warm-up (cuBLAS, module loading)
       auto t = bare_gpu(*rtapi, 0, c, repeat);
-      double through = through_runtime(sys, **rt, c, repeat, 4);
+      auto through = through_runtime(sys, **rt, c, repeat, 4);
       double kern = rate(c, t.kernel);
       std::string pct = "-";
       if (!flop_bound(c.id) && peak > 0) {
@@ -324,14 +348,14 @@ int main(int argc, char** argv) {
         std::snprintf(buf, sizeof(buf), "%.1f%%", 100 * kern / peak);
         pct = buf;
       }
-      std::printf("%-28s %-8s %10.2f %10.2f %7.3fx %10.2f %8s\n",
-                  c.label.c_str(), to_string(dev->info().kind),
-                  rate(c, t.direct), rate(c, through), t.direct / through, kern,
-                  pct.c_str());
+      std::printf("%-28s %-8s %10.2f %10.2f %7.3fx %10.2f %8s %12.0f\n",
+                  c.label.c_str(), to_string(info.kind), rate(c, t.direct),
+                  rate(c, through.seconds), t.direct / through.seconds, kern,
+                  pct.c_str(), through.faults);
       std::fflush(stdout);
     }
     std::printf("\nGPU: %s (%s); %% peak: kernel GB/s against %.0f GB/s HBM\n",
-                model.c_str(), dev->info().name.c_str(), peak);
+                info.model.c_str(), info.name.c_str(), peak);
     (*rt)->stop();
   }
   std::string cmd = "rm -rf " + audit_dir;
