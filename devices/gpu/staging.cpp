@@ -1,5 +1,6 @@
 #include "devices/gpu/staging.hpp"
 
+#include <algorithm>
 #include <bit>
 
 #include "devices/topology.hpp"
@@ -9,6 +10,8 @@ namespace cohort::devices::gpu {
 namespace {
 
 constexpr size_t min_block = size_t{64} << 10;
+/// How many classes larger a cached block may be and still serve a request.
+constexpr size_t max_upsize = 2;
 
 size_t size_class(size_t bytes) {
   return std::bit_width(std::bit_ceil(std::max(bytes, min_block))) - 1;
@@ -27,13 +30,18 @@ staging_pool::~staging_pool() {
 
 staging_block staging_pool::acquire(size_t bytes, result& rc) {
   rc = {};
-  auto cls = size_class(bytes);
-  if (auto& bucket = free_[cls]; !bucket.empty()) {
-    auto block = bucket.back();
-    bucket.pop_back();
-    cached_ -= block.capacity;
-    return block;
+  if (bytes > (size_t{1} << 62)) { // no such host block
+    rc = {status::out_of_memory, 0};
+    return {};
   }
+  auto cls = size_class(bytes);
+  for (size_t c = cls; c < std::min(cls + max_upsize + 1, free_.size()); ++c)
+    if (auto& bucket = free_[c]; !bucket.empty()) {
+      auto block = bucket.back().block; // the most recent: warmest in cache
+      bucket.pop_back();
+      cached_ -= block.capacity;
+      return block;
+    }
   staging_block block{nullptr, size_t{1} << cls};
   block.data = alloc_on_numa(block.capacity, numa_node_);
   if (block.data == nullptr) {
@@ -51,18 +59,35 @@ staging_block staging_pool::acquire(size_t bytes, result& rc) {
 void staging_pool::release(staging_block block) {
   if (block.data == nullptr)
     return;
-  if (cached_ + block.capacity > cache_limit_) {
+  if (block.capacity > cache_limit_) {
     free_block(block, true);
     return;
   }
+  while (cached_ + block.capacity > cache_limit_ && evict_oldest()) {
+  }
   cached_ += block.capacity;
-  free_[size_class(block.capacity)].push_back(block);
+  free_[size_class(block.capacity)].push_back({block, ++releases_});
+}
+
+bool staging_pool::evict_oldest() {
+  std::vector<cached_block>* oldest = nullptr;
+  for (auto& bucket : free_)
+    if (!bucket.empty() &&
+        (oldest == nullptr || bucket.front().released < oldest->front().released))
+      oldest = &bucket;
+  if (oldest == nullptr)
+    return false;
+  auto block = oldest->front().block;
+  oldest->erase(oldest->begin());
+  cached_ -= block.capacity;
+  free_block(block, true);
+  return true;
 }
 
 void staging_pool::clear(bool registered) {
   for (auto& bucket : free_) {
-    for (auto& block : bucket)
-      free_block(block, registered);
+    for (auto& cached : bucket)
+      free_block(cached.block, registered);
     bucket.clear();
   }
   cached_ = 0;

@@ -28,10 +28,15 @@ public:
   staging_pool& operator=(const staging_pool&) = delete;
 
   /// A block of at least `bytes` (rounded up to a power of two, 64 KiB at
-  /// least); `data` is null when the host could not allocate or pin it.
+  /// least): a cached block of that size, else a cached one up to four
+  /// times larger (pinning costs far more than the memory it would save),
+  /// else a new one. `data` is null when the host could not allocate or
+  /// pin it.
   staging_block acquire(size_t bytes, result& rc);
 
-  /// Returns a block for reuse (or frees it above the cache limit).
+  /// Returns a block for reuse. Keeping it may evict the blocks released
+  /// longest ago: the sizes in use now displace the sizes of earlier work.
+  /// A block larger than the whole cache is freed.
   void release(staging_block block);
 
   /// Frees every cached block (after a device reset: the old registrations
@@ -45,15 +50,24 @@ public:
   uint64_t pinned_allocations() const { return allocations_; }
 
 private:
+  struct cached_block {
+    staging_block block;
+    uint64_t released = 0; // release order, for eviction
+  };
+
   void free_block(staging_block block, bool registered);
+  /// Frees the cached block released longest ago; false when none is.
+  bool evict_oldest();
 
   api& rt_;
   int32_t numa_node_;
   uint64_t cache_limit_;
   uint64_t cached_ = 0;
   uint64_t allocations_ = 0;
-  /// Free blocks by size class (index = log2 of the capacity).
-  std::vector<std::vector<staging_block>> free_;
+  uint64_t releases_ = 0;
+  /// Free blocks by size class (index = log2 of the capacity), each in
+  /// release order.
+  std::vector<std::vector<cached_block>> free_;
 };
 
 } // namespace cohort::devices::gpu

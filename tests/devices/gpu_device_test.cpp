@@ -8,6 +8,7 @@
 #include "actors/device_actor.hpp"
 #include "actors/runtime.hpp"
 #include "devices/gpu/discover.hpp"
+#include "devices/gpu/staging.hpp"
 #include "kernels/random_data.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
@@ -221,6 +222,67 @@ TEST_CASE("pinned staging buffers are reused across launches",
   CHECK(r.dev->staging().pinned_allocations() == 1);
   CHECK(r.fake->registered_host_ranges() == 1);
   CHECK(r.fake->kernels_run() == 100);
+}
+
+TEST_CASE("the staging cache keeps the sizes in use, not earlier ones",
+          "[devices][gpu]") {
+  testing::fake_gpu_api fake;
+  constexpr size_t mib = size_t{1} << 20;
+  gpu::staging_pool pool{fake, -1, 8 * mib};
+  gpu::result rc;
+  // Earlier work left the cache full of 4 MiB blocks.
+  auto a = pool.acquire(4 * mib, rc);
+  auto b = pool.acquire(4 * mib, rc);
+  REQUIRE(a.data != nullptr);
+  REQUIRE(b.data != nullptr);
+  pool.release(a);
+  pool.release(b);
+  CHECK(pool.cached_bytes() == 8 * mib);
+  // Now 100 KiB launches: the first pins a block, evicting the older 4 MiB
+  // one, and every later launch reuses it. Before, a full cache freed each
+  // such block on release and every launch pinned a new one.
+  for (int i = 0; i < 50; ++i) {
+    auto s = pool.acquire(100 << 10, rc);
+    REQUIRE(s.data != nullptr);
+    CHECK(s.capacity == 128 << 10);
+    pool.release(s);
+  }
+  CHECK(pool.pinned_allocations() == 3);
+  CHECK(pool.cached_bytes() == 4 * mib + (128 << 10));
+  CHECK(fake.registered_host_ranges() == 2);
+  // The 4 MiB block released last is still there to reuse.
+  auto again = pool.acquire(3 * mib, rc);
+  CHECK(again.capacity == 4 * mib);
+  CHECK(pool.pinned_allocations() == 3);
+  pool.release(again);
+}
+
+TEST_CASE("a staging request takes a cached block up to four times larger",
+          "[devices][gpu]") {
+  testing::fake_gpu_api fake;
+  constexpr size_t kib = size_t{1} << 10;
+  gpu::staging_pool pool{fake, -1, size_t{64} << 20};
+  gpu::result rc;
+  auto big = pool.acquire(1024 * kib, rc);
+  REQUIRE(big.data != nullptr);
+  pool.release(big);
+  auto quarter = pool.acquire(200 * kib, rc); // 256 KiB class
+  CHECK(quarter.data == big.data);
+  CHECK(quarter.capacity == 1024 * kib);
+  pool.release(quarter);
+  auto small = pool.acquire(100 * kib, rc); // 128 KiB: 8x smaller, a new one
+  CHECK(small.data != big.data);
+  CHECK(small.capacity == 128 * kib);
+  CHECK(pool.pinned_allocations() == 2);
+  pool.release(small);
+  // A block larger than the whole cache is not kept.
+  gpu::staging_pool tiny{fake, -1, 256 * kib};
+  auto huge = tiny.acquire(1024 * kib, rc);
+  REQUIRE(huge.data != nullptr);
+  auto ranges = fake.registered_host_ranges();
+  tiny.release(huge);
+  CHECK(tiny.cached_bytes() == 0);
+  CHECK(fake.registered_host_ranges() == ranges - 1);
 }
 
 TEST_CASE("a sticky error loses the device until a reset clears it",
