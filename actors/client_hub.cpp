@@ -252,6 +252,10 @@ void client_hub::cancel(const work_future& f) {
     caf::anon_send(entry_, cancel_atom::value, id_of(f.slot_), sink_);
 }
 
+void client_hub::cancel(uint64_t id) {
+  caf::anon_send(entry_, cancel_id_atom::value, id, sink_);
+}
+
 void client_hub::drain() {
   caf::scoped_actor self{sys_};
   self->request(callbacks_, caf::infinite, flush_atom::value)

@@ -50,6 +50,10 @@ public:
   /// result is dropped.
   void cancel(const work_future& f);
 
+  /// Cancels every item submitted through the hub whose work_item::id is
+  /// `id`, by the same rules.
+  void cancel(uint64_t id);
+
   /// Waits until every callback of an item that ended so far has run.
   void drain();
 

@@ -285,6 +285,11 @@ void runtime::cancel(const work_future& f) {
   hub_->cancel(f);
 }
 
+void runtime::cancel(uint64_t id) {
+  if (!stopped_)
+    hub_->cancel(id);
+}
+
 caf::expected<work_result> runtime::run(work_item item) {
   return submit(std::move(item)).get();
 }

@@ -101,6 +101,11 @@ public:
   /// when it already ended.
   void cancel(const work_future& f);
 
+  /// Cancels every item submitted through this runtime's C++ API (submit,
+  /// run) whose id is `id`, by the same rules; ids are the caller's, so
+  /// several items may share one.
+  void cancel(uint64_t id);
+
   /// Submits one item as its tenant and waits for its end (`submit` and
   /// `get`). After `stop()` it ends at once with shutting_down.
   caf::expected<work_result> run(work_item item);

@@ -12,6 +12,11 @@
 
 #include "messages/work.hpp"
 
+namespace cohort::detail {
+/// The public API's bridge to the slot of a future (api/cohort.cpp).
+struct slot_access;
+} // namespace cohort::detail
+
 namespace cohort::actors {
 
 /// What a callback of runtime::submit gets: the item's result or why it
@@ -100,6 +105,7 @@ public:
 
 private:
   friend class client_hub;
+  friend struct cohort::detail::slot_access;
 
   explicit work_future(detail::work_slot* slot) : slot_(slot) {
     // nop

@@ -40,6 +40,7 @@ using crash_atom = caf::atom_constant<caf::atom("crash")>;
 using alerts_atom = caf::atom_constant<caf::atom("alerts")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using cancel_id_atom = caf::atom_constant<caf::atom("cancelid")>;
 using halt_atom = caf::atom_constant<caf::atom("halt")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
 using device_atom = caf::atom_constant<caf::atom("device")>;

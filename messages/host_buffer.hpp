@@ -1,4 +1,5 @@
-// An immutable, shared host array of floats: the input of a work item.
+// An immutable, shared host array of floats: the input of a work item,
+// held by Cohort or wrapping the caller's memory.
 #pragma once
 
 #include <memory>
@@ -18,27 +19,39 @@ class host_buffer {
 public:
   host_buffer() = default;
 
-  explicit host_buffer(std::vector<float> values)
-      : data_(std::make_shared<const std::vector<float>>(std::move(values))) {
+  explicit host_buffer(std::vector<float> values) {
+    auto held = std::make_shared<const std::vector<float>>(std::move(values));
+    data_ = held->data();
+    size_ = held->size();
+    owner_ = std::move(held);
+  }
+
+  /// Wraps `size` floats at `data` without copying them: `owner` keeps them
+  /// alive as long as any copy of the buffer (null when the caller keeps
+  /// them alive itself until the item ends).
+  host_buffer(std::shared_ptr<const void> owner, const float* data,
+              size_t size)
+      : owner_(std::move(owner)), data_(data), size_(data ? size : 0) {
     // nop
   }
 
   /// The values; empty for a default-constructed buffer.
-  std::span<const float> span() const {
-    return data_ ? std::span<const float>{*data_} : std::span<const float>{};
-  }
+  std::span<const float> span() const { return {data_, size_}; }
 
-  size_t size() const { return data_ ? data_->size() : 0; }
+  size_t size() const { return size_; }
 
   /// Bytes the values take.
-  size_t bytes() const { return size() * sizeof(float); }
+  size_t bytes() const { return size_ * sizeof(float); }
 
-  /// Who holds the values: copies of one buffer share an identity, so the
-  /// same identity means the same values (null for a default buffer).
-  const void* identity() const { return data_.get(); }
+  /// Where the values are: copies of one buffer share an identity, and
+  /// two live buffers with one identity and one size hold the same values
+  /// (null for a default buffer).
+  const void* identity() const { return data_; }
 
 private:
-  std::shared_ptr<const std::vector<float>> data_;
+  std::shared_ptr<const void> owner_;
+  const float* data_ = nullptr;
+  size_t size_ = 0;
 };
 
 /// Serializes a buffer as its values (only for remote messages and printing).

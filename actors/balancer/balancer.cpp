@@ -1895,6 +1895,30 @@ void cancel(self_ptr self, uint64_t id, const end_sink& sink) {
     r.cancelled = true;
 }
 
+// Every item of `sink` with work_item::id `id`, by the key the balancer
+// knows it by, then cancelled one by one. A scan: cancelling is rare, and
+// keeping an index by id would cost every submission.
+void cancel_by_item_id(self_ptr self, uint64_t id, const end_sink& sink) {
+  auto& st = self->state;
+  auto address = sink.address();
+  std::vector<uint64_t> keys;
+  for (auto& [key, ticket] : st.by_client) {
+    if (key.sink != address)
+      continue;
+    if (ticket != 0) {
+      if (st.outstanding.at(ticket).item.id == id)
+        keys.push_back(key.id);
+      continue;
+    }
+    for (auto& q : st.held)
+      for (auto& h : q)
+        if (h.item.key() == key.id && h.sink == sink && h.item.id == id)
+          keys.push_back(key.id);
+  }
+  for (auto key : keys)
+    cancel(self, key, sink);
+}
+
 // Device `index` (re)joined with a new actor.
 void device_started(self_ptr self, uint32_t index, device_change& c) {
   auto& st = self->state;
@@ -2142,6 +2166,10 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](cancel_atom, uint64_t id, batch_sink& sink) {
         stamp(self->state);
         cancel(self, id, sink);
+      },
+      [=](cancel_id_atom, uint64_t id, client_sink& sink) {
+        stamp(self->state);
+        cancel_by_item_id(self, id, sink);
       },
       [=](deliver_atom) { deliver_ends(self); },
       [=](audit_atom, bool ok, std::string& why) {

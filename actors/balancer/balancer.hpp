@@ -50,7 +50,9 @@ using entry_actor = caf::typed_actor<
     caf::reacts_to<submit_atom, std::vector<work_item>, batch_sink>,
     /// Cancels the item `id` that `sink` submitted (see balancer_actor).
     caf::reacts_to<cancel_atom, uint64_t, client_sink>,
-    caf::reacts_to<cancel_atom, uint64_t, batch_sink>>;
+    caf::reacts_to<cancel_atom, uint64_t, batch_sink>,
+    /// Cancels every item with work_item::id `id` that `sink` submitted.
+    caf::reacts_to<cancel_id_atom, uint64_t, client_sink>>;
 
 using balancer_actor = device_listener::extend<
     /// Admits `item` for its tenant under the lease, holds it back (policy
@@ -74,6 +76,9 @@ using balancer_actor = device_listener::extend<
     /// (its result is dropped). Unknown ids are ignored.
     caf::reacts_to<cancel_atom, uint64_t, client_sink>,
     caf::reacts_to<cancel_atom, uint64_t, batch_sink>,
+    /// The same for every item of client `sink` whose work_item::id is `id`
+    /// (ids are the caller's: several items may share one).
+    caf::reacts_to<cancel_id_atom, uint64_t, client_sink>,
     /// Stops admitting: later submissions, and items held back or waiting
     /// for memory, end with shutting_down. Replies when done.
     caf::replies_to<down_atom>::with<bool>,

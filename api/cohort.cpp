@@ -1,0 +1,441 @@
+// The public API (include/cohort/cohort.hpp) over the runtime facade
+// (actors/runtime.hpp): conversions between the public types and the
+// internal ones, and the actor system each public runtime owns.
+#include "cohort/cohort.hpp"
+
+#include <utility>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/runtime.hpp"
+#include "kernels/catalog.hpp"
+#include "messages/convert.hpp"
+#include "messages/errc.hpp"
+#include "messages/system_config.hpp"
+
+namespace cohort {
+
+static_assert(uint8_t(kernel::axpy) == uint8_t(kernels::kernel_id::axpy));
+static_assert(uint8_t(kernel::topk_cosine) ==
+              uint8_t(kernels::kernel_id::topk_cosine));
+static_assert(sizeof(kernel_args) == sizeof(kernels::kernel_args));
+
+namespace detail {
+
+// Moves slots between public futures and internal ones.
+struct slot_access {
+  static void* take(actors::work_future&& f) {
+    return std::exchange(f.slot_, nullptr);
+  }
+  static actors::detail::work_slot* slot(const future& f) {
+    return static_cast<actors::detail::work_slot*>(f.slot_);
+  }
+  static actors::work_future adopt(future& f) {
+    return actors::work_future{
+        static_cast<actors::detail::work_slot*>(std::exchange(f.slot_, nullptr))};
+  }
+  // An internal future on the same slot, holding a reference of its own.
+  static actors::work_future share(const future& f) {
+    auto* s = slot(f);
+    s->refs.fetch_add(1, std::memory_order_relaxed);
+    return actors::work_future{s};
+  }
+  static future make(actors::work_future&& f) {
+    future out;
+    out.slot_ = take(std::move(f));
+    return out;
+  }
+};
+
+} // namespace detail
+
+namespace {
+
+using detail::slot_access;
+
+outcome to_outcome(caf::expected<work_result>&& x) {
+  if (!x) {
+    auto code = code_of(x.error());
+    // Errors of another category (CAF's own) have no errc of their own.
+    return outcome{code != errc::none ? code : errc::io_error,
+                   describe(x.error())};
+  }
+  result r;
+  r.id = x->id;
+  r.values = buffer{std::move(x->output.values)};
+  if (!x->output.indices.empty())
+    r.indices = buffer{std::move(x->output.indices)};
+  r.device = std::move(x->device);
+  r.attempts = x->attempts;
+  r.fallback = x->fallback;
+  return outcome{std::move(r)};
+}
+
+// Why `b` cannot be an input of a built-in kernel; empty when it can.
+std::string check_input(const buffer& b, size_t i, const char* where) {
+  if (b.type() == dtype::f32)
+    return {};
+  return std::string{where} + " input " + std::to_string(i) + " is " +
+         to_string(b.type()) + "; the built-in kernels take f32";
+}
+
+host_buffer to_host(const buffer& b) {
+  return host_buffer{b.owner(), static_cast<const float*>(b.data()), b.size()};
+}
+
+kernels::kernel_args to_args(const kernel_args& a) {
+  kernels::kernel_args out;
+  out.alpha = a.alpha;
+  out.m = a.m;
+  out.n = a.n;
+  out.k = a.k;
+  out.top_k = a.top_k;
+  return out;
+}
+
+// The internal item, or why the public one cannot become one.
+std::string to_item(work&& w, work_item& out) {
+  for (size_t i = 0; i < w.inputs.size(); ++i)
+    if (auto why = check_input(w.inputs[i], i, "the item's"); !why.empty())
+      return why;
+  for (auto& st : w.then)
+    for (size_t i = 0; i < st.inputs.size(); ++i)
+      if (auto why = check_input(st.inputs[i], i, "a chained stage's");
+          !why.empty())
+        return why;
+  out.id = w.id;
+  out.tenant = std::move(w.tenant);
+  out.kernel = static_cast<kernels::kernel_id>(w.kernel);
+  out.args = to_args(w.args);
+  out.inputs.reserve(w.inputs.size());
+  for (auto& b : w.inputs)
+    out.inputs.push_back(to_host(b));
+  for (auto& st : w.then) {
+    chained_stage c;
+    c.kernel = static_cast<kernels::kernel_id>(st.kernel);
+    c.args = to_args(st.args);
+    for (auto& b : st.inputs)
+      c.inputs.push_back(to_host(b));
+    c.input_slot = st.input_slot;
+    out.then.push_back(std::move(c));
+  }
+  out.gang = w.gang;
+  return {};
+}
+
+outcome refused(uint64_t id, const std::string& why) {
+  return outcome{errc::invalid_arguments,
+                 "invalid_arguments: item " + std::to_string(id) + ": " + why};
+}
+
+[[noreturn]] void raise(const caf::error& err) {
+  auto code = code_of(err);
+  throw error{code != errc::none ? code : errc::io_error, describe(err)};
+}
+
+} // namespace
+
+const char* version() {
+  return COHORT_VERSION;
+}
+
+size_t element_size(dtype t) {
+  switch (t) {
+    case dtype::f32:
+    case dtype::i32:
+      return 4;
+    case dtype::f64:
+    case dtype::i64:
+      return 8;
+    case dtype::u8:
+      return 1;
+  }
+  return 0;
+}
+
+const char* to_string(dtype t) {
+  switch (t) {
+    case dtype::f32:
+      return "f32";
+    case dtype::f64:
+      return "f64";
+    case dtype::i32:
+      return "i32";
+    case dtype::i64:
+      return "i64";
+    case dtype::u8:
+      return "u8";
+  }
+  return "unknown";
+}
+
+const char* to_string(kernel k) {
+  return kernels::name(static_cast<kernels::kernel_id>(k)).data();
+}
+
+std::optional<kernel> kernel_named(std::string_view name) {
+  if (auto id = kernels::parse_kernel(name))
+    return static_cast<kernel>(*id);
+  return std::nullopt;
+}
+
+// -- future -----------------------------------------------------------------
+
+future::future(future&& other) noexcept
+    : slot_(std::exchange(other.slot_, nullptr)) {
+  // nop
+}
+
+future& future::operator=(future&& other) noexcept {
+  if (this != &other) {
+    if (auto* s = slot_access::slot(*this))
+      s->release();
+    slot_ = std::exchange(other.slot_, nullptr);
+  }
+  return *this;
+}
+
+future::~future() {
+  if (auto* s = slot_access::slot(*this))
+    s->release();
+}
+
+uint64_t future::id() const {
+  auto* s = slot_access::slot(*this);
+  return s ? s->id : 0;
+}
+
+bool future::ready() const {
+  auto* s = slot_access::slot(*this);
+  return s && s->state.load(std::memory_order_acquire) == 1;
+}
+
+bool future::wait_for(std::chrono::nanoseconds timeout) const {
+  auto* s = slot_access::slot(*this);
+  return s != nullptr && s->wait(&timeout);
+}
+
+outcome future::wait() {
+  if (slot_ == nullptr)
+    return outcome{errc::invalid_arguments,
+                   "invalid_arguments: the future is empty (never "
+                   "submitted, or its end was taken already)"};
+  auto f = slot_access::adopt(*this);
+  return to_outcome(f.get());
+}
+
+// -- runtime ----------------------------------------------------------------
+
+struct runtime::impl {
+  explicit impl(const pb::RuntimeConfig& cfg) : cfg(cfg), sys(this->cfg) {
+    // nop
+  }
+
+  system_config cfg;
+  caf::actor_system sys;
+  std::unique_ptr<actors::runtime> rt;
+};
+
+runtime::runtime(std::unique_ptr<impl> p) : impl_(std::move(p)) {
+  // nop
+}
+
+runtime::runtime(runtime&& other) noexcept = default;
+
+runtime& runtime::operator=(runtime&& other) noexcept {
+  if (this != &other) {
+    if (impl_)
+      impl_->rt->stop();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+runtime::~runtime() {
+  if (impl_)
+    impl_->rt->stop();
+}
+
+runtime runtime::start(const options& opts) {
+  pb::RuntimeConfig cfg;
+  bool custom = opts.cpu_workers.has_value() || opts.simulated_gpus != 0 ||
+                !opts.gpus;
+  if (!opts.config_file.empty() && !opts.config_text.empty())
+    throw error{errc::invalid_arguments,
+                "invalid_arguments: options: config_file and config_text "
+                "both set; give one"};
+  if (!opts.config_file.empty() || !opts.config_text.empty()) {
+    if (custom)
+      throw error{errc::invalid_arguments,
+                  "invalid_arguments: options: with a config, leave "
+                  "cpu_workers, simulated_gpus and gpus unset (the config "
+                  "says which devices there are)"};
+    if (!opts.config_file.empty()) {
+      auto loaded = load_config(opts.config_file);
+      if (!loaded)
+        raise(loaded.error());
+      cfg = std::move(*loaded);
+    } else if (auto err = parse_text(opts.config_text, "config_text", cfg,
+                                     errc::malformed_config)) {
+      raise(err);
+    }
+  } else {
+    cfg = actors::default_config();
+    if (opts.cpu_workers)
+      cfg.mutable_devices()->set_cpu_workers(*opts.cpu_workers);
+    cfg.mutable_devices()->set_gpus(opts.gpus);
+    // The runtime takes 64 devices at most; refused before a config of
+    // billions of simulated GPUs is built.
+    constexpr uint32_t most = 64;
+    if (opts.simulated_gpus > most)
+      throw error{errc::invalid_arguments,
+                  "invalid_arguments: options: simulated_gpus is " +
+                      std::to_string(opts.simulated_gpus) + ", at most " +
+                      std::to_string(most) + " devices are supported"};
+    actors::add_sim_gpus(cfg, opts.simulated_gpus);
+  }
+  if (!opts.audit_path.empty())
+    cfg.set_audit_path(opts.audit_path);
+  auto p = std::make_unique<impl>(cfg);
+  auto rt = actors::runtime::start(p->sys, cfg);
+  if (!rt)
+    raise(rt.error());
+  p->rt = std::move(*rt);
+  return runtime{std::move(p)};
+}
+
+future runtime::submit(work item) {
+  work_item internal;
+  if (auto why = to_item(std::move(item), internal); !why.empty()) {
+    auto id = internal.id != 0 ? internal.id : item.id;
+    return slot_access::make(actors::client_hub::ready(
+        id, make_error(errc::invalid_arguments,
+                       "item " + std::to_string(id) + ": " + why)));
+  }
+  return slot_access::make(impl_->rt->submit(std::move(internal)));
+}
+
+void runtime::submit(work item, callback done) {
+  work_item internal;
+  auto id = item.id;
+  if (auto why = to_item(std::move(item), internal); !why.empty()) {
+    done(refused(id, why));
+    return;
+  }
+  impl_->rt->submit(std::move(internal),
+                    [done = std::move(done)](caf::expected<work_result> x) {
+                      done(to_outcome(std::move(x)));
+                    });
+}
+
+std::vector<future> runtime::submit_many(std::vector<work> items) {
+  // Refused items get their end at once; the others go in one batch, and
+  // their futures take their places in order.
+  std::vector<work_item> ok;
+  std::vector<size_t> where;
+  std::vector<future> out(items.size());
+  ok.reserve(items.size());
+  where.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    work_item internal;
+    auto id = items[i].id;
+    if (auto why = to_item(std::move(items[i]), internal); !why.empty()) {
+      out[i] = slot_access::make(actors::client_hub::ready(
+          id, make_error(errc::invalid_arguments,
+                         "item " + std::to_string(id) + ": " + why)));
+      continue;
+    }
+    ok.push_back(std::move(internal));
+    where.push_back(i);
+  }
+  auto futures = impl_->rt->submit(std::move(ok));
+  for (size_t j = 0; j < futures.size(); ++j)
+    out[where[j]] = slot_access::make(std::move(futures[j]));
+  return out;
+}
+
+void runtime::submit_many(std::vector<work> items, batch_callback done) {
+  std::vector<work_item> ok;
+  ok.reserve(items.size());
+  for (auto& w : items) {
+    work_item internal;
+    auto id = w.id;
+    if (auto why = to_item(std::move(w), internal); !why.empty()) {
+      done(id, refused(id, why));
+      continue;
+    }
+    ok.push_back(std::move(internal));
+  }
+  auto shared = std::make_shared<batch_callback>(std::move(done));
+  impl_->rt->submit(std::move(ok),
+                    [shared](uint64_t id, caf::expected<work_result> x) {
+                      (*shared)(id, to_outcome(std::move(x)));
+                    });
+}
+
+void runtime::cancel(uint64_t id) {
+  impl_->rt->cancel(id);
+}
+
+void runtime::cancel(const future& f) {
+  if (f.valid() && !f.ready())
+    impl_->rt->cancel(slot_access::share(f));
+}
+
+outcome runtime::run(work item) {
+  return submit(std::move(item)).wait();
+}
+
+outcome runtime::run(work item, std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0)
+    return outcome{errc::invalid_arguments,
+                   "invalid_arguments: run: the timeout must be positive, not " +
+                       std::to_string(timeout.count()) + " ms"};
+  work_item internal;
+  auto id = item.id;
+  if (auto why = to_item(std::move(item), internal); !why.empty())
+    return refused(id, why);
+  return to_outcome(impl_->rt->run(std::move(internal), timeout));
+}
+
+std::vector<device_view> runtime::devices() const {
+  std::vector<device_view> out;
+  for (auto& d : impl_->rt->devices()) {
+    device_view v;
+    v.name = d.name;
+    v.kind = cohort::to_string(d.kind);
+    v.model = d.model;
+    v.simulated = d.simulated;
+    v.memory_bytes = d.memory_bytes;
+    v.streams = d.streams;
+    v.numa_node = d.numa_node;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+cohort::stats runtime::stats() {
+  auto s = impl_->rt->placement_stats();
+  if (!s)
+    raise(s.error());
+  cohort::stats out;
+  out.completed = s->completed;
+  out.failed = s->failed;
+  out.cancelled = s->cancelled;
+  out.fallbacks = s->fallbacks;
+  out.admitted = s->admission.admitted;
+  out.rejected = s->admission.rejected;
+  for (auto& d : s->devices)
+    out.per_device.push_back(d.completed);
+  return out;
+}
+
+void runtime::stop() {
+  impl_->rt->stop();
+}
+
+const std::string& runtime::audit_path() const {
+  return impl_->rt->audit_path();
+}
+
+} // namespace cohort

@@ -1,0 +1,431 @@
+// Cohort's public C++ API: a runtime behind one handle, typed work, results
+// and errors, futures and callbacks. Standard C++20 only: no CAF, protobuf,
+// CUDA or internal headers. CAF users who want the typed actor interface
+// include <cohort/caf.hpp> instead (docs/embedding.md).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "cohort/errc.hpp"
+
+namespace cohort {
+
+/// The library's version, "MAJOR.MINOR.PATCH".
+const char* version();
+
+// -- buffers ----------------------------------------------------------------
+
+/// Element types of buffers.
+enum class dtype : uint8_t { f32, f64, i32, i64, u8 };
+
+/// Bytes per element.
+size_t element_size(dtype t);
+
+/// "f32", "f64", "i32", "i64" or "u8".
+const char* to_string(dtype t);
+
+/// The dtype of a C++ element type (float, double, int32_t, int64_t,
+/// uint8_t); other types do not compile.
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> : std::integral_constant<dtype, dtype::f32> {};
+template <>
+struct dtype_of<double> : std::integral_constant<dtype, dtype::f64> {};
+template <>
+struct dtype_of<int32_t> : std::integral_constant<dtype, dtype::i32> {};
+template <>
+struct dtype_of<int64_t> : std::integral_constant<dtype, dtype::i64> {};
+template <>
+struct dtype_of<uint8_t> : std::integral_constant<dtype, dtype::u8> {};
+
+/// What Cohort throws from calls that cannot return an error (`start`,
+/// `future::get`, `buffer::view` of the wrong type): an errc and a message.
+class error : public std::runtime_error {
+public:
+  error(errc code, const std::string& message)
+      : std::runtime_error(message), code_(code) {
+    // nop
+  }
+
+  errc code() const { return code_; }
+
+private:
+  errc code_;
+};
+
+/// An immutable array of one element type, shared by reference count:
+/// copies are cheap and never copy the elements. It either owns its
+/// elements (made from a std::vector, moved in) or wraps the caller's
+/// memory, kept alive by an owner the caller gives (a shared_ptr to
+/// anything: the container, a NumPy array, a mapped file). CPU workers read
+/// wrapped memory in place; a GPU copies it to the device.
+class buffer {
+public:
+  /// An empty f32 buffer.
+  buffer() = default;
+
+  /// Owns `values` (moved, not copied).
+  template <class T>
+  explicit buffer(std::vector<T> values) : type_(dtype_of<T>::value) {
+    auto held = std::make_shared<const std::vector<T>>(std::move(values));
+    data_ = held->data();
+    size_ = held->size();
+    owner_ = std::move(held);
+  }
+
+  /// Copies `values`.
+  template <class T>
+  static buffer copy(std::span<const T> values) {
+    return buffer{std::vector<T>(values.begin(), values.end())};
+  }
+
+  /// Wraps `count` elements at `data` without copying them. `keep_alive`
+  /// is held by every copy of the buffer, so the elements live as long as
+  /// Cohort may read them; pass null only when the caller keeps them alive
+  /// and unchanged until every item using them has ended.
+  template <class T>
+  static buffer wrap(const T* data, size_t count,
+                     std::shared_ptr<const void> keep_alive) {
+    buffer b;
+    b.type_ = dtype_of<T>::value;
+    b.owner_ = std::move(keep_alive);
+    b.data_ = data;
+    b.size_ = data != nullptr ? count : 0;
+    return b;
+  }
+
+  dtype type() const { return type_; }
+  size_t size() const { return size_; }
+  size_t bytes() const { return size_ * element_size(type_); }
+  bool empty() const { return size_ == 0; }
+  const void* data() const { return data_; }
+
+  /// The elements as `T`; throws cohort::error (invalid_arguments) when
+  /// the buffer holds another type.
+  template <class T>
+  std::span<const T> view() const {
+    if (dtype_of<T>::value != type_)
+      throw error{errc::invalid_arguments,
+                  std::string{"the buffer holds "} + to_string(type_) +
+                      ", not " + to_string(dtype_of<T>::value)};
+    return {static_cast<const T*>(data_), size_};
+  }
+
+  /// A copy of the elements as a vector of `T` (same type rule as view).
+  template <class T>
+  std::vector<T> to_vector() const {
+    auto v = view<T>();
+    return {v.begin(), v.end()};
+  }
+
+  /// Whoever keeps the elements alive (null for an empty buffer, or a
+  /// wrapped one without an owner).
+  const std::shared_ptr<const void>& owner() const { return owner_; }
+
+private:
+  std::shared_ptr<const void> owner_;
+  const void* data_ = nullptr;
+  size_t size_ = 0;
+  dtype type_ = dtype::f32;
+};
+
+// -- work -------------------------------------------------------------------
+
+/// The kernels of the built-in catalog (docs/kernels.md). Their inputs and
+/// outputs are f32 (topk_cosine's row indices are i64).
+enum class kernel : uint8_t {
+  axpy = 1,
+  dot = 2,
+  nrm2 = 3,
+  reduce_sum = 4,
+  inclusive_scan = 5,
+  gemv = 6,
+  gemm = 7,
+  topk_cosine = 8,
+};
+
+/// The kernel's name ("gemm", ...).
+const char* to_string(kernel k);
+
+/// The kernel named `name`, if the catalog has one.
+std::optional<kernel> kernel_named(std::string_view name);
+
+/// Scalars and shapes; which fields a kernel reads is in docs/kernels.md.
+struct kernel_args {
+  float alpha = 1.0f;
+  uint64_t m = 0;
+  uint64_t n = 0;
+  uint64_t k = 0;
+  uint32_t top_k = 0;
+};
+
+/// A kernel chained after an item's on the same device: the previous
+/// output fills input `input_slot`, `inputs` are the others in order.
+struct stage {
+  cohort::kernel kernel = cohort::kernel::axpy;
+  kernel_args args;
+  std::vector<buffer> inputs;
+  uint32_t input_slot = 0;
+};
+
+/// One unit of work.
+struct work {
+  /// The caller's name for it: results and errors carry it back, and
+  /// `runtime::cancel(id)` finds it by it. Two items in flight may share
+  /// one (cancel then reaches both).
+  uint64_t id = 0;
+  /// Who it runs as; tenants are granted in the config (default-deny).
+  std::string tenant = "default";
+  cohort::kernel kernel = cohort::kernel::axpy;
+  kernel_args args;
+  std::vector<buffer> inputs;
+  /// Kernels run after this one on the same device; the result is the
+  /// last one's output.
+  std::vector<stage> then;
+  /// Devices it needs at once (a gang gemm, split by rows): 0 or 1 for one.
+  uint32_t gang = 0;
+};
+
+/// An item's result.
+struct result {
+  uint64_t id = 0;
+  /// The output (f32).
+  buffer values;
+  /// topk_cosine's row indices (i64); empty for the other kernels.
+  buffer indices;
+  /// The device that produced it ("cpu0", "cuda0", "sim1", ...).
+  std::string device;
+  /// Placements it took (1 unless a device failed under it).
+  uint32_t attempts = 0;
+  /// True if it ended on a CPU worker after a GPU placement failed.
+  bool fallback = false;
+};
+
+/// An item's end: its result, or the error it ended with.
+class outcome {
+public:
+  outcome(result r) : result_(std::move(r)) {
+    // nop
+  }
+
+  outcome(errc code, std::string message)
+      : code_(code), message_(std::move(message)) {
+    // nop
+  }
+
+  bool ok() const { return code_ == errc::none; }
+  explicit operator bool() const { return ok(); }
+
+  /// errc::none when it has a result.
+  errc code() const { return code_; }
+
+  /// What went wrong, "name: detail" (empty when ok).
+  const std::string& message() const { return message_; }
+
+  /// The result; throws cohort::error when the item ended with an error.
+  result& value() & {
+    check();
+    return result_;
+  }
+  const result& value() const& {
+    check();
+    return result_;
+  }
+  result&& value() && {
+    check();
+    return std::move(result_);
+  }
+
+  result* operator->() { return &value(); }
+  const result* operator->() const { return &value(); }
+
+private:
+  void check() const {
+    if (!ok())
+      throw error{code_, message_};
+  }
+
+  result result_;
+  errc code_ = errc::none;
+  std::string message_;
+};
+
+namespace detail {
+struct slot_access;
+} // namespace detail
+
+/// The end of one submitted item, delivered exactly once. Move-only; not
+/// thread-safe (one thread uses a future at a time). Dropping it does not
+/// cancel the item: it still ends, and its end is discarded.
+class future {
+public:
+  future() = default;
+  future(future&& other) noexcept;
+  future& operator=(future&& other) noexcept;
+  future(const future&) = delete;
+  future& operator=(const future&) = delete;
+  ~future();
+
+  /// False for a default-constructed future and after get/wait.
+  bool valid() const { return slot_ != nullptr; }
+
+  /// The item's id.
+  uint64_t id() const;
+
+  /// True once the item has ended (get will not wait).
+  bool ready() const;
+
+  /// Waits at most `timeout`; true if the end is in.
+  bool wait_for(std::chrono::nanoseconds timeout) const;
+
+  /// Waits for the end and returns it; the future is then empty. On an
+  /// empty future: an outcome with invalid_arguments.
+  outcome wait();
+
+  /// As wait(), but returns the result or throws cohort::error.
+  result get() { return wait().value(); }
+
+private:
+  friend struct detail::slot_access;
+  void* slot_ = nullptr;
+};
+
+/// Called once with an item's end, on the runtime's callback thread, one
+/// callback at a time in the order items end. It may submit more work and
+/// may block (delaying the callbacks after it); an exception it throws is
+/// dropped.
+using callback = std::function<void(outcome)>;
+
+/// As `callback`, with the item's id, for submit_many.
+using batch_callback = std::function<void(uint64_t id, outcome)>;
+
+// -- the runtime ------------------------------------------------------------
+
+/// How to start a runtime. With `config_file` or `config_text` (a
+/// text-format cohort.pb.RuntimeConfig, docs/config.md) the config says
+/// which devices and tenants there are, and cpu_workers, simulated_gpus and
+/// gpus must stay at their defaults; without either, those fields make one:
+/// CPU workers, simulated GPUs, real GPUs, and tenant "default" granted
+/// every kernel on every device. `audit_path`, when set, overrides the
+/// config's.
+struct options {
+  std::string config_file;
+  std::string config_text;
+  /// CPU workers; unset: one per core.
+  std::optional<uint32_t> cpu_workers;
+  /// Simulated GPUs sim0, sim1, ... (16 GiB, 4 streams, speeds 1, 1, 2, 4).
+  uint32_t simulated_gpus = 0;
+  /// Use the machine's real GPUs (CUDA, HIP) when there are any.
+  bool gpus = true;
+  /// The audit log; empty: cohort-audit.log in the working directory.
+  std::string audit_path;
+};
+
+/// A device of the runtime, as it was when the runtime started.
+struct device_view {
+  std::string name;  ///< "cpu0", "cuda0", "sim2", ...
+  std::string kind;  ///< "cpu", "cuda", "hip", "sim"
+  std::string model; ///< the CPU or GPU model
+  bool simulated = false;
+  uint64_t memory_bytes = 0; ///< 0 for CPU workers (host memory)
+  uint32_t streams = 0;
+  int32_t numa_node = -1;
+};
+
+/// Counters of the runtime so far.
+struct stats {
+  /// Items admitted, and refused at admission (quota, grant, rate, ...).
+  uint64_t admitted = 0;
+  uint64_t rejected = 0;
+  /// Admitted items that ended with their result, with an error.
+  uint64_t completed = 0;
+  uint64_t failed = 0;
+  /// Cancel requests that found their item.
+  uint64_t cancelled = 0;
+  /// Items moved from a GPU to a CPU worker.
+  uint64_t fallbacks = 0;
+  /// Items completed per device, by the order of devices().
+  std::vector<uint64_t> per_device;
+};
+
+/// A running Cohort instance: its own actor system, devices, balancer,
+/// supervisor, quota and audit actors. Thread-safe: any thread may submit.
+/// Destroying it stops it (see stop()). Move-only.
+class runtime {
+public:
+  /// Starts a runtime; throws cohort::error (malformed_config for a bad
+  /// config, io_error for an unreadable file or audit log, ...).
+  static runtime start(const options& opts = {});
+
+  runtime(runtime&& other) noexcept;
+  runtime& operator=(runtime&& other) noexcept;
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+  ~runtime();
+
+  /// Submits one item and returns at once; the future gets its end.
+  future submit(work item);
+
+  /// Submits one item; `done` is called once with its end.
+  void submit(work item, callback done);
+
+  /// Submits `items` in order in one message to the runtime: each is
+  /// admitted as if submitted alone; the futures are in the same order.
+  std::vector<future> submit_many(std::vector<work> items);
+
+  /// Submits `items` in order; `done` is called once per item.
+  void submit_many(std::vector<work> items, batch_callback done);
+
+  /// Cancels every item of this runtime's callers with id `id` still in
+  /// flight: one still waiting ends with `cancelled` and never runs; one
+  /// running finishes on its device and then ends with `cancelled`, its
+  /// result dropped. Exactly one end either way; nothing for an item that
+  /// already ended. Asynchronous: the end arrives as usual.
+  void cancel(uint64_t id);
+
+  /// Cancels the item of `f` (the same rules, that item only).
+  void cancel(const future& f);
+
+  /// Submits one item and waits for its end.
+  outcome run(work item);
+
+  /// As run(item), waiting at most `timeout` (positive): when it is up the
+  /// item is cancelled and the outcome is `timed_out`.
+  outcome run(work item, std::chrono::milliseconds timeout);
+
+  /// The devices, in the order of stats::per_device.
+  std::vector<device_view> devices() const;
+
+  /// Counters so far (after stop(), the final ones).
+  cohort::stats stats();
+
+  /// Stops admitting (waiting items end with shutting_down), lets items in
+  /// flight finish for up to the config's shutdown_drain_ms, ends what is
+  /// left with shutting_down, writes out the audit log and stops. Every
+  /// admitted item still ends exactly once; later submissions end at once
+  /// with shutting_down.
+  void stop();
+
+  /// The audit log's path.
+  const std::string& audit_path() const;
+
+  struct impl;
+
+private:
+  explicit runtime(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace cohort

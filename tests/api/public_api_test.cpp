@@ -1,0 +1,319 @@
+// The public API as an application uses it: <cohort/cohort.hpp> alone, no
+// CAF, no internal header.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <numeric>
+
+#include <unistd.h>
+
+#include "cohort/cohort.hpp"
+
+namespace {
+
+struct scratch_dir {
+  std::filesystem::path path;
+  scratch_dir() {
+    char tmpl[] = "/tmp/cohort-api-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+cohort::runtime start(const scratch_dir& dir, uint32_t cpu = 2) {
+  cohort::options opts;
+  opts.cpu_workers = cpu;
+  opts.gpus = false;
+  opts.audit_path = (dir.path / "audit.log").string();
+  return cohort::runtime::start(opts);
+}
+
+std::vector<float> iota(size_t n, float from = 1) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+cohort::work axpy(uint64_t id, size_t n, float alpha = 2) {
+  cohort::work w;
+  w.id = id;
+  w.kernel = cohort::kernel::axpy;
+  w.args.alpha = alpha;
+  w.inputs = {cohort::buffer{iota(n)}, cohort::buffer{iota(n, 10)}};
+  return w;
+}
+
+cohort::work big_gemm(uint64_t id, uint64_t m) {
+  cohort::work w;
+  w.id = id;
+  w.kernel = cohort::kernel::gemm;
+  w.args.m = w.args.n = w.args.k = m;
+  w.inputs = {cohort::buffer{std::vector<float>(m * m, 0.5f)},
+              cohort::buffer{std::vector<float>(m * m, 0.25f)}};
+  return w;
+}
+
+} // namespace
+
+TEST_CASE("the public API runs work through a future, a callback and run",
+          "[api]") {
+  scratch_dir dir;
+  auto rt = start(dir);
+  // A future: y = 2x + y.
+  auto f = rt.submit(axpy(1, 100));
+  CHECK(f.valid());
+  CHECK(f.id() == 1);
+  auto r = f.get();
+  CHECK_FALSE(f.valid());
+  CHECK(r.id == 1);
+  REQUIRE(r.values.size() == 100);
+  CHECK(r.values.type() == cohort::dtype::f32);
+  auto v = r.values.view<float>();
+  CHECK(v[0] == 2 * 1 + 10);
+  CHECK(v[99] == 2 * 100 + 109);
+  CHECK(r.device.rfind("cpu", 0) == 0);
+  CHECK(r.indices.empty());
+  // A callback.
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<cohort::outcome> got;
+  rt.submit(axpy(2, 10, 1), [&](cohort::outcome o) {
+    std::lock_guard<std::mutex> guard{m};
+    got = std::move(o);
+    cv.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> guard{m};
+    REQUIRE(cv.wait_for(guard, std::chrono::seconds{30},
+                        [&] { return got.has_value(); }));
+  }
+  REQUIRE(got->ok());
+  CHECK((*got)->id == 2);
+  CHECK((*got)->values.view<float>()[0] == 1 + 10);
+  // run.
+  auto o = rt.run(axpy(3, 4, 0));
+  REQUIRE(o);
+  CHECK(o.value().values.to_vector<float>() ==
+        std::vector<float>{10, 11, 12, 13});
+  // topk_cosine returns i64 row indices.
+  cohort::work search;
+  search.id = 4;
+  search.kernel = cohort::kernel::topk_cosine;
+  search.args.m = 3;
+  search.args.n = 2;
+  search.args.top_k = 1;
+  search.inputs = {cohort::buffer{std::vector<float>{1, 0, 0, 1, 1, 1}},
+                   cohort::buffer{std::vector<float>{0, 2}}};
+  auto s = rt.run(search);
+  REQUIRE(s);
+  REQUIRE(s->indices.type() == cohort::dtype::i64);
+  CHECK(s->indices.to_vector<int64_t>() == std::vector<int64_t>{1});
+  auto stats = rt.stats();
+  CHECK(stats.completed == 4);
+  CHECK(stats.admitted == 4);
+  CHECK(stats.per_device.size() == 2);
+}
+
+TEST_CASE("submit_many keeps the order of its items", "[api]") {
+  scratch_dir dir;
+  auto rt = start(dir);
+  std::vector<cohort::work> items;
+  for (uint64_t i = 1; i <= 50; ++i)
+    items.push_back(axpy(i, 8, float(i)));
+  // One with an f64 input among them is refused on its own.
+  items[10].inputs[0] = cohort::buffer{std::vector<double>(8, 1.0)};
+  auto futures = rt.submit_many(std::move(items));
+  REQUIRE(futures.size() == 50);
+  for (uint64_t i = 1; i <= 50; ++i) {
+    auto o = futures[i - 1].wait();
+    if (i == 11) {
+      CHECK(o.code() == cohort::errc::invalid_arguments);
+      CHECK_THAT(o.message(), Catch::Contains("f64"));
+      continue;
+    }
+    REQUIRE(o);
+    CHECK(o->id == i);
+    CHECK(o->values.view<float>()[0] == float(i) * 1 + 10);
+  }
+  // The callback form: one call per item.
+  std::mutex m;
+  std::map<uint64_t, int> ends;
+  std::vector<cohort::work> more;
+  for (uint64_t i = 100; i < 120; ++i)
+    more.push_back(axpy(i, 8));
+  std::atomic<int> calls{0};
+  rt.submit_many(std::move(more), [&](uint64_t id, cohort::outcome o) {
+    std::lock_guard<std::mutex> guard{m};
+    ends[id] += o.ok() ? 1 : 100;
+    ++calls;
+  });
+  for (int i = 0; i < 3000 && calls.load() < 20; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  REQUIRE(calls.load() == 20);
+  for (uint64_t i = 100; i < 120; ++i)
+    CHECK(ends[i] == 1);
+}
+
+TEST_CASE("buffers carry their element type and wrap the caller's memory",
+          "[api]") {
+  using cohort::dtype;
+  CHECK(cohort::buffer{std::vector<double>{1, 2}}.type() == dtype::f64);
+  CHECK(cohort::buffer{std::vector<int32_t>{1}}.type() == dtype::i32);
+  CHECK(cohort::buffer{std::vector<int64_t>{1}}.bytes() == 8);
+  CHECK(cohort::buffer{std::vector<uint8_t>{1, 2, 3}}.bytes() == 3);
+  CHECK(cohort::element_size(dtype::f64) == 8);
+  CHECK(std::string{cohort::to_string(dtype::u8)} == "u8");
+  cohort::buffer ints{std::vector<int32_t>{1, 2}};
+  CHECK_THROWS_AS(ints.view<float>(), cohort::error);
+  try {
+    (void) ints.view<float>();
+  } catch (const cohort::error& e) {
+    CHECK(e.code() == cohort::errc::invalid_arguments);
+    CHECK_THAT(e.what(), Catch::Contains("i32"));
+  }
+  // A vector moved in is not copied.
+  std::vector<float> values(1000, 1.0f);
+  const float* where = values.data();
+  cohort::buffer owned{std::move(values)};
+  CHECK(owned.data() == where);
+  // Wrapped memory: no copy, and the owner lives while Cohort holds it.
+  auto memory = std::make_shared<std::vector<float>>(iota(64));
+  auto wrapped = cohort::buffer::wrap(memory->data(), memory->size(), memory);
+  CHECK(wrapped.data() == memory->data());
+  CHECK(memory.use_count() == 2);
+  scratch_dir dir;
+  auto rt = start(dir, 1);
+  cohort::work w;
+  w.id = 9;
+  w.kernel = cohort::kernel::reduce_sum;
+  w.inputs = {wrapped};
+  std::weak_ptr<std::vector<float>> watch = memory;
+  memory.reset();
+  wrapped = {};
+  // Only the item holds the memory now; it is read after the caller let go.
+  auto o = rt.run(std::move(w));
+  REQUIRE(o);
+  CHECK(o->values.view<float>()[0] == 64 * 65 / 2);
+  rt.stop();
+  CHECK(watch.expired());
+  // An input of another type than the kernel takes is a clear error.
+  auto rt2 = start(dir, 1);
+  cohort::work bad = axpy(5, 4);
+  bad.inputs[1] = cohort::buffer{std::vector<uint8_t>(4, 1)};
+  auto refused = rt2.run(bad);
+  CHECK(refused.code() == cohort::errc::invalid_arguments);
+  CHECK_THAT(refused.message(), Catch::Contains("input 1 is u8"));
+  CHECK_THROWS_AS(rt2.submit(bad).get(), cohort::error);
+}
+
+TEST_CASE("cancel by id ends every such item exactly once", "[api]") {
+  scratch_dir dir;
+  auto rt = start(dir, 1);
+  // One worker, twenty products that take a while: most still wait when
+  // the cancel arrives (made first, so that submitting takes no time).
+  std::vector<cohort::work> items;
+  for (int i = 0; i < 20; ++i)
+    items.push_back(big_gemm(7, 256));
+  std::vector<cohort::future> futures;
+  for (auto& w : items)
+    futures.push_back(rt.submit(std::move(w)));
+  auto other = rt.submit(axpy(8, 16));
+  rt.cancel(7);
+  int cancelled = 0;
+  int done = 0;
+  for (auto& f : futures) {
+    auto o = f.wait();
+    CHECK_FALSE(f.valid()); // one end, taken once
+    if (o.code() == cohort::errc::cancelled)
+      ++cancelled;
+    else if (o.ok())
+      ++done;
+  }
+  CHECK(cancelled + done == 20);
+  CHECK(cancelled >= 10);
+  // Another id is untouched.
+  CHECK(other.wait().ok());
+  // Cancelling an id with nothing in flight does nothing.
+  rt.cancel(12345);
+  CHECK(rt.run(axpy(12345, 4)).ok());
+}
+
+TEST_CASE("cancel of one future and run with a timeout", "[api]") {
+  scratch_dir dir;
+  auto rt = start(dir, 1);
+  auto busy = rt.submit(big_gemm(1, 256));
+  auto f = rt.submit(big_gemm(2, 256));
+  rt.cancel(f);
+  auto o = f.wait();
+  CHECK(o.code() == cohort::errc::cancelled);
+  CHECK(busy.wait().ok());
+  auto slow = rt.run(big_gemm(3, 768), std::chrono::milliseconds{1});
+  CHECK(slow.code() == cohort::errc::timed_out);
+  auto zero = rt.run(axpy(4, 4), std::chrono::milliseconds{0});
+  CHECK(zero.code() == cohort::errc::invalid_arguments);
+  // An empty future says so.
+  cohort::future empty;
+  CHECK(empty.wait().code() == cohort::errc::invalid_arguments);
+}
+
+TEST_CASE("the public runtime refuses bad options and ends work after stop",
+          "[api]") {
+  scratch_dir dir;
+  cohort::options bad;
+  bad.config_text = "devices { cpu_workers: 1 } tenant { tenant: ";
+  bad.audit_path = (dir.path / "a.log").string();
+  try {
+    cohort::runtime::start(bad);
+    FAIL("a broken config started");
+  } catch (const cohort::error& e) {
+    CHECK(e.code() == cohort::errc::malformed_config);
+  }
+  cohort::options both;
+  both.config_text = "devices { cpu_workers: 1 }";
+  both.cpu_workers = 2;
+  CHECK_THROWS_AS(cohort::runtime::start(both), cohort::error);
+  cohort::options missing;
+  missing.config_file = (dir.path / "nowhere.textproto").string();
+  CHECK_THROWS_AS(cohort::runtime::start(missing), cohort::error);
+  // A config as text: its tenants and devices.
+  cohort::options text;
+  text.config_text = "devices { cpu_workers: 1 gpus: false "
+                     "sim_gpu { name: \"sim0\" memory_mib: 64 streams: 2 "
+                     "speed: 1 } } tenant { tenant: \"t\" kernels: \"*\" "
+                     "devices: \"*\" }";
+  text.audit_path = (dir.path / "b.log").string();
+  auto rt = cohort::runtime::start(text);
+  auto devices = rt.devices();
+  REQUIRE(devices.size() == 2);
+  CHECK(devices[0].name == "cpu0");
+  CHECK(devices[1].name == "sim0");
+  CHECK(devices[1].simulated);
+  CHECK(devices[1].memory_bytes == uint64_t{64} << 20);
+  auto w = axpy(1, 4);
+  CHECK(rt.run(w).code() == cohort::errc::unknown_tenant);
+  w.tenant = "t";
+  CHECK(rt.run(w).ok());
+  CHECK(rt.audit_path() == text.audit_path);
+  rt.stop();
+  CHECK(rt.run(w).code() == cohort::errc::shutting_down);
+  CHECK(rt.submit(w).wait().code() == cohort::errc::shutting_down);
+  // The final counters stay readable.
+  CHECK(rt.stats().completed == 1);
+}
+
+TEST_CASE("kernels by name and the version", "[api]") {
+  CHECK(cohort::kernel_named("gemm") == cohort::kernel::gemm);
+  CHECK_FALSE(cohort::kernel_named("conv2d").has_value());
+  CHECK(std::string{cohort::to_string(cohort::kernel::topk_cosine)} ==
+        "topk_cosine");
+  CHECK(std::string{cohort::version()}.find('.') != std::string::npos);
+  CHECK(cohort::to_string(cohort::errc::cancelled) == "cancelled");
+}
