@@ -7,6 +7,8 @@
 #   fuzz [SECONDS] [TARGET...]      libFuzzer targets (build-asan/), SECONDS (60) each
 #   gpu-check [REPORT]              on a machine with an NVIDIA GPU: CUDA build, conformance,
 #                                   GPU tests and GPU benchmarks, one report (gpu-report.md)
+#   install-check                   install into a scratch prefix; build an outside program
+#                                   against it with pkg-config, meson and CMake, run it
 #   gpu-bundle [BUNDLE]             pack a CUDA build for a GPU machine that cannot build
 #                                   (COHORT_GPU_PREBUILT=1 ./dev.sh gpu-check runs it there)
 set -euo pipefail
@@ -173,7 +175,13 @@ case "$verb" in
   gpu-bundle)
     exec scripts/gpu-bundle.sh "$@"
     ;;
+  install-check)
+    # Install into a scratch prefix; build and run an outside program
+    # against it through pkg-config, meson and CMake.
+    setup; build
+    exec scripts/install-check.sh "$@"
+    ;;
   sanitize) sanitize "$@" ;;
   fuzz) fuzz "$@" ;;
-  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|sanitize|fuzz|gpu-check|gpu-bundle]" >&2; exit 2 ;;
+  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|sanitize|fuzz|install-check|gpu-check|gpu-bundle]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# ./dev.sh install-check: installs the build into a scratch prefix (meson
+# install --destdir) and builds an outside program (tests/install/) against
+# it three ways, pkg-config, meson dependency('cohort') and CMake
+# find_package(cohort), then runs each. Prints one line per way and exits 1
+# if any failed.
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")/.."
+build_dir=${COHORT_BUILD_DIR:-build}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+dest="$work/root"
+if ! meson install -C "$build_dir" --destdir "$dest" --no-rebuild >"$work/install.log" 2>&1; then
+  cat "$work/install.log"
+  echo "install-check: meson install FAILED"
+  exit 1
+fi
+prefix=$(meson introspect "$build_dir" --buildoptions |
+  python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+libdir=$(meson introspect "$build_dir" --buildoptions |
+  python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"))')
+root="$dest$prefix"
+export PKG_CONFIG_PATH="$root/$libdir/pkgconfig"
+export LD_LIBRARY_PATH="$root/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+repo=$PWD
+src=$repo/tests/install
+failed=0
+way() {
+  local name=$1
+  shift
+  if "$@" >"$work/$name.log" 2>&1 && "$work/$name/consumer" "$work/$name.audit" >>"$work/$name.log" 2>&1; then
+    echo "install-check: $name: ok ($(tail -1 "$work/$name.log"))"
+  else
+    cat "$work/$name.log"
+    echo "install-check: $name: FAILED"
+    failed=1
+  fi
+}
+pkgconfig_build() {
+  mkdir -p "$work/pkg-config"
+  # shellcheck disable=SC2046
+  c++ -std=c++20 "$src/consumer.cpp" -o "$work/pkg-config/consumer" \
+    $(pkg-config --cflags --libs cohort)
+}
+meson_build() {
+  meson setup "$work/meson" "$src" && ninja -C "$work/meson"
+}
+cmake_build() {
+  cmake -S "$src" -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$root" &&
+    cmake --build "$work/cmake"
+}
+# The snippet of docs/embedding.md marked "snippet: api", as written there.
+snippet_build() {
+  mkdir -p "$work/snippet"
+  awk '/<!-- snippet: api/ { on = 1; next }
+       on && /^```cpp/ { inside = 1; next }
+       inside && /^```/ { exit }
+       inside { print }' "$repo/docs/embedding.md" >"$work/snippet/app.cpp"
+  [ -s "$work/snippet/app.cpp" ] || { echo "no snippet in docs/embedding.md"; return 1; }
+  # shellcheck disable=SC2046
+  c++ -std=c++20 "$work/snippet/app.cpp" -o "$work/snippet/consumer" \
+    $(pkg-config --cflags --libs cohort)
+}
+way pkg-config pkgconfig_build
+way meson meson_build
+way cmake cmake_build
+(cd "$work" && way snippet snippet_build)
+echo "install-check: installed files:"
+(cd "$root" && find . -type f | sort | grep -v "share/doc" | sed 's/^/  /')
+exit $failed
