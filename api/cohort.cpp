@@ -430,6 +430,56 @@ cohort::stats runtime::stats() {
   return out;
 }
 
+std::vector<headroom_view> runtime::headroom(const std::string& tenant) {
+  auto h = impl_->rt->headroom(tenant);
+  if (!h)
+    raise(h.error());
+  std::vector<headroom_view> out;
+  for (auto& t : h->tenants) {
+    headroom_view x;
+    x.tenant = t.tenant;
+    x.inflight = t.inflight;
+    x.max_inflight = t.max_inflight;
+    x.waiting = t.waiting;
+    x.memory = t.memory;
+    x.memory_quota = t.memory_quota;
+    x.cpu_workers = t.cpu_workers;
+    for (auto& d : t.devices)
+      x.devices.push_back(
+          {d.device, d.used, d.quota, d.reserved, d.headroom, d.ceiling});
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+dry_run_report runtime::dry_run(const std::vector<dry_run_step>& steps,
+                                bool from_now) {
+  pb::AllocationPlan plan;
+  plan.set_name("dry_run");
+  for (auto& st : steps) {
+    auto* p = plan.add_step();
+    p->set_tenant(st.tenant);
+    p->set_device(st.device);
+    p->set_bytes(st.bytes);
+    p->set_kernel(st.kernel);
+    p->set_label(st.label);
+    p->set_free(st.free);
+  }
+  if (auto err = check_plan(plan, "dry_run"))
+    raise(err);
+  auto internal = from_proto(plan);
+  internal.from_now = from_now;
+  auto r = impl_->rt->simulate(std::move(internal));
+  if (!r)
+    raise(r.error());
+  dry_run_report out;
+  out.ok = r->ok();
+  for (auto& s : r->steps)
+    out.steps.push_back({s.ok, s.code, s.detail, s.soft});
+  out.tenant_peaks = r->tenant_peaks;
+  return out;
+}
+
 void runtime::stop() {
   impl_->rt->stop();
 }

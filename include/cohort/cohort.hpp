@@ -360,6 +360,63 @@ struct stats {
   std::vector<uint64_t> per_device;
 };
 
+/// What a tenant may still use on one device with memory.
+struct device_headroom_view {
+  std::string device;
+  /// The tenant's bytes there, its quota there (0: none), its reservation.
+  uint64_t used = 0;
+  uint64_t quota = 0;
+  uint64_t reserved = 0;
+  /// The largest item (device memory) it could place there now, and with
+  /// everything else idle.
+  uint64_t headroom = 0;
+  uint64_t ceiling = 0;
+};
+
+/// What a tenant may still use.
+struct headroom_view {
+  std::string tenant;
+  uint64_t inflight = 0;
+  uint64_t max_inflight = 0;
+  /// Items held back for it (policy QUEUE).
+  uint64_t waiting = 0;
+  /// Device memory across devices, and its quota (0: none).
+  uint64_t memory = 0;
+  uint64_t memory_quota = 0;
+  /// CPU workers granted to it (they take items of any size).
+  uint32_t cpu_workers = 0;
+  std::vector<device_headroom_view> devices;
+};
+
+/// One step of a dry run: `bytes` of device memory for `tenant` on
+/// `device` (for `kernel`, when named, whose grant is checked), named
+/// `label`; or, with `free` set, the release of the step labelled so.
+struct dry_run_step {
+  std::string tenant;
+  std::string device;
+  uint64_t bytes = 0;
+  std::string kernel;
+  std::string label;
+  std::string free;
+};
+
+/// What would happen to each step of a dry run.
+struct dry_run_report {
+  struct step {
+    bool ok = false;
+    /// The errc name and why, when refused; `soft` when a quota or limit
+    /// refused it (the tenant's policy would apply), not the device.
+    std::string error;
+    std::string detail;
+    bool soft = false;
+  };
+  /// True when every step would succeed.
+  bool ok = true;
+  std::vector<step> steps;
+  /// Per tenant: its peak device memory during the plan.
+  std::vector<std::pair<std::string, uint64_t>> tenant_peaks;
+};
+
 /// A running Cohort instance: its own actor system, devices, balancer,
 /// supervisor, quota and audit actors. Thread-safe: any thread may submit.
 /// Destroying it stops it (see stop()). Move-only.
@@ -407,6 +464,16 @@ public:
 
   /// The devices, in the order of stats::per_device.
   std::vector<device_view> devices() const;
+
+  /// What `tenant` (every tenant when empty) may still use now; throws
+  /// cohort::error (unknown_tenant, shutting_down after stop()).
+  std::vector<headroom_view> headroom(const std::string& tenant = {});
+
+  /// A dry run of `steps` against this runtime's grants, quotas and
+  /// devices, from an idle fleet (or, with `from_now`, from what is in use
+  /// now); nothing is allocated. Throws cohort::error for a malformed plan.
+  dry_run_report dry_run(const std::vector<dry_run_step>& steps,
+                         bool from_now = false);
 
   /// Counters so far (after stop(), the final ones).
   cohort::stats stats();

@@ -317,3 +317,48 @@ TEST_CASE("kernels by name and the version", "[api]") {
   CHECK(std::string{cohort::version()}.find('.') != std::string::npos);
   CHECK(cohort::to_string(cohort::errc::cancelled) == "cancelled");
 }
+
+TEST_CASE("headroom and dry runs through the public API", "[api]") {
+  scratch_dir dir;
+  cohort::options text;
+  text.config_text =
+      "devices { cpu_workers: 1 gpus: false "
+      "sim_gpu { name: \"sim0\" memory_mib: 64 streams: 2 speed: 1 } } "
+      "tenant { tenant: \"t\" kernels: \"*\" devices: \"*\" "
+      "memory_quota_bytes: 16777216 }";
+  text.audit_path = (dir.path / "h.log").string();
+  auto rt = cohort::runtime::start(text);
+  auto all = rt.headroom();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].tenant == "t");
+  CHECK(all[0].memory_quota == uint64_t{16} << 20);
+  CHECK(all[0].cpu_workers == 1);
+  REQUIRE(all[0].devices.size() == 1);
+  CHECK(all[0].devices[0].device == "sim0");
+  CHECK(all[0].devices[0].headroom > 0);
+  CHECK(all[0].devices[0].headroom <= uint64_t{16} << 20);
+  try {
+    rt.headroom("nobody");
+    FAIL("headroom of an unknown tenant");
+  } catch (const cohort::error& e) {
+    CHECK(e.code() == cohort::errc::unknown_tenant);
+  }
+  // 8 MiB fits the 16 MiB quota; 8 MiB more fits; a third does not.
+  std::vector<cohort::dry_run_step> plan = {
+      {"t", "sim0", uint64_t{8} << 20, "", "a", ""},
+      {"t", "sim0", uint64_t{8} << 20, "", "b", ""},
+      {"t", "sim0", uint64_t{8} << 20, "", "c", ""},
+  };
+  auto report = rt.dry_run(plan);
+  CHECK_FALSE(report.ok);
+  REQUIRE(report.steps.size() == 3);
+  CHECK(report.steps[0].ok);
+  CHECK(report.steps[1].ok);
+  CHECK_FALSE(report.steps[2].ok);
+  CHECK(report.steps[2].error == "over_memory_quota");
+  CHECK(report.steps[2].soft);
+  // Nothing was allocated: the same plan less its last step passes.
+  plan.pop_back();
+  CHECK(rt.dry_run(plan).ok);
+  CHECK_THROWS_AS(rt.dry_run({}), cohort::error);
+}
