@@ -1,0 +1,171 @@
+"""Cohort from Python: an actor runtime for fleets of GPUs.
+
+    import numpy as np, cohort
+    with cohort.Runtime(cpu_workers=2, gpus=False) as rt:
+        a = np.ones((64, 32), np.float32)
+        b = np.ones((32, 16), np.float32)
+        r = rt.run("gemm", [a, b])            # shapes give m, n, k
+        print(r.values.reshape(64, 16), r.device)
+        f = rt.submit("dot", [x, y])          # concurrent.futures.Future
+        r = await rt.submit_async("nrm2", [x])  # inside a coroutine
+
+Inputs are NumPy arrays (or anything np.asarray takes). float32 arrays in
+C order go in without a copy and are kept alive until Cohort is done with
+them; float64 and float16 arrays are converted to float32 (a copy). Results
+are read-only float32 arrays over Cohort's own memory (topk_cosine's row
+indices are int64). Every error is a cohort.Error whose `errc` attribute is
+Cohort's error name ("cancelled", "unknown_tenant", ...).
+"""
+
+import asyncio
+import atexit
+import concurrent.futures
+import weakref
+
+from ._cohort import Error, NativeRuntime, Result, version
+
+__all__ = ["Error", "Result", "Runtime", "version", "KERNELS"]
+
+KERNELS = ("axpy", "dot", "nrm2", "reduce_sum", "inclusive_scan", "gemv",
+           "gemm", "topk_cosine")
+
+# Runtimes still open, stopped at exit before the interpreter goes away
+# (their threads may still hold NumPy arrays).
+_open = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    for rt in list(_open):
+        rt.close()
+
+
+def _shape(a):
+    return getattr(a, "shape", None)
+
+
+def _infer(kernel, inputs, args):
+    """Fills m, n, k from 2-D inputs where the caller left them out."""
+    if kernel == "gemm" and len(inputs) == 2:
+        sa, sb = _shape(inputs[0]), _shape(inputs[1])
+        if sa is not None and sb is not None and len(sa) == 2 and len(sb) == 2:
+            args.setdefault("m", sa[0])
+            args.setdefault("k", sa[1])
+            args.setdefault("n", sb[1])
+    elif kernel == "gemv" and inputs:
+        sa = _shape(inputs[0])
+        if sa is not None and len(sa) == 2:
+            args.setdefault("m", sa[0])
+            args.setdefault("n", sa[1])
+    elif kernel == "topk_cosine" and inputs:
+        sa = _shape(inputs[0])
+        if sa is not None and len(sa) == 2:
+            args.setdefault("m", sa[0])
+            args.setdefault("n", sa[1])
+    return args
+
+
+class Runtime:
+    """A running Cohort instance (its own actors, devices and audit log).
+
+    Without a config: `cpu_workers` (None: one per core), `simulated_gpus`,
+    `gpus` (the machine's CUDA and HIP GPUs) and tenant "default" granted
+    everything. With `config_file` or `config_text` (a text-format
+    cohort.pb.RuntimeConfig) the config says which devices and tenants
+    there are. `audit_path` overrides where the audit log goes.
+    Thread-safe. Use it as a context manager, or call close().
+    """
+
+    def __init__(self, cpu_workers=None, simulated_gpus=0, gpus=True,
+                 audit_path="", config_file="", config_text=""):
+        self._rt = NativeRuntime(cpu_workers, simulated_gpus, gpus,
+                                 str(audit_path), str(config_file),
+                                 config_text)
+        _open.add(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        rt = getattr(self, "_rt", None)
+        if rt is not None:
+            rt.close()
+
+    @staticmethod
+    def _args(kernel, inputs, kw):
+        inputs = list(inputs)
+        args = _infer(kernel, inputs, dict(kw))
+        return inputs, (int(args.pop("id", 0)), str(args.pop("tenant", "default")),
+                        float(args.pop("alpha", 1.0)), int(args.pop("m", 0)),
+                        int(args.pop("n", 0)), int(args.pop("k", 0)),
+                        int(args.pop("top_k", 0)), int(args.pop("gang", 0))), args
+
+    def submit(self, kernel, inputs, **kw):
+        """Submits one item; returns a concurrent.futures.Future that gets
+        its Result, or a cohort.Error. Keywords: id, tenant, alpha, m, n, k,
+        top_k, gang (m, n and k come from 2-D inputs when left out).
+        Cancel it with cancel(id), not Future.cancel()."""
+        inputs, fixed, rest = self._args(kernel, inputs, kw)
+        if rest:
+            raise TypeError("submit: unknown keyword(s) " + ", ".join(sorted(rest)))
+        future = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()
+        self._rt.submit(future, kernel, inputs, *fixed)
+        return future
+
+    def submit_async(self, kernel, inputs, **kw):
+        """As submit(), as an awaitable for the running asyncio loop."""
+        return asyncio.wrap_future(self.submit(kernel, inputs, **kw))
+
+    def run(self, kernel, inputs, timeout=None, **kw):
+        """Submits one item and waits for its Result (at most `timeout`
+        seconds: then the item is cancelled and cohort.Error has errc
+        "timed_out"); raises cohort.Error when it fails."""
+        inputs, fixed, rest = self._args(kernel, inputs, kw)
+        if rest:
+            raise TypeError("run: unknown keyword(s) " + ", ".join(sorted(rest)))
+        if timeout is not None:
+            timeout = float(timeout)
+        return self._rt.run(kernel, inputs, *fixed, timeout)
+
+    def cancel(self, id):
+        """Cancels every item with this id still in flight: one waiting ends
+        with errc "cancelled" and never runs; one running finishes and then
+        ends with "cancelled". Exactly one end either way."""
+        self._rt.cancel(int(id))
+
+    def devices(self):
+        """The devices, as dicts (name, kind, model, simulated, memory_bytes,
+        streams, numa_node)."""
+        return self._rt.devices()
+
+    def stats(self):
+        """Counters: admitted, rejected, completed, failed, cancelled,
+        fallbacks, per_device."""
+        return self._rt.stats()
+
+    def headroom(self, tenant=""):
+        """What each tenant (or `tenant`) may still use, per device."""
+        return self._rt.headroom(tenant)
+
+    def dry_run(self, steps, from_now=False):
+        """A dry run of allocation steps (dicts: tenant, device, bytes,
+        kernel, label, or free) against the grants and quotas."""
+        return self._rt.dry_run(list(steps), from_now)
+
+    @property
+    def audit_path(self):
+        return self._rt.audit_path()
+
+    def stop(self):
+        """Ends every admitted item (its result or "shutting_down") and
+        stops admitting."""
+        self._rt.stop()
+
+    def close(self):
+        """stop(), then frees the runtime."""
+        self._rt.close()
+        _open.discard(self)

@@ -1,0 +1,365 @@
+// The Python module's native part, cohort._cohort: pybind11 over the public
+// C++ API (include/cohort/cohort.hpp). NumPy arrays go in without a copy
+// when they are float32 and C-contiguous, and results come out as read-only
+// arrays over Cohort's own buffers. cohort/__init__.py builds the Python
+// API (futures, asyncio, shape inference) on top.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cohort/cohort.hpp>
+
+namespace py = pybind11;
+
+namespace {
+
+// The Python exception class cohort.Error, made at import.
+PyObject* error_class = nullptr;
+
+py::object make_error(cohort::errc code, const std::string& message) {
+  auto ex = py::reinterpret_borrow<py::object>(error_class)(message);
+  ex.attr("errc") = cohort::to_string(code);
+  return ex;
+}
+
+// A shared owner that keeps a Python object alive from any thread: its
+// release takes the GIL (and leaks when the interpreter is already gone).
+std::shared_ptr<const void> keep_alive(py::object obj) {
+  PyObject* raw = obj.release().ptr();
+  return std::shared_ptr<const void>(raw, [](const void* p) {
+#if PY_VERSION_HEX >= 0x030D0000
+    bool finalizing = Py_IsFinalizing();
+#else
+    bool finalizing = _Py_IsFinalizing();
+#endif
+    if (!Py_IsInitialized() || finalizing)
+      return;
+    py::gil_scoped_acquire gil;
+    Py_DECREF(static_cast<PyObject*>(const_cast<void*>(p)));
+  });
+}
+
+template <class T>
+cohort::buffer wrap_array(py::array_t<T, py::array::c_style> arr) {
+  auto* data = arr.data();
+  auto n = size_t(arr.size());
+  return cohort::buffer::wrap(data, n, keep_alive(std::move(arr)));
+}
+
+// An input array as a buffer: float32 and C-contiguous without a copy;
+// float64 and float16 converted to float32 (a copy); integer and bool arrays
+// keep their type (the built-in kernels refuse them by name).
+cohort::buffer to_buffer(py::handle obj) {
+  auto arr = py::array::ensure(obj);
+  if (!arr)
+    throw py::type_error("an input is not an array (NumPy or array-like)");
+  auto dt = arr.dtype();
+  auto kind = dt.kind();
+  if (kind == 'f')
+    return wrap_array<float>(py::array_t<float, py::array::c_style |
+                                                    py::array::forcecast>::ensure(arr));
+  if (kind == 'b' || (kind == 'u' && dt.itemsize() == 1))
+    return wrap_array<uint8_t>(
+        py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(arr));
+  if ((kind == 'i' || kind == 'u') && dt.itemsize() <= 4)
+    return wrap_array<int32_t>(
+        py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(arr));
+  if (kind == 'i' || kind == 'u')
+    return wrap_array<int64_t>(
+        py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(arr));
+  throw py::type_error("an input has dtype " + std::string{py::str(dt)} +
+                       "; Cohort takes float, integer and bool arrays");
+}
+
+// A read-only array over a buffer's elements; the array holds the buffer.
+template <class T>
+py::object to_array(const cohort::buffer& b) {
+  auto* held = new cohort::buffer(b);
+  py::capsule owner(held, [](void* p) { delete static_cast<cohort::buffer*>(p); });
+  auto view = b.view<T>();
+  py::array_t<T> arr({py::ssize_t(view.size())}, {py::ssize_t(sizeof(T))},
+                     view.data(), owner);
+  arr.attr("setflags")(py::arg("write") = false);
+  return arr;
+}
+
+struct py_result {
+  uint64_t id = 0;
+  py::object values;
+  py::object indices;
+  std::string device;
+  uint32_t attempts = 0;
+  bool fallback = false;
+};
+
+py_result to_py(const cohort::result& r) {
+  py_result out;
+  out.id = r.id;
+  out.values = to_array<float>(r.values);
+  out.indices = r.indices.empty() ? py::none() : to_array<int64_t>(r.indices);
+  out.device = r.device;
+  out.attempts = r.attempts;
+  out.fallback = r.fallback;
+  return out;
+}
+
+cohort::work make_work(const std::string& kernel, const py::list& inputs,
+                       uint64_t id, const std::string& tenant, float alpha,
+                       uint64_t m, uint64_t n, uint64_t k, uint32_t top_k,
+                       uint32_t gang) {
+  auto kn = cohort::kernel_named(kernel);
+  if (!kn)
+    throw py::value_error("unknown kernel '" + kernel +
+                          "' (axpy, dot, nrm2, reduce_sum, inclusive_scan, "
+                          "gemv, gemm, topk_cosine)");
+  cohort::work w;
+  w.id = id;
+  w.tenant = tenant;
+  w.kernel = *kn;
+  w.args.alpha = alpha;
+  w.args.m = m;
+  w.args.n = n;
+  w.args.k = k;
+  w.args.top_k = top_k;
+  w.gang = gang;
+  for (auto in : inputs)
+    w.inputs.push_back(to_buffer(in));
+  return w;
+}
+
+// Sets a concurrent.futures.Future from Cohort's callback thread.
+struct future_setter {
+  PyObject* future; // one reference, dropped under the GIL when used
+
+  void operator()(cohort::outcome o) {
+    py::gil_scoped_acquire gil;
+    auto fut = py::reinterpret_steal<py::object>(std::exchange(future, nullptr));
+    try {
+      if (o)
+        fut.attr("set_result")(to_py(o.value()));
+      else
+        fut.attr("set_exception")(make_error(o.code(), o.message()));
+    } catch (py::error_already_set& e) {
+      // The future was settled another way (InvalidStateError): the end
+      // has nowhere to go.
+      e.discard_as_unraisable("cohort: setting a future");
+    }
+  }
+};
+
+class py_runtime {
+public:
+  py_runtime(std::optional<uint32_t> cpu_workers, uint32_t simulated_gpus,
+             bool gpus, const std::string& audit_path,
+             const std::string& config_file, const std::string& config_text) {
+    cohort::options opts;
+    opts.cpu_workers = cpu_workers;
+    opts.simulated_gpus = simulated_gpus;
+    opts.gpus = gpus;
+    opts.audit_path = audit_path;
+    opts.config_file = config_file;
+    opts.config_text = config_text;
+    py::gil_scoped_release nogil;
+    rt_ = std::make_unique<cohort::runtime>(cohort::runtime::start(opts));
+  }
+
+  void submit(py::object future, const std::string& kernel,
+              const py::list& inputs, uint64_t id, const std::string& tenant,
+              float alpha, uint64_t m, uint64_t n, uint64_t k, uint32_t top_k,
+              uint32_t gang) {
+    auto& rt = live();
+    auto w = make_work(kernel, inputs, id, tenant, alpha, m, n, k, top_k, gang);
+    future_setter set{future.release().ptr()};
+    py::gil_scoped_release nogil;
+    rt.submit(std::move(w), std::move(set));
+  }
+
+  py_result run(const std::string& kernel, const py::list& inputs, uint64_t id,
+                const std::string& tenant, float alpha, uint64_t m, uint64_t n,
+                uint64_t k, uint32_t top_k, uint32_t gang,
+                std::optional<double> timeout) {
+    auto w = make_work(kernel, inputs, id, tenant, alpha, m, n, k, top_k, gang);
+    std::optional<cohort::outcome> o;
+    {
+      py::gil_scoped_release nogil;
+      if (timeout) {
+        auto ms = std::chrono::milliseconds{int64_t(*timeout * 1000)};
+        o.emplace(live().run(std::move(w), ms));
+      } else {
+        o.emplace(live().run(std::move(w)));
+      }
+    }
+    if (!*o) {
+      auto ex = make_error(o->code(), o->message());
+      PyErr_SetObject(error_class, ex.ptr());
+      throw py::error_already_set();
+    }
+    return to_py(o->value());
+  }
+
+  void cancel(uint64_t id) { live().cancel(id); }
+
+  py::list devices() {
+    py::list out;
+    for (auto& d : live().devices()) {
+      py::dict x;
+      x["name"] = d.name;
+      x["kind"] = d.kind;
+      x["model"] = d.model;
+      x["simulated"] = d.simulated;
+      x["memory_bytes"] = d.memory_bytes;
+      x["streams"] = d.streams;
+      x["numa_node"] = d.numa_node;
+      out.append(x);
+    }
+    return out;
+  }
+
+  py::dict stats() {
+    auto s = live().stats();
+    py::dict x;
+    x["admitted"] = s.admitted;
+    x["rejected"] = s.rejected;
+    x["completed"] = s.completed;
+    x["failed"] = s.failed;
+    x["cancelled"] = s.cancelled;
+    x["fallbacks"] = s.fallbacks;
+    x["per_device"] = s.per_device;
+    return x;
+  }
+
+  py::list headroom(const std::string& tenant) {
+    py::list out;
+    for (auto& t : live().headroom(tenant)) {
+      py::dict x;
+      x["tenant"] = t.tenant;
+      x["inflight"] = t.inflight;
+      x["max_inflight"] = t.max_inflight;
+      x["waiting"] = t.waiting;
+      x["memory"] = t.memory;
+      x["memory_quota"] = t.memory_quota;
+      x["cpu_workers"] = t.cpu_workers;
+      py::list devs;
+      for (auto& d : t.devices) {
+        py::dict y;
+        y["device"] = d.device;
+        y["used"] = d.used;
+        y["quota"] = d.quota;
+        y["reserved"] = d.reserved;
+        y["headroom"] = d.headroom;
+        y["ceiling"] = d.ceiling;
+        devs.append(y);
+      }
+      x["devices"] = devs;
+      out.append(x);
+    }
+    return out;
+  }
+
+  py::dict dry_run(const py::list& steps, bool from_now) {
+    std::vector<cohort::dry_run_step> plan;
+    for (auto item : steps) {
+      auto d = item.cast<py::dict>();
+      cohort::dry_run_step st;
+      auto get = [&](const char* key) {
+        return d.contains(key) ? d[key].cast<std::string>() : std::string{};
+      };
+      st.tenant = get("tenant");
+      st.device = get("device");
+      st.kernel = get("kernel");
+      st.label = get("label");
+      st.free = get("free");
+      st.bytes = d.contains("bytes") ? d["bytes"].cast<uint64_t>() : 0;
+      plan.push_back(std::move(st));
+    }
+    auto r = live().dry_run(plan, from_now);
+    py::dict x;
+    x["ok"] = r.ok;
+    py::list out;
+    for (auto& s : r.steps) {
+      py::dict y;
+      y["ok"] = s.ok;
+      y["error"] = s.error;
+      y["detail"] = s.detail;
+      y["soft"] = s.soft;
+      out.append(y);
+    }
+    x["steps"] = out;
+    x["tenant_peaks"] = r.tenant_peaks;
+    return x;
+  }
+
+  std::string audit_path() { return live().audit_path(); }
+
+  void stop() {
+    if (!rt_)
+      return;
+    py::gil_scoped_release nogil;
+    rt_->stop();
+  }
+
+  bool stopped() const { return rt_ == nullptr; }
+
+  void close() {
+    stop();
+    py::gil_scoped_release nogil;
+    rt_.reset();
+  }
+
+private:
+  cohort::runtime& live() {
+    if (!rt_)
+      throw cohort::error{cohort::errc::shutting_down,
+                          "shutting_down: the runtime was closed"};
+    return *rt_;
+  }
+
+  std::unique_ptr<cohort::runtime> rt_;
+};
+
+} // namespace
+
+PYBIND11_MODULE(_cohort, m) {
+  m.doc() = "Cohort's native part; use the cohort package";
+  auto err = py::exception<cohort::error>(m, "Error", PyExc_RuntimeError);
+  error_class = err.ptr();
+  Py_INCREF(error_class);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p)
+        std::rethrow_exception(p);
+    } catch (const cohort::error& e) {
+      auto ex = make_error(e.code(), e.what());
+      PyErr_SetObject(error_class, ex.ptr());
+    }
+  });
+  m.def("version", [] { return std::string{cohort::version()}; });
+  py::class_<py_result>(m, "Result")
+      .def_readonly("id", &py_result::id)
+      .def_readonly("values", &py_result::values)
+      .def_readonly("indices", &py_result::indices)
+      .def_readonly("device", &py_result::device)
+      .def_readonly("attempts", &py_result::attempts)
+      .def_readonly("fallback", &py_result::fallback)
+      .def("__repr__", [](const py_result& r) {
+        return "<cohort.Result id=" + std::to_string(r.id) + " device=" +
+               r.device + " values=" + std::to_string(py::len(r.values)) + ">";
+      });
+  py::class_<py_runtime>(m, "NativeRuntime")
+      .def(py::init<std::optional<uint32_t>, uint32_t, bool, std::string,
+                    std::string, std::string>(),
+           py::arg("cpu_workers"), py::arg("simulated_gpus"), py::arg("gpus"),
+           py::arg("audit_path"), py::arg("config_file"),
+           py::arg("config_text"))
+      .def("submit", &py_runtime::submit)
+      .def("run", &py_runtime::run)
+      .def("cancel", &py_runtime::cancel)
+      .def("devices", &py_runtime::devices)
+      .def("stats", &py_runtime::stats)
+      .def("headroom", &py_runtime::headroom)
+      .def("dry_run", &py_runtime::dry_run)
+      .def("audit_path", &py_runtime::audit_path)
+      .def("stop", &py_runtime::stop)
+      .def("close", &py_runtime::close)
+      .def_property_readonly("closed", &py_runtime::stopped);
+}

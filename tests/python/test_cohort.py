@@ -1,0 +1,186 @@
+"""The Python module as a user drives it (pytest; meson test 'python')."""
+
+import asyncio
+import concurrent.futures
+import sys
+
+import numpy as np
+import pytest
+
+import cohort
+
+
+@pytest.fixture
+def rt(tmp_path):
+    with cohort.Runtime(cpu_workers=2, gpus=False,
+                        audit_path=tmp_path / "audit.log") as r:
+        yield r
+
+
+def test_run_gemm_infers_shapes(rt):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((64, 32), dtype=np.float32)
+    b = rng.standard_normal((32, 16), dtype=np.float32)
+    r = rt.run("gemm", [a, b])
+    assert isinstance(r, cohort.Result)
+    assert r.values.dtype == np.float32
+    assert r.values.shape == (64 * 16,)
+    np.testing.assert_allclose(r.values.reshape(64, 16), a @ b, rtol=1e-4,
+                               atol=1e-4)
+    assert r.device.startswith("cpu")
+    assert r.indices is None
+    assert r.attempts == 1
+    # Results are read-only views of Cohort's memory.
+    with pytest.raises(ValueError):
+        r.values[0] = 1
+
+
+def test_submit_returns_a_concurrent_future(rt):
+    x = np.arange(1000, dtype=np.float32)
+    futures = [rt.submit("reduce_sum", [x], id=i) for i in range(20)]
+    done, _ = concurrent.futures.wait(futures, timeout=60)
+    assert len(done) == 20
+    for i, f in enumerate(futures):
+        r = f.result()
+        assert r.id == i
+        assert r.values[0] == pytest.approx(999 * 1000 / 2, rel=1e-5)
+
+
+def test_submit_async_awaits(rt):
+    x = np.ones(256, dtype=np.float32)
+
+    async def main():
+        rs = await asyncio.gather(*(rt.submit_async("nrm2", [x], id=i)
+                                    for i in range(8)))
+        return [r.values[0] for r in rs]
+
+    assert asyncio.run(main()) == [pytest.approx(16.0)] * 8
+
+
+def test_float32_inputs_are_held_not_copied(tmp_path):
+    import time
+    with cohort.Runtime(cpu_workers=1, gpus=False,
+                        audit_path=tmp_path / "k.log") as rt:
+        big = np.full((512, 512), 0.5, dtype=np.float32)
+        busy = rt.submit("gemm", [big, big])  # the one worker is busy
+        x = np.full(4096, 2.0, dtype=np.float32)
+        x64 = np.full(4096, 2.0, dtype=np.float64)
+        base, base64 = sys.getrefcount(x), sys.getrefcount(x64)
+        f = rt.submit("reduce_sum", [x])
+        g = rt.submit("reduce_sum", [x64])
+        # Cohort holds the float32 array itself (no copy) while the item is
+        # in flight; the float64 one was converted, so its copy is held.
+        assert sys.getrefcount(x) == base + 1
+        assert sys.getrefcount(x64) == base64
+        assert f.result(timeout=120).values[0] == pytest.approx(8192.0)
+        assert g.result(timeout=120).values[0] == pytest.approx(8192.0)
+        busy.result(timeout=120)
+        for _ in range(500):
+            if sys.getrefcount(x) == base:
+                break
+            time.sleep(0.01)
+        assert sys.getrefcount(x) == base
+
+
+def test_other_dtypes_and_layouts(rt):
+    # float64 is converted (a copy); a strided float32 view is made
+    # contiguous; integers keep their type and the kernel refuses them.
+    x64 = np.arange(10, dtype=np.float64)
+    assert rt.run("reduce_sum", [x64]).values[0] == pytest.approx(45.0)
+    strided = np.arange(20, dtype=np.float32)[::2]
+    assert rt.run("reduce_sum", [strided]).values[0] == pytest.approx(90.0)
+    with pytest.raises(cohort.Error) as e:
+        rt.run("reduce_sum", [np.arange(10, dtype=np.int64)])
+    assert e.value.errc == "invalid_arguments"
+    assert "i64" in str(e.value)
+    with pytest.raises(TypeError):
+        rt.run("reduce_sum", [np.array(["a", "b"])])
+    with pytest.raises(ValueError):
+        rt.run("conv2d", [x64])
+    with pytest.raises(TypeError):
+        rt.run("reduce_sum", [x64], colour="red")
+
+
+def test_topk_returns_int64_indices(rt):
+    rows = np.array([[1, 0], [0, 1], [1, 1]], dtype=np.float32)
+    query = np.array([[0, 2]], dtype=np.float32)
+    r = rt.run("topk_cosine", [rows, query], top_k=1)
+    assert r.indices.dtype == np.int64
+    assert list(r.indices) == [1]
+
+
+def test_errors_carry_the_errc_name(rt):
+    x = np.ones(4, dtype=np.float32)
+    with pytest.raises(cohort.Error) as e:
+        rt.run("reduce_sum", [x], tenant="nobody")
+    assert e.value.errc == "unknown_tenant"
+    f = rt.submit("reduce_sum", [x], tenant="nobody")
+    with pytest.raises(cohort.Error) as e:
+        f.result(timeout=60)
+    assert e.value.errc == "unknown_tenant"
+
+
+def test_cancel_and_timeout(rt):
+    a = np.full((256, 256), 0.5, dtype=np.float32)
+    futures = [rt.submit("gemm", [a, a], id=7) for _ in range(20)]
+    rt.cancel(7)
+    ends = []
+    for f in futures:
+        try:
+            f.result(timeout=120)
+            ends.append("ok")
+        except cohort.Error as e:
+            ends.append(e.errc)
+    assert len(ends) == 20
+    assert set(ends) <= {"ok", "cancelled"}
+    big = np.full((768, 768), 0.5, dtype=np.float32)
+    with pytest.raises(cohort.Error) as e:
+        rt.run("gemm", [big, big], timeout=0.001)
+    assert e.value.errc == "timed_out"
+
+
+def test_views_headroom_and_dry_run(tmp_path):
+    config = """
+      devices { cpu_workers: 1 gpus: false
+                sim_gpu { name: "sim0" memory_mib: 64 streams: 2 speed: 1 } }
+      tenant { tenant: "t" kernels: "*" devices: "*"
+               memory_quota_bytes: 16777216 }
+    """
+    with cohort.Runtime(config_text=config,
+                        audit_path=tmp_path / "a.log") as rt:
+        names = [d["name"] for d in rt.devices()]
+        assert names == ["cpu0", "sim0"]
+        assert rt.devices()[1]["simulated"]
+        h = rt.headroom("t")
+        assert h[0]["memory_quota"] == 16 << 20
+        assert h[0]["devices"][0]["device"] == "sim0"
+        report = rt.dry_run([
+            {"tenant": "t", "device": "sim0", "bytes": 8 << 20, "label": "a"},
+            {"tenant": "t", "device": "sim0", "bytes": 8 << 20, "label": "b"},
+            {"tenant": "t", "device": "sim0", "bytes": 8 << 20, "label": "c"},
+        ])
+        assert not report["ok"]
+        assert [s["ok"] for s in report["steps"]] == [True, True, False]
+        assert report["steps"][2]["error"] == "over_memory_quota"
+        x = np.ones(8, dtype=np.float32)
+        rt.run("reduce_sum", [x], tenant="t")
+        s = rt.stats()
+        assert s["completed"] == 1
+        assert rt.audit_path == str(tmp_path / "a.log")
+        with pytest.raises(cohort.Error) as e:
+            rt.headroom("nobody")
+        assert e.value.errc == "unknown_tenant"
+
+
+def test_bad_configs_and_closed_runtimes(tmp_path):
+    with pytest.raises(cohort.Error) as e:
+        cohort.Runtime(config_text="devices { cpu_workers: ",
+                       audit_path=tmp_path / "b.log")
+    assert e.value.errc == "malformed_config"
+    rt = cohort.Runtime(cpu_workers=1, gpus=False,
+                        audit_path=tmp_path / "c.log")
+    rt.close()
+    with pytest.raises(cohort.Error) as e:
+        rt.run("reduce_sum", [np.ones(4, dtype=np.float32)])
+    assert e.value.errc == "shutting_down"
+    assert cohort.version().count(".") == 2
