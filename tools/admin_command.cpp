@@ -15,77 +15,97 @@ namespace cohort::tools {
 
 namespace {
 
-constexpr int exit_ok = 0;
-constexpr int exit_failed = 1;
-constexpr int exit_bad_input = 2;
-
-const char* admin_usage =
-    R"(usage: cohort admin [--url URL] [--token-file FILE] COMMAND
-  stats | devices | tenants | alerts | metrics
-  simulate PLAN                  dry run of an allocation plan (text format)
-  drain DEVICE | offline DEVICE | online DEVICE
-  quota TENANT [--max-inflight N] [--memory-quota BYTES] [--rate R] [--burst N]
-URL defaults to $COHORT_URL or http://127.0.0.1:9470; the token (mutating
-calls) comes from --token-file or $COHORT_ADMIN_TOKEN.
-)";
-
 int bad_input(const std::string& msg) {
-  std::fprintf(stderr, "cohort admin: %s\n%s", msg.c_str(), admin_usage);
+  std::fprintf(stderr, "cohort admin: %s (see `cohort admin --help`)\n",
+               msg.c_str());
   return exit_bad_input;
 }
 
 } // namespace
 
-int cmd_admin(const std::vector<std::string>& all) {
+void add_admin_command(CLI::App& parent, admin_cli& c) {
+  auto* admin = parent.add_subcommand(
+      "admin", "the admin API's client: prints the node's JSON answer. URL "
+               "defaults to $COHORT_URL or http://127.0.0.1:9470; the token "
+               "(mutating calls) comes from --token-file or "
+               "$COHORT_ADMIN_TOKEN");
+  c.app = admin;
+  admin->require_subcommand(1, 1);
+  admin->add_option("--url", c.url, "the node's address")->type_name("URL");
+  admin->add_option("--token-file", c.token_file, "the admin token (first line)")
+      ->type_name("FILE");
+  for (auto [name, help] :
+       {std::pair{"stats", "placement and admission counters"},
+        {"devices", "every device and its state"},
+        {"tenants", "every tenant's grant, limits and headroom"},
+        {"alerts", "the alerts firing now"},
+        {"metrics", "the Prometheus text of /metrics"}})
+    c.commands[name] = admin->add_subcommand(name, help);
+  auto* sim = admin->add_subcommand(
+      "simulate", "dry run of an allocation plan (protobuf text format)");
+  sim->add_option("PLAN", c.target, "the plan file")->required();
+  c.commands["simulate"] = sim;
+  for (auto [name, help] :
+       {std::pair{"drain", "what runs there finishes, nothing new goes there"},
+        {"offline", "take the device offline now (its work moves)"},
+        {"online", "bring the device online again"}}) {
+    auto* cmd = admin->add_subcommand(name, help);
+    cmd->add_option("DEVICE", c.target, "the device's name")->required();
+    c.commands[name] = cmd;
+  }
+  auto* quota = admin->add_subcommand(
+      "quota", "change a tenant's limits while the node runs (the options "
+               "given; the others stay)");
+  quota->add_option("TENANT", c.target, "the tenant")->required();
+  c.limits.add(*quota, "--max-inflight", "most items in flight", "N");
+  c.limits.add(*quota, "--memory-quota",
+               "device memory across devices (sizes: 256MiB, 1.5GiB)", "BYTES");
+  c.limits.add(*quota, "--rate", "items per second (0: no limit)", "R");
+  c.limits.add(*quota, "--burst", "items at once above the rate", "N");
+  c.commands["quota"] = quota;
+  // --url and --token-file may come after the command too.
+  for (auto& [name, cmd] : c.commands)
+    cmd->fallthrough();
+}
+
+int cmd_admin(const admin_cli& c) {
   std::string url = "http://127.0.0.1:9470";
   if (auto* env = std::getenv("COHORT_URL"))
     url = env;
+  if (!c.url.empty())
+    url = c.url;
   std::string token;
   if (auto* env = std::getenv("COHORT_ADMIN_TOKEN"))
     token = env;
-  std::vector<std::string> args;
-  for (size_t i = 0; i < all.size(); ++i) {
-    if ((all[i] == "--url" || all[i] == "--token-file") && i + 1 >= all.size())
-      return bad_input(all[i] + " needs a value");
-    if (all[i] == "--url") {
-      url = all[++i];
-    } else if (all[i] == "--token-file") {
-      std::ifstream in{all[++i]};
-      if (!in)
-        return bad_input("cannot read the token file '" + all[i] + "'");
-      std::getline(in, token);
-    } else {
-      args.push_back(all[i]);
-    }
+  if (!c.token_file.empty()) {
+    std::ifstream in{c.token_file};
+    if (!in)
+      return bad_input("cannot read the token file '" + c.token_file + "'");
+    std::getline(in, token);
   }
-  if (args.empty())
-    return bad_input("missing COMMAND");
-  auto& cmd = args[0];
+  std::string cmd;
+  for (auto& [name, app] : c.commands)
+    if (app->parsed())
+      cmd = name;
   std::string method = "GET";
   std::string path;
   std::string body;
-  if ((cmd == "stats" || cmd == "devices" || cmd == "tenants" ||
-       cmd == "alerts" || cmd == "metrics") &&
-      args.size() == 1) {
+  if (cmd == "stats" || cmd == "devices" || cmd == "tenants" ||
+      cmd == "alerts" || cmd == "metrics") {
     path = cmd == "metrics" ? "/metrics" : "/v1/" + cmd;
-  } else if ((cmd == "drain" || cmd == "offline" || cmd == "online") &&
-             args.size() == 2) {
+  } else if (cmd == "drain" || cmd == "offline" || cmd == "online") {
     method = "POST";
-    path = "/v1/devices/" + args[1] + "/" + cmd;
-  } else if (cmd == "simulate" && args.size() == 2) {
-    auto plan = load_plan(args[1]);
+    path = "/v1/devices/" + c.target + "/" + cmd;
+  } else if (cmd == "simulate") {
+    auto plan = load_plan(c.target);
     if (!plan)
       return bad_input(describe(plan.error()));
     method = "POST";
     path = "/v1/simulate";
     google::protobuf::util::MessageToJsonString(*plan, &body);
-  } else if (cmd == "quota" && args.size() >= 2) {
+  } else {
     pb::TenantLimits limits;
-    for (size_t i = 2; i < args.size(); ++i) {
-      auto& k = args[i];
-      if (i + 1 >= args.size())
-        return bad_input(k + " needs a value");
-      auto& v = args[++i];
+    for (auto& [k, v] : c.limits.given()) {
       // Strict: a value that wraps or saturates (4294967296 in-flight
       // items, 1e30 bytes) would set a different limit than asked for.
       caf::error err;
@@ -113,17 +133,13 @@ int cmd_admin(const std::vector<std::string>& all) {
           limits.mutable_rate_limit()->set_burst(uint32_t(*n));
         else
           err = n.error();
-      } else {
-        return bad_input("unknown quota option '" + k + "'");
       }
       if (err)
         return bad_input(describe(err));
     }
     method = "POST";
-    path = "/v1/tenants/" + args[1] + "/quota";
+    path = "/v1/tenants/" + c.target + "/quota";
     google::protobuf::util::MessageToJsonString(limits, &body);
-  } else {
-    return bad_input("unknown command or wrong arguments: '" + cmd + "'");
   }
   httplib::Client client{url};
   client.set_connection_timeout(5);

@@ -11,6 +11,7 @@
 #include <caf/expected.hpp>
 
 #include "messages/cohort.pb.h"
+#include "tools/cli.hpp"
 
 namespace cohort::tools {
 
@@ -41,9 +42,25 @@ caf::expected<pb::AuditKind> parse_kind(const std::string& text);
 /// ("2026-11-24T10:00:00.000000001Z").
 std::string iso_time(int64_t time_ns);
 
-/// Runs `cohort audit ARGS` (ARGS without "audit"), printing to `out` and
-/// errors to stderr. Returns 0 when the chain verifies, 1 when it does not,
-/// 2 for bad input.
+/// `cohort audit verify|show|query` as CLI11 parsed it.
+struct audit_cli {
+  CLI::App* verify = nullptr;
+  CLI::App* show = nullptr;
+  CLI::App* query = nullptr;
+  std::string path;
+  /// --tenant, --work-id, --device, --kind, --since, --until.
+  string_options filters;
+  bool json = false;
+};
+
+/// Adds `audit` and its subcommands to `parent`, filling `a`.
+void add_audit_command(CLI::App& parent, audit_cli& a);
+
+/// Runs the parsed command, printing to `out` and errors to stderr.
+/// Returns 0 when the chain verifies, 1 when it does not, 2 for bad input.
+int run_audit(const audit_cli& a, std::FILE* out);
+
+/// Parses and runs `cohort audit ARGS` (ARGS without "audit").
 int run_audit(const std::vector<std::string>& args, std::FILE* out);
 
 } // namespace cohort::tools

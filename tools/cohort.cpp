@@ -25,6 +25,7 @@
 #include "tools/audit_command.hpp"
 #include "tools/byte_units.hpp"
 #include "tools/chaos_command.hpp"
+#include "tools/cli.hpp"
 #include "tools/pipeline.hpp"
 #include "tools/scheduler_arg.hpp"
 #include "tools/serve_command.hpp"
@@ -33,83 +34,9 @@ using namespace cohort;
 
 namespace {
 
-constexpr int exit_ok = 0;
-constexpr int exit_failed = 1;
-constexpr int exit_bad_input = 2;
-
-const char* usage = R"(usage: cohort COMMAND [ARGS]
-
-commands:
-  devices [--config FILE]      list every device: CPU workers (hwloc), simulated
-                               GPUs, GPU backends. FILE is a runtime config, a
-                               pipeline spec or an allocation plan; without it,
-                               the default device set
-                               (one CPU worker per core + 4 simulated GPUs)
-  run PIPELINE [--config FILE] [--audit PATH] [--no-progress]
-      [--scheduler KEY=VALUE,...]
-                               run a pipeline spec (protobuf text format) and
-                               report; exit 1 if any item failed, was lost or
-                               differs from the CPU reference. --scheduler
-                               sets CAF's scheduler (threads,
-                               moderate_sleep_us, ...: cohort.pb.Scheduler)
-                               over the config's; so do serve and chaos
-  audit verify PATH            check an audit log's hash chain across its
-                               rotated segments (PATH.1, PATH.2, ...) and the
-                               active file PATH; exit 1 and name the first bad
-                               record (file, seq, byte offset) if it fails
-  audit show PATH              print every record that verifies (seq, time in
-                               ns, kind, tenant, work id, device, kernel,
-                               detail), then the verdict
-  audit query PATH [--tenant T] [--work-id N] [--device D] [--kind K]
-        [--since TIME] [--until TIME] [--json]
-                               print the matching records, oldest first,
-                               verifying the chain while reading; TIME is ns
-                               since the epoch or ISO-8601 UTC
-                               (2026-11-24T10:00:00Z); exit 1 if the chain is
-                               broken
-  quota [--config FILE] [--tenant NAME]
-                               what the config grants each tenant: kernels,
-                               devices, in-flight cap, rate, memory quotas,
-                               reservations, policy, and the headroom per
-                               tenant and device of an idle runtime
-  chaos SCENARIO... [--seed N] [--scale X] [--soak] [--repeat N]
-        [--audit-dir DIR] [--verbose] [--scheduler KEY=VALUE,...]
-                               run chaos scenarios (protobuf text format,
-                               cohort.pb.ChaosScenario; a directory runs every
-                               .textproto in it) and check the invariants:
-                               every item ended exactly once, results correct,
-                               only allowed errors, no quota passed, the audit
-                               chain verifies with a record per item; prints
-                               recovery times; exit 1 if an invariant broke.
-                               --soak runs 10x the workload over 10x the time;
-                               --repeat runs each N times with seeds N, N+1..
-  simulate PLAN [--config FILE]
-                               dry run of an allocation plan (protobuf text
-                               format, cohort.pb.AllocationPlan) against the
-                               grants, quotas and device memory; exit 1 if a
-                               step would be refused
-  serve [--config FILE] [--listen HOST:PORT] [--token-file FILE]
-        [--audit PATH] [--pipeline FILE [--repeat N]] [--for SECONDS]
-        [--scheduler KEY=VALUE,...]
-                               run a node: the runtime plus HTTP on
-                               127.0.0.1:9470 by default, Prometheus metrics at
-                               /metrics, the admin API under /v1 (mutating
-                               calls need the token: --token-file or
-                               $COHORT_ADMIN_TOKEN); --pipeline runs a
-                               pipeline's batches as its workload. Stops
-                               cleanly on SIGINT/SIGTERM (or after --for):
-                               what was admitted ends, the audit log is
-                               verified; exit 1 if an item did not end
-  admin [--url URL] [--token-file FILE] COMMAND
-                               the admin API's client: stats, devices,
-                               tenants, alerts, metrics, simulate PLAN,
-                               drain|offline|online DEVICE, quota TENANT
-                               [--max-inflight N] [--memory-quota BYTES]
-                               [--rate R] [--burst N]
-  help                         this text
-
-exit status: 0 success, 1 the work or the check failed, 2 bad input
-)";
+using tools::exit_bad_input;
+using tools::exit_failed;
+using tools::exit_ok;
 
 int bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort: %s\n", msg.c_str());
@@ -118,45 +45,6 @@ int bad_input(const std::string& msg) {
 
 int bad_input(const caf::error& err) {
   return bad_input(describe(err));
-}
-
-// A command's arguments: options that take a value (--config FILE),
-// switches (--no-progress) and at most one positional argument (a file).
-struct command_args {
-  std::map<std::string, std::string> values;
-  std::set<std::string> switches;
-  /// The first positional argument, and all of them.
-  std::string file;
-  std::vector<std::string> files;
-};
-
-// Parses `args` of command `cmd`; an unknown option, a missing value or a
-// second file is bad input (the error says which).
-caf::expected<command_args> parse_args(const std::string& cmd,
-                                       const std::vector<std::string>& args,
-                                       std::set<std::string> with_value,
-                                       std::set<std::string> switches = {},
-                                       size_t max_files = 0) {
-  command_args out;
-  auto bad = [&](const std::string& what) {
-    return make_error(errc::invalid_arguments, cmd + ": " + what);
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto& a = args[i];
-    if (with_value.count(a) > 0) {
-      if (i + 1 >= args.size())
-        return bad(a + " needs a value");
-      out.values[a] = args[++i];
-    } else if (switches.count(a) > 0) {
-      out.switches.insert(a);
-    } else if (a.rfind("--", 0) == 0 || out.files.size() >= max_files) {
-      return bad("unexpected argument '" + a + "'");
-    } else {
-      out.files.push_back(a);
-      out.file = out.files.front();
-    }
-  }
-  return out;
 }
 
 // Reads FILE as a pipeline spec or an allocation plan (their runtime
@@ -173,26 +61,22 @@ caf::expected<pb::RuntimeConfig> read_device_config(const std::string& path) {
 
 using tools::human_bytes;
 
-// The runtime config of --config FILE, else `fallback`.
-caf::expected<pb::RuntimeConfig> config_arg(const command_args& a,
+// The runtime config of --config FILE (when `path` is not empty), else
+// `fallback`.
+caf::expected<pb::RuntimeConfig> config_arg(const std::string& path,
                                             pb::RuntimeConfig fallback) {
-  auto i = a.values.find("--config");
-  if (i == a.values.end())
+  if (path.empty())
     return fallback;
-  auto cfg = read_device_config(i->second);
+  auto cfg = read_device_config(path);
   // The same check as runtime::start's: every command refuses alike.
   if (cfg)
     if (auto err = config::check_config(*cfg))
-      return make_error(errc::malformed_config,
-                        i->second + ": " + describe(err));
+      return make_error(errc::malformed_config, path + ": " + describe(err));
   return cfg;
 }
 
-int cmd_devices(const std::vector<std::string>& args) {
-  auto a = parse_args("devices", args, {"--config"});
-  if (!a)
-    return bad_input(a.error());
-  auto loaded = config_arg(*a, tools::config_for(pb::PipelineSpec{}));
+int cmd_devices(const std::string& config_path) {
+  auto loaded = config_arg(config_path, tools::config_for(pb::PipelineSpec{}));
   if (!loaded)
     return bad_input(loaded.error());
   auto cfg = std::move(*loaded);
@@ -268,19 +152,21 @@ int cmd_devices(const std::vector<std::string>& args) {
   return exit_ok;
 }
 
-int cmd_run(const std::vector<std::string>& args) {
-  auto a = parse_args("run", args, {"--config", "--audit", "--scheduler"},
-                      {"--no-progress"}, true);
-  if (!a)
-    return bad_input(a.error());
+struct run_cli {
+  std::string pipeline;
+  std::string config;
+  std::string audit;
+  std::string scheduler;
+  bool no_progress = false;
+};
+
+int cmd_run(const run_cli& a) {
   tools::run_options opts;
-  opts.progress = a->switches.count("--no-progress") ? nullptr : stderr;
-  opts.config_path = a->values["--config"];
-  opts.audit_path = a->values["--audit"];
-  opts.scheduler = a->values["--scheduler"];
-  auto& pipeline = a->file;
-  if (pipeline.empty())
-    return bad_input("run: missing PIPELINE file (see `cohort help`)");
+  opts.progress = a.no_progress ? nullptr : stderr;
+  opts.config_path = a.config;
+  opts.audit_path = a.audit;
+  opts.scheduler = a.scheduler;
+  auto& pipeline = a.pipeline;
   auto spec = load_pipeline(pipeline);
   if (!spec)
     return bad_input(spec.error());
@@ -333,14 +219,10 @@ std::string kernel_list(uint32_t mask) {
   return n == std::size(kernels::all_kernels) ? "* (all)" : out;
 }
 
-int cmd_quota(const std::vector<std::string>& args) {
-  auto a = parse_args("quota", args, {"--config", "--tenant"});
-  if (!a)
-    return bad_input(a.error());
-  auto cfg = config_arg(*a, tools::config_for(pb::PipelineSpec{}));
+int cmd_quota(const std::string& config_path, const std::string& only) {
+  auto cfg = config_arg(config_path, tools::config_for(pb::PipelineSpec{}));
   if (!cfg)
     return bad_input(cfg.error());
-  auto only = a->values["--tenant"];
   auto setup = setup_quotas(*cfg);
   if (!setup)
     return bad_input(setup.error());
@@ -415,17 +297,11 @@ int cmd_quota(const std::vector<std::string>& args) {
   return exit_ok;
 }
 
-int cmd_simulate(const std::vector<std::string>& args) {
-  auto a = parse_args("simulate", args, {"--config"}, {}, true);
-  if (!a)
-    return bad_input(a.error());
-  auto& path = a->file;
-  if (path.empty())
-    return bad_input("simulate: missing PLAN file (see `cohort help`)");
+int cmd_simulate(const std::string& path, const std::string& config_path) {
   auto plan = load_plan(path);
   if (!plan)
     return bad_input(plan.error());
-  auto loaded = config_arg(*a, plan->has_runtime()
+  auto loaded = config_arg(config_path, plan->has_runtime()
                                    ? plan->runtime()
                                    : tools::config_for(pb::PipelineSpec{}));
   if (!loaded)
@@ -475,72 +351,179 @@ int cmd_simulate(const std::vector<std::string>& args) {
   return refused == 0 ? exit_ok : exit_failed;
 }
 
+// `cohort chaos`, its values read strictly.
+int cmd_chaos(const std::vector<std::string>& files, bool soak, bool verbose,
+              const tools::string_options& values) {
+  tools::chaos_options opts;
+  opts.files = files;
+  opts.soak = soak;
+  opts.verbose = verbose;
+  for (auto& [k, v] : values.given()) {
+    if (k == "--audit-dir") {
+      opts.audit_dir = v;
+      continue;
+    }
+    if (k == "--scheduler") {
+      pb::RuntimeConfig sched;
+      if (auto err = tools::apply_scheduler_arg(sched, v))
+        return bad_input(err);
+      if (auto err = config::check_config(sched))
+        return bad_input(err);
+      opts.scheduler = sched.scheduler();
+      continue;
+    }
+    char* end = nullptr;
+    errno = 0;
+    double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || errno != 0 || !(x > 0) ||
+        (k != "--scale" && x != double(uint64_t(x))))
+      return bad_input("chaos: " + k + " needs a positive " +
+                       (k == "--scale" ? "number" : "integer") + ", got '" +
+                       v + "'");
+    if (k == "--seed")
+      opts.seed = uint64_t(x);
+    else if (k == "--scale")
+      opts.scale = x;
+    else
+      opts.repeat = uint32_t(x);
+  }
+  return tools::run_chaos(opts, stdout);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{"cohort: run, serve, inspect and test a Cohort fleet (an actor "
+               "runtime for GPUs). Every file is protobuf text format "
+               "(cohort.pb.*).",
+               "cohort"};
+  app.require_subcommand(1, 1);
+  app.footer("exit status: 0 success, 1 the work or the check failed, 2 bad "
+             "input. `cohort COMMAND --help` for a command's options.");
+  app.set_help_all_flag("--help-all", "every command and its options");
+  auto* help = app.add_subcommand("help", "this text (also --help)");
+
+  std::string devices_config;
+  auto* devices = app.add_subcommand(
+      "devices", "list every device: CPU workers (hwloc), simulated GPUs, GPU "
+                 "backends; without --config, the default device set (one CPU "
+                 "worker per core + 4 simulated GPUs)");
+  devices->add_option("--config", devices_config,
+                      "a runtime config, a pipeline spec or an allocation plan")
+      ->type_name("FILE");
+
+  run_cli run_args;
+  auto* run = app.add_subcommand(
+      "run", "run a pipeline spec and report; exit 1 if any item failed, was "
+             "lost or differs from the CPU reference");
+  run->add_option("PIPELINE", run_args.pipeline, "the pipeline spec")
+      ->required();
+  run->add_option("--config", run_args.config,
+                  "runtime config over the pipeline's")
+      ->type_name("FILE");
+  run->add_option("--audit", run_args.audit, "the audit log")
+      ->type_name("PATH");
+  run->add_flag("--no-progress", run_args.no_progress,
+                "no progress line on stderr");
+  run->add_option("--scheduler", run_args.scheduler,
+                  "CAF's scheduler over the config's (threads, "
+                  "moderate_sleep_us, ...: cohort.pb.Scheduler)")
+      ->type_name("KEY=VALUE,...");
+
+  tools::audit_cli audit_args;
+  tools::add_audit_command(app, audit_args);
+
+  std::string quota_config, quota_tenant;
+  auto* quota = app.add_subcommand(
+      "quota", "what the config grants each tenant (kernels, devices, "
+               "in-flight cap, rate, memory quotas, reservations, policy) and "
+               "the headroom per tenant and device of an idle runtime");
+  quota->add_option("--config", quota_config, "runtime config")
+      ->type_name("FILE");
+  quota->add_option("--tenant", quota_tenant, "only this tenant")
+      ->type_name("NAME");
+
+  std::vector<std::string> chaos_files;
+  bool chaos_soak = false, chaos_verbose = false;
+  tools::string_options chaos_values;
+  auto* chaos = app.add_subcommand(
+      "chaos",
+      "run chaos scenarios (cohort.pb.ChaosScenario; a directory runs every "
+      ".textproto in it) and check the invariants: every item ended exactly "
+      "once, results correct, only allowed errors, no quota passed, the audit "
+      "chain verifies; exit 1 if an invariant broke");
+  chaos->add_option("SCENARIO", chaos_files, "scenario files or directories")
+      ->required();
+  chaos_values.add(*chaos, "--seed", "the first seed", "N");
+  chaos_values.add(*chaos, "--scale", "scale the workload by X", "X");
+  chaos_values.add(*chaos, "--repeat", "run each N times, seeds N, N+1, ...",
+                   "N");
+  chaos_values.add(*chaos, "--audit-dir", "keep the audit logs here", "DIR");
+  chaos_values.add(*chaos, "--scheduler", "CAF's scheduler settings",
+                   "KEY=VALUE,...");
+  chaos->add_flag("--soak", chaos_soak,
+                  "10x the workload over 10x the time");
+  chaos->add_flag("--verbose", chaos_verbose, "every event as it happens");
+
+  std::string simulate_plan, simulate_config;
+  auto* simulate = app.add_subcommand(
+      "simulate", "dry run of an allocation plan (cohort.pb.AllocationPlan) "
+                  "against the grants, quotas and device memory; exit 1 if a "
+                  "step would be refused");
+  simulate->add_option("PLAN", simulate_plan, "the plan")->required();
+  simulate->add_option("--config", simulate_config, "runtime config")
+      ->type_name("FILE");
+
+  tools::serve_cli serve_args;
+  tools::add_serve_command(app, serve_args);
+  tools::admin_cli admin_args;
+  tools::add_admin_command(app, admin_args);
+
+  std::string shell;
+  auto* completion = app.add_subcommand(
+      "completion", "print a shell completion script: `source <(cohort "
+                    "completion bash)`");
+  completion->add_option("SHELL", shell, "bash")
+      ->required()
+      ->check(CLI::IsMember({"bash"}));
+
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "help" || args[0] == "--help" ||
-      args[0] == "-h") {
-    std::fputs(usage, args.empty() ? stderr : stdout);
-    return args.empty() ? exit_bad_input : exit_ok;
+  if (args.empty()) {
+    std::fputs(app.help().c_str(), stderr);
+    return exit_bad_input;
   }
-  auto cmd = args[0];
-  args.erase(args.begin());
-  if (cmd == "devices")
-    return cmd_devices(args);
-  if (cmd == "run")
-    return cmd_run(args);
-  if (cmd == "audit")
-    return tools::run_audit(args, stdout);
-  if (cmd == "quota")
-    return cmd_quota(args);
-  if (cmd == "simulate")
-    return cmd_simulate(args);
-  if (cmd == "serve")
-    return tools::cmd_serve(args);
-  if (cmd == "admin")
-    return tools::cmd_admin(args);
-  if (cmd == "chaos") {
-    auto a = parse_args(
-        "chaos", args,
-        {"--seed", "--scale", "--repeat", "--audit-dir", "--scheduler"},
-        {"--soak", "--verbose"}, size_t(-1));
-    if (!a)
-      return bad_input(a.error());
-    tools::chaos_options opts;
-    opts.files = a->files;
-    opts.soak = a->switches.count("--soak") > 0;
-    opts.verbose = a->switches.count("--verbose") > 0;
-    for (auto& [k, v] : a->values) {
-      if (k == "--audit-dir") {
-        opts.audit_dir = v;
-        continue;
-      }
-      if (k == "--scheduler") {
-        pb::RuntimeConfig sched;
-        if (auto err = tools::apply_scheduler_arg(sched, v))
-          return bad_input(err);
-        if (auto err = config::check_config(sched))
-          return bad_input(err);
-        opts.scheduler = sched.scheduler();
-        continue;
-      }
-      char* end = nullptr;
-      errno = 0;
-      double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || errno != 0 || !(x > 0) ||
-          (k != "--scale" && x != double(uint64_t(x))))
-        return bad_input("chaos: " + k + " needs a positive " +
-                         (k == "--scale" ? "number" : "integer") + ", got '" +
-                         v + "'");
-      if (k == "--seed")
-        opts.seed = uint64_t(x);
-      else if (k == "--scale")
-        opts.scale = x;
-      else
-        opts.repeat = uint32_t(x);
-    }
-    return tools::run_chaos(opts, stdout);
+  if (args[0].rfind('-', 0) != 0 &&
+      app.get_subcommands([&](const CLI::App* sub) {
+           return sub->get_name() == args[0];
+         }).empty())
+    return bad_input("unknown command '" + args[0] +
+                     "' (see `cohort --help`)");
+  if (auto done = tools::parse_cli(app, args))
+    return *done;
+  if (help->parsed()) {
+    std::fputs(app.help().c_str(), stdout);
+    return exit_ok;
   }
-  return bad_input("unknown command '" + cmd + "' (see `cohort help`)");
+  if (devices->parsed())
+    return cmd_devices(devices_config);
+  if (run->parsed())
+    return cmd_run(run_args);
+  if (audit_args.verify->parsed() || audit_args.show->parsed() ||
+      audit_args.query->parsed())
+    return tools::run_audit(audit_args, stdout);
+  if (quota->parsed())
+    return cmd_quota(quota_config, quota_tenant);
+  if (chaos->parsed())
+    return cmd_chaos(chaos_files, chaos_soak, chaos_verbose, chaos_values);
+  if (simulate->parsed())
+    return cmd_simulate(simulate_plan, simulate_config);
+  if (serve_args.app->parsed())
+    return tools::cmd_serve(serve_args);
+  if (admin_args.app->parsed())
+    return tools::cmd_admin(admin_args);
+  if (completion->parsed()) {
+    std::fputs(tools::bash_completion(app).c_str(), stdout);
+    return exit_ok;
+  }
+  return bad_input("no command (see `cohort --help`)");
 }

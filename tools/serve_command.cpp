@@ -22,10 +22,6 @@ namespace cohort::tools {
 
 namespace {
 
-constexpr int exit_ok = 0;
-constexpr int exit_failed = 1;
-constexpr int exit_bad_input = 2;
-
 int bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort serve: %s\n", msg.c_str());
   return exit_bad_input;
@@ -94,18 +90,12 @@ caf::error parse_http_limit(const std::string& k, const std::string& v,
   return make_error(errc::invalid_arguments, "unknown option '" + k + "'");
 }
 
-caf::expected<serve_options> parse(const std::vector<std::string>& args) {
+// The options CLI11 read, each value read strictly.
+caf::expected<serve_options>
+parse(const std::map<std::string, std::string>& given) {
   serve_options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto& k = args[i];
-    auto value = [&]() -> caf::expected<std::string> {
-      if (i + 1 >= args.size())
-        return make_error(errc::invalid_arguments, k + " needs a value");
-      return args[++i];
-    };
-    auto v = value();
-    if (!v)
-      return v.error();
+  for (auto& [k, value] : given) {
+    auto* v = &value;
     if (k == "--config") {
       o.config = *v;
     } else if (k == "--listen") {
@@ -141,8 +131,6 @@ caf::expected<serve_options> parse(const std::vector<std::string>& args) {
     } else if (k.rfind("--http-", 0) == 0) {
       if (auto err = parse_http_limit(k, *v, o.http))
         return err;
-    } else {
-      return make_error(errc::invalid_arguments, "unknown option '" + k + "'");
     }
   }
   return o;
@@ -195,8 +183,42 @@ caf::expected<std::string> read_token(const serve_options& o) {
 
 } // namespace
 
-int cmd_serve(const std::vector<std::string>& args) {
-  auto opts = parse(args);
+void add_serve_command(CLI::App& parent, serve_cli& c) {
+  auto* serve = parent.add_subcommand(
+      "serve",
+      "run a node: the runtime plus HTTP on 127.0.0.1:9470 by default, "
+      "Prometheus metrics at /metrics, the admin API under /v1 (mutating "
+      "calls need the token: --token-file or $COHORT_ADMIN_TOKEN). Stops "
+      "cleanly on SIGINT/SIGTERM (or after --for): what was admitted ends, "
+      "the audit log is verified; exit 1 if an item did not end");
+  c.app = serve;
+  auto& o = c.options;
+  o.add(*serve, "--config", "runtime config (protobuf text format)", "FILE");
+  o.add(*serve, "--listen", "where the HTTP server listens", "HOST:PORT");
+  o.add(*serve, "--token-file", "the admin token (first line)", "FILE");
+  o.add(*serve, "--audit", "the audit log (over the config's)", "PATH");
+  o.add(*serve, "--pipeline", "run this pipeline's batches as the workload",
+        "FILE");
+  o.add(*serve, "--repeat", "run the pipeline N times (0: until stopped)", "N");
+  o.add(*serve, "--for", "stop after this many seconds", "SECONDS");
+  o.add(*serve, "--scheduler",
+        "CAF's scheduler over the config's (threads, moderate_sleep_us, ...: "
+        "cohort.pb.Scheduler)",
+        "KEY=VALUE,...");
+  o.add(*serve, "--http-max-body", "largest request body (sizes: 64KiB, 1M)",
+        "BYTES");
+  o.add(*serve, "--http-max-headers", "most headers per request", "N");
+  o.add(*serve, "--http-max-header-bytes", "largest request head", "BYTES");
+  o.add(*serve, "--http-read-timeout", "time for a request to arrive",
+        "SECONDS");
+  o.add(*serve, "--http-max-connections", "most open connections", "N");
+  o.add(*serve, "--http-max-connections-per-ip",
+        "most open connections from one address (0: no limit)", "N");
+  o.add(*serve, "--http-threads", "HTTP worker threads", "N");
+}
+
+int cmd_serve(const serve_cli& c) {
+  auto opts = parse(c.options.given());
   if (!opts)
     return bad_input(describe(opts.error()));
   auto token = read_token(*opts);
