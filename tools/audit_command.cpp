@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <caf/message.hpp>
+#include <google/protobuf/util/json_util.h>
 
 #include "audit/audit_log.hpp"
+#include "messages/admin.pb.h"
 #include "messages/errc.hpp"
 
 namespace cohort::tools {
@@ -32,38 +34,6 @@ std::string detail(const caf::error& err) {
   auto& ctx = err.context();
   return ctx.match_elements<std::string>() ? ctx.get_as<std::string>(0)
                                            : describe(err);
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-        out += buf;
-      } else {
-        out += char(c);
-      }
-    }
-  }
-  return out + "\"";
 }
 
 std::string or_dash(const std::string& s) {
@@ -114,23 +84,40 @@ void print_verdict(std::FILE* out, const std::string& path,
                  path.c_str(), where_bad(v).c_str(), ull(v.good_records));
 }
 
+// One line of JSON in protobuf's mapping (proto field names, every field,
+// 64-bit integers as strings), as the admin API writes its bodies.
+void print_json_line(std::FILE* out, const google::protobuf::Message& msg) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.always_print_primitive_fields = true;
+  opts.preserve_proto_field_names = true;
+  std::string line;
+  if (!google::protobuf::util::MessageToJsonString(msg, &line, opts).ok())
+    line = "{\"error\":\"cannot encode\"}";
+  std::fprintf(out, "%s\n", line.c_str());
+}
+
 void print_json_verdict(std::FILE* out, const audit::audit_verdict& v,
                         uint64_t matched) {
-  std::fprintf(out,
-               "{\"chain\":{\"ok\":%s,\"records\":%llu,\"files\":%zu,"
-               "\"first_seq\":%llu,\"last_seq\":%llu,\"mid_chain\":%s,"
-               "\"head\":\"%s\"",
-               v.ok ? "true" : "false", ull(v.good_records), v.files.size(),
-               ull(v.first_seq), ull(v.last_seq),
-               v.mid_chain ? "true" : "false", audit::to_hex(v.head).c_str());
-  if (!v.ok)
-    std::fprintf(out,
-                 ",\"first_bad\":{\"seq\":%llu,\"file\":%s,\"offset\":%llu,"
-                 "\"index\":%llu,\"reason\":%s,\"torn_tail\":%s}",
-                 ull(v.first_bad), json_string(v.bad_file).c_str(),
-                 ull(v.bad_offset), ull(v.bad_index),
-                 json_string(v.reason).c_str(), v.torn_tail ? "true" : "false");
-  std::fprintf(out, "},\"matched\":%llu}\n", ull(matched));
+  pb::AuditQueryVerdict verdict;
+  auto* chain = verdict.mutable_chain();
+  chain->set_ok(v.ok);
+  chain->set_records(v.good_records);
+  chain->set_files(uint32_t(v.files.size()));
+  chain->set_first_seq(v.first_seq);
+  chain->set_last_seq(v.last_seq);
+  chain->set_mid_chain(v.mid_chain);
+  chain->set_head(audit::to_hex(v.head));
+  if (!v.ok) {
+    auto* bad = chain->mutable_first_bad();
+    bad->set_seq(v.first_bad);
+    bad->set_file(v.bad_file);
+    bad->set_offset(v.bad_offset);
+    bad->set_index(v.bad_index);
+    bad->set_reason(v.reason);
+    bad->set_torn_tail(v.torn_tail);
+  }
+  verdict.set_matched(matched);
+  print_json_line(out, verdict);
 }
 
 // The log exists: its active file or at least one segment.
@@ -216,17 +203,18 @@ int cmd_query(const std::string& path, const audit_query& q, bool json,
           return;
         ++matched;
         if (json) {
-          std::fprintf(
-              out,
-              "{\"seq\":%llu,\"time_ns\":%lld,\"time\":\"%s\",\"kind\":\"%s\","
-              "\"tenant\":%s,\"work_id\":%llu,\"device\":%s,\"kernel\":%s,"
-              "\"detail\":%s,\"file\":%s}\n",
-              ull(r.seq()), (long long)r.time_ns(),
-              iso_time(r.time_ns()).c_str(),
-              pb::AuditKind_Name(r.kind()).c_str(),
-              json_string(r.tenant()).c_str(), ull(r.work_id()),
-              json_string(r.device()).c_str(), json_string(r.kernel()).c_str(),
-              json_string(r.detail()).c_str(), json_string(base(file)).c_str());
+          pb::AuditQueryRecord line;
+          line.set_seq(r.seq());
+          line.set_time_ns(r.time_ns());
+          line.set_time(iso_time(r.time_ns()));
+          line.set_kind(pb::AuditKind_Name(r.kind()));
+          line.set_tenant(r.tenant());
+          line.set_work_id(r.work_id());
+          line.set_device(r.device());
+          line.set_kernel(r.kernel());
+          line.set_detail(r.detail());
+          line.set_file(base(file));
+          print_json_line(out, line);
         } else {
           std::fprintf(out, "%-8llu %-30s %-12s %-12s %8llu %-8s %-12s %s\n",
                        ull(r.seq()), iso_time(r.time_ns()).c_str(),

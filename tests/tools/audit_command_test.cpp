@@ -170,8 +170,8 @@ TEST_CASE("cohort audit query prints matching records from every segment",
   CHECK(q("--tenant nobody") == 0);
   // Oldest first, across segments, with the file each came from.
   auto res = cohort_cli("audit query " + path + " --tenant a --json");
-  auto first = res.output.find("\"work_id\":0,");
-  auto last = res.output.find("\"work_id\":57,");
+  auto first = res.output.find("\"work_id\":\"0\",");
+  auto last = res.output.find("\"work_id\":\"57\",");
   CHECK(first < last);
   CHECK_THAT(res.output, Catch::Contains("\"file\":\"audit.log.1\""));
   CHECK_THAT(res.output, Catch::Contains("\"time\":\"2026-11-24T10:00:57."));
