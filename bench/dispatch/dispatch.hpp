@@ -45,6 +45,14 @@ struct cohort_fleet {
 dispatch_figures run_cohort(int tasks, cohort_fleet fleet, int window,
                             int latency_samples);
 
+/// The same runtime and workload through the public API
+/// (<cohort/cohort.hpp>) from a plain thread: a window of futures, or
+/// (`callbacks`) each end submitting the next item from its callback. The
+/// time runs to the last result (the audit log is flushed at stop, not
+/// timed); latency is one `run()` at a time.
+dispatch_figures run_public(int tasks, int workers, int window,
+                            int latency_samples, bool callbacks);
+
 /// StarPU 1.3 with scheduling policy `policy` and `workers` CPU workers.
 dispatch_figures run_starpu(const std::string& policy, int tasks, int workers,
                             int latency_samples);

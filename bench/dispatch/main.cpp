@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   using namespace cohort::bench;
   int tasks = 100000, workers = 2, window = 4096, samples = 2000, runs = 3;
   int batch = 0;
+  bool public_api = true;
   std::string scheduler;
   std::vector<std::string> policies{"lws", "eager", "dmda"};
   for (int i = 1; i < argc; ++i) {
@@ -51,11 +52,13 @@ int main(int argc, char** argv) {
       batch = std::atoi(next());
     else if (arg == "--policies")
       policies = split_list(next());
+    else if (arg == "--no-public")
+      public_api = false;
     else {
       std::fprintf(stderr, "usage: bench_dispatch [--tasks N] [--workers N] "
                            "[--window N] [--samples N] [--runs N] "
                            "[--scheduler K=V,...] [--batch N] "
-                           "[--policies lws,eager,dmda]\n");
+                           "[--policies lws,eager,dmda] [--no-public]\n");
       return 2;
     }
   }
@@ -89,6 +92,10 @@ int main(int argc, char** argv) {
     if (batch > 0)
       rows.push_back(
           run_cohort(tasks, {workers, 0, scheduler, batch}, window, samples));
+    if (public_api) {
+      rows.push_back(run_public(tasks, workers, window, samples, false));
+      rows.push_back(run_public(tasks, workers, window, samples, true));
+    }
     for (auto& p : policies)
       rows.push_back(run_starpu(p, tasks, workers, samples));
     // The machine's floor at Cohort's median: the same work in one spin.
