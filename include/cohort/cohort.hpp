@@ -1,7 +1,8 @@
 // Cohort's public C++ API: a runtime behind one handle, typed work, results
 // and errors, futures and callbacks. Standard C++20 only: no CAF, protobuf,
-// CUDA or internal headers. CAF users who want the typed actor interface
-// include <cohort/caf.hpp> instead (docs/embedding.md).
+// CUDA or internal headers. CAF users who want the typed actor interface use
+// the runtime facade of the source tree, actors/runtime.hpp
+// (docs/embedding.md, "The internal interface"); it is not installed.
 #pragma once
 
 #include <chrono>
