@@ -52,7 +52,10 @@ std::optional<int> parse_cli(CLI::App& app, std::vector<std::string> args,
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp&) {
-    std::fputs(deepest(app)->help().c_str(), out);
+    // Prefixed with the commands above it: "Usage: cohort audit query".
+    auto* where = deepest(app);
+    auto* parent = where->get_parent();
+    std::fputs(where->help(parent ? path_of(parent) : "").c_str(), out);
     return exit_ok;
   } catch (const CLI::CallForAllHelp&) {
     std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), out);
