@@ -1902,19 +1902,16 @@ void cancel_by_item_id(self_ptr self, uint64_t id, const end_sink& sink) {
   auto& st = self->state;
   auto address = sink.address();
   std::vector<uint64_t> keys;
-  for (auto& [key, ticket] : st.by_client) {
-    if (key.sink != address)
-      continue;
-    if (ticket != 0) {
-      if (st.outstanding.at(ticket).item.id == id)
-        keys.push_back(key.id);
-      continue;
-    }
-    for (auto& q : st.held)
-      for (auto& h : q)
-        if (h.item.key() == key.id && h.sink == sink && h.item.id == id)
-          keys.push_back(key.id);
-  }
+  // Admitted items by their record, held-back ones (ticket 0) by the queues
+  // that hold them.
+  for (auto& [key, ticket] : st.by_client)
+    if (ticket != 0 && key.sink == address &&
+        st.outstanding.at(ticket).item.id == id)
+      keys.push_back(key.id);
+  for (auto& q : st.held)
+    for (auto& h : q)
+      if (h.sink == sink && h.item.id == id)
+        keys.push_back(h.item.key());
   for (auto key : keys)
     cancel(self, key, sink);
 }
