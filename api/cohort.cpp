@@ -123,9 +123,14 @@ std::string to_item(work&& w, work_item& out) {
   return {};
 }
 
+// Why an item was refused before it was submitted (to_item's answer).
+caf::error refusal(uint64_t id, const std::string& why) {
+  return make_error(errc::invalid_arguments,
+                    "item " + std::to_string(id) + ": " + why);
+}
+
 outcome refused(uint64_t id, const std::string& why) {
-  return outcome{errc::invalid_arguments,
-                 "invalid_arguments: item " + std::to_string(id) + ": " + why};
+  return to_outcome(caf::expected<work_result>{refusal(id, why)});
 }
 
 [[noreturn]] void raise(const caf::error& err) {
@@ -306,12 +311,9 @@ runtime runtime::start(const options& opts) {
 
 future runtime::submit(work item) {
   work_item internal;
-  if (auto why = to_item(std::move(item), internal); !why.empty()) {
-    auto id = internal.id != 0 ? internal.id : item.id;
-    return slot_access::make(actors::client_hub::ready(
-        id, make_error(errc::invalid_arguments,
-                       "item " + std::to_string(id) + ": " + why)));
-  }
+  auto id = item.id;
+  if (auto why = to_item(std::move(item), internal); !why.empty())
+    return slot_access::make(actors::client_hub::ready(id, refusal(id, why)));
   return slot_access::make(impl_->rt->submit(std::move(internal)));
 }
 
@@ -340,9 +342,8 @@ std::vector<future> runtime::submit_many(std::vector<work> items) {
     work_item internal;
     auto id = items[i].id;
     if (auto why = to_item(std::move(items[i]), internal); !why.empty()) {
-      out[i] = slot_access::make(actors::client_hub::ready(
-          id, make_error(errc::invalid_arguments,
-                         "item " + std::to_string(id) + ": " + why)));
+      out[i] = slot_access::make(
+          actors::client_hub::ready(id, refusal(id, why)));
       continue;
     }
     ok.push_back(std::move(internal));
@@ -387,10 +388,7 @@ outcome runtime::run(work item) {
 }
 
 outcome runtime::run(work item, std::chrono::milliseconds timeout) {
-  if (timeout.count() <= 0)
-    return outcome{errc::invalid_arguments,
-                   "invalid_arguments: run: the timeout must be positive, not " +
-                       std::to_string(timeout.count()) + " ms"};
+  // The facade refuses a timeout that is not positive.
   work_item internal;
   auto id = item.id;
   if (auto why = to_item(std::move(item), internal); !why.empty())
