@@ -15,10 +15,11 @@ if ! meson install -C "$build_dir" --destdir "$dest" --no-rebuild >"$work/instal
   echo "install-check: meson install FAILED"
   exit 1
 fi
-prefix=$(meson introspect "$build_dir" --buildoptions |
-  python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
-libdir=$(meson introspect "$build_dir" --buildoptions |
-  python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"))')
+# The prefix and libdir the build installs to, from one introspection.
+read -r prefix libdir < <(meson introspect "$build_dir" --buildoptions |
+  python3 -c 'import json, sys
+opts = {o["name"]: o["value"] for o in json.load(sys.stdin)}
+print(opts["prefix"], opts["libdir"])')
 root="$dest$prefix"
 export PKG_CONFIG_PATH="$root/$libdir/pkgconfig"
 export LD_LIBRARY_PATH="$root/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -94,42 +94,41 @@ caf::error parse_http_limit(const std::string& k, const std::string& v,
 caf::expected<serve_options>
 parse(const std::map<std::string, std::string>& given) {
   serve_options o;
-  for (auto& [k, value] : given) {
-    auto* v = &value;
+  for (auto& [k, v] : given) {
     if (k == "--config") {
-      o.config = *v;
+      o.config = v;
     } else if (k == "--listen") {
-      auto colon = v->rfind(':');
+      auto colon = v.rfind(':');
       if (colon == std::string::npos)
         return make_error(errc::invalid_arguments,
-                          "--listen takes HOST:PORT, got '" + *v + "'");
-      o.host = v->substr(0, colon);
+                          "--listen takes HOST:PORT, got '" + v + "'");
+      o.host = v.substr(0, colon);
       char* end = nullptr;
-      auto port = std::strtol(v->c_str() + colon + 1, &end, 10);
-      if (*end != '\0' || colon + 1 == v->size() || port < 0 || port > 65535)
+      auto port = std::strtol(v.c_str() + colon + 1, &end, 10);
+      if (*end != '\0' || colon + 1 == v.size() || port < 0 || port > 65535)
         return make_error(errc::invalid_arguments,
-                          "--listen: bad port in '" + *v + "'");
+                          "--listen: bad port in '" + v + "'");
       o.port = int(port);
     } else if (k == "--token-file") {
-      o.token_file = *v;
+      o.token_file = v;
     } else if (k == "--audit") {
-      o.audit = *v;
+      o.audit = v;
     } else if (k == "--scheduler") {
-      o.scheduler = *v;
+      o.scheduler = v;
     } else if (k == "--pipeline") {
-      o.pipeline = *v;
+      o.pipeline = v;
     } else if (k == "--repeat") {
-      auto n = parse_count(k, *v, UINT32_MAX);
+      auto n = parse_count(k, v, UINT32_MAX);
       if (!n)
         return n.error();
       o.repeat = uint32_t(*n);
     } else if (k == "--for") {
-      auto x = parse_real(k, *v, 0, max_for_seconds);
+      auto x = parse_real(k, v, 0, max_for_seconds);
       if (!x)
         return x.error();
       o.for_seconds = *x;
     } else if (k.rfind("--http-", 0) == 0) {
-      if (auto err = parse_http_limit(k, *v, o.http))
+      if (auto err = parse_http_limit(k, v, o.http))
         return err;
     }
   }
