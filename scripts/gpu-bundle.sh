@@ -27,7 +27,7 @@ ninja -C "$build_dir"
 programs=(
   tests/cohort_tests tests/libfake_nvml.so tests/audit_crash_writer
   tests/asan_overflow tools/cohort bench/bench_kernels bench/pool/bench_pool
-  examples/embed examples/quotas
+  examples/embed examples/quotas devices/libcohort-cuda.so
 )
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

@@ -88,7 +88,11 @@ if [ -n "${COHORT_GPU_PREBUILT:-}" ]; then
     [ -n "$found" ] && cuda_libs=":$(dirname "$found")"
   fi
   export LD_LIBRARY_PATH="$PWD/$build_dir/gpu-bundle/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # The bundle's build tree sits at another path here than where it was
+  # built, so its programs are told where the GPU plugins are.
+  export COHORT_PLUGIN_PATH="$PWD/$build_dir/devices${COHORT_PLUGIN_PATH:+:$COHORT_PLUGIN_PATH}"
   ldd "$build_dir/tests/cohort_tests" >"$log_dir/ldd" 2>&1
+  ldd "$build_dir/devices/libcohort-cuda.so" >>"$log_dir/ldd" 2>&1
   step "shared libraries" "$log_dir/ldd-step" cat "$log_dir/ldd"
   if grep -q "not found" "$log_dir/ldd"; then
     echo "gpu-check: libraries missing for the bundle, see $report" >&2

@@ -62,10 +62,30 @@ snippet_build() {
   c++ -std=c++20 "$work/snippet/app.cpp" -o "$work/snippet/consumer" \
     $(pkg-config --cflags --libs cohort)
 }
+# The installed program finds the installed GPU plugins (libdir/cohort/) by
+# itself, from wherever it is run.
+plugins_check() {
+  local out plugin
+  out=$(cd / && "$root/bin/cohort" devices) || return 1
+  echo "$out"
+  for plugin in "$root/$libdir"/cohort/libcohort-*.so; do
+    [ -e "$plugin" ] || continue
+    echo "$out" | grep -qF "plugin loaded from $plugin" ||
+      { echo "$plugin was installed but not loaded"; return 1; }
+    echo "loaded ${plugin##*/}"
+  done
+}
 way pkg-config pkgconfig_build
 way meson meson_build
 way cmake cmake_build
 (cd "$work" && way snippet snippet_build)
+if plugins_check >"$work/plugins.log" 2>&1; then
+  echo "install-check: plugins: ok ($(grep '^loaded' "$work/plugins.log" | tr '\n' ' ')from $libdir/cohort)"
+else
+  cat "$work/plugins.log"
+  echo "install-check: plugins: FAILED"
+  failed=1
+fi
 echo "install-check: installed files:"
 (cd "$root" && find . -type f | sort | grep -v "share/doc" | sed 's/^/  /')
 exit $failed

@@ -121,14 +121,19 @@ int cmd_devices(const std::string& config_path) {
                                    : human_bytes(x.memory_bytes).c_str(),
         x.streams, x.speed, cores.c_str(), numa.c_str());
   }
-  std::printf("\nGPU backends:\n");
+  std::printf("\nGPU backends (plugins):\n");
   if (!use_gpus)
     std::printf(
         "  real GPUs disabled by the config (devices { gpus: false })\n");
-  for (auto& b : found.backends)
-    std::printf("  %-4s %s, %d GPU(s)%s%s\n", b.vendor.c_str(),
-                b.built ? "built" : "not built", b.count,
-                b.note.empty() ? "" : ": ", b.note.c_str());
+  for (auto& b : found.backends) {
+    if (b.loaded)
+      std::printf("  %-4s plugin loaded from %s, %d GPU(s)%s%s\n",
+                  b.vendor.c_str(), b.plugin.c_str(), b.count,
+                  b.note.empty() ? "" : ": ", b.note.c_str());
+    else
+      std::printf("  %-4s plugin not loaded: %s\n", b.vendor.c_str(),
+                  b.note.c_str());
+  }
   for (auto& g : found.devices) {
     auto& x = g->info();
     std::printf("  %s: %s %s, %u SMs/CUs, PCI %s, NUMA node %s, UUID %s\n",

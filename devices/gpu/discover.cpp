@@ -1,66 +1,56 @@
 #include "devices/gpu/discover.hpp"
 
+#include "devices/gpu/plugin.hpp"
 #include "messages/errc.hpp"
-
-// The vendor runtimes' headers cannot meet in one translation unit (both
-// define the vector types), so the factories are declared here, as in
-// devices/cuda/cuda_api.hpp and devices/hip/hip_api.hpp.
-#ifdef COHORT_WITH_CUDA
-namespace cohort::devices::cuda {
-std::shared_ptr<gpu::api> make_runtime_api();
-} // namespace cohort::devices::cuda
-#endif
-#ifdef COHORT_WITH_HIP
-namespace cohort::devices::hip {
-std::shared_ptr<gpu::api> make_runtime_api();
-} // namespace cohort::devices::hip
-#endif
 
 namespace cohort::devices::gpu {
 
+namespace {
+
+std::shared_ptr<api> runtime_of(const plugin_load& p) {
+  return p.entry ? p.entry->make_runtime() : nullptr;
+}
+
+} // namespace
+
 std::shared_ptr<api> cuda_runtime() {
-#ifdef COHORT_WITH_CUDA
-  static auto rt = cuda::make_runtime_api();
+  static auto rt = runtime_of(plugin("CUDA"));
   return rt;
-#else
-  return nullptr;
-#endif
 }
 
 std::shared_ptr<api> hip_runtime() {
-#ifdef COHORT_WITH_HIP
-  static auto rt = hip::make_runtime_api();
+  static auto rt = runtime_of(plugin("HIP"));
   return rt;
-#else
-  return nullptr;
-#endif
 }
 
 namespace {
 
-void open_all(discovery& out, const char* vendor, std::shared_ptr<api> rt,
-              device_kind kind, const char* prefix,
-              std::shared_ptr<health::gpu_monitor> (*monitor)(),
-              const gpu_options& base) {
+void open_backend(discovery& out, const plugin_load& loaded,
+                  std::shared_ptr<api> rt, device_kind kind, const char* prefix,
+                  const gpu_options& base) {
   backend_status st;
-  st.vendor = vendor;
-  st.built = rt != nullptr;
+  st.vendor = loaded.vendor;
+  st.loaded = rt != nullptr;
+  st.plugin = loaded.path.empty() ? loaded.file : loaded.path;
   if (!rt) {
-    st.note = std::string{vendor} + " backend not built (toolchain missing)";
+    st.note = loaded.entry ? "the plugin made no runtime" : loaded.note;
     out.backends.push_back(std::move(st));
     return;
   }
   int n = 0;
   if (auto rc = rt->device_count(n); rc.failed() || n == 0) {
-    st.note = rc.failed() ? "no " + std::string{vendor} +
-                                " device: " + rt->describe(rc.raw)
-                          : "no " + std::string{vendor} + " device";
+    st.note = rc.failed()
+                  ? "no " + loaded.vendor + " device: " + rt->describe(rc.raw)
+                  : "no " + loaded.vendor + " device";
     out.backends.push_back(std::move(st));
     return;
   }
   auto opts = base;
-  opts.monitor = monitor();
-  if (!opts.monitor->available())
+  if (loaded.entry->make_monitor)
+    opts.monitor = loaded.entry->make_monitor();
+  else if (kind == device_kind::cuda_gpu)
+    opts.monitor = health::open_nvml();
+  if (opts.monitor && !opts.monitor->available())
     st.note = "health unavailable: " + opts.monitor->unavailable_reason();
   for (int i = 0; i < n; ++i) {
     auto dev = gpu_device::open(rt, i, kind, prefix + std::to_string(i), opts);
@@ -78,12 +68,10 @@ void open_all(discovery& out, const char* vendor, std::shared_ptr<api> rt,
 
 discovery discover(const gpu_options& opts) {
   discovery out;
-  open_all(
-      out, "CUDA", cuda_runtime(), device_kind::cuda_gpu, "cuda",
-      [] { return health::open_nvml(); }, opts);
-  open_all(
-      out, "HIP", hip_runtime(), device_kind::hip_gpu, "hip",
-      [] { return health::open_rocm_smi(); }, opts);
+  open_backend(out, plugin("CUDA"), cuda_runtime(), device_kind::cuda_gpu,
+               "cuda", opts);
+  open_backend(out, plugin("HIP"), hip_runtime(), device_kind::hip_gpu, "hip",
+               opts);
   return out;
 }
 

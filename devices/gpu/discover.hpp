@@ -1,5 +1,5 @@
-// Finds the real GPUs of this machine through every backend that was built
-// (CUDA, HIP) and opens them as devices.
+// Finds the real GPUs of this machine through every backend plugin that
+// loads (CUDA, HIP; devices/gpu/plugin.hpp) and opens them as devices.
 #pragma once
 
 #include <memory>
@@ -14,11 +14,14 @@ namespace cohort::devices::gpu {
 struct backend_status {
   /// "CUDA" or "HIP".
   std::string vendor;
-  /// False when its toolchain was missing at build time.
-  bool built = false;
+  /// True when its plugin loaded and made a runtime.
+  bool loaded = false;
+  /// The plugin's path when loaded, its file name otherwise.
+  std::string plugin;
   /// GPUs opened.
   int count = 0;
-  /// Why there are none, or what the health library said.
+  /// Why there are none (the plugin's load error, the driver's answer), or
+  /// what the health library said.
   std::string note;
 };
 
@@ -27,14 +30,14 @@ struct discovery {
   std::vector<backend_status> backends;
 };
 
-/// The CUDA runtime, or null when the CUDA backend was not built.
+/// The CUDA plugin's runtime, or null when the plugin did not load.
 std::shared_ptr<api> cuda_runtime();
 
-/// The HIP runtime, or null when the HIP backend was not built.
+/// The HIP plugin's runtime, or null when the plugin did not load.
 std::shared_ptr<api> hip_runtime();
 
-/// Opens every GPU of every built backend, named cuda0.., hip0... A machine
-/// without GPUs (or without drivers) yields none, with a note per backend.
+/// Opens every GPU of every loaded plugin, named cuda0.., hip0... A machine
+/// without GPUs, drivers or plugins yields none, with a note per backend.
 discovery discover(const gpu_options& opts);
 
 } // namespace cohort::devices::gpu

@@ -77,8 +77,9 @@ public:
 std::shared_ptr<gpu_monitor>
 open_nvml(const std::string& library = "libnvidia-ml.so.1");
 
-/// Opens ROCm SMI. Never fails; without an AMD driver it is unavailable. When
-/// the HIP backend is not built, it says so.
+/// Opens ROCm SMI. Never fails; without an AMD driver it is unavailable.
+/// Defined in the HIP plugin only (libcohort-hip.so, the plugin entry's
+/// `make_monitor`): the core does not link ROCm SMI.
 std::shared_ptr<gpu_monitor> open_rocm_smi();
 
 } // namespace cohort::devices::health

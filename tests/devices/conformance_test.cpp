@@ -11,6 +11,7 @@
 #include "actors/device_actor.hpp"
 #include "devices/cpu/cpu_device.hpp"
 #include "devices/gpu/discover.hpp"
+#include "devices/gpu/plugin.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "kernels/random_data.hpp"
 #include "messages/errc.hpp"
@@ -40,7 +41,7 @@ void add_real(fleet& out, const char* vendor, std::shared_ptr<gpu::api> rt,
   static std::map<std::string, std::vector<std::shared_ptr<device>>> opened;
   if (!rt) {
     out.skipped.push_back(std::string{vendor} +
-                          ": backend not built (toolchain missing)");
+                          ": plugin not loaded: " + gpu::plugin(vendor).note);
     return;
   }
   if (opened.count(vendor) == 0) {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "devices/gpu/plugin.hpp"
 #include "devices/health/health.hpp"
 
 using namespace cohort::devices::health;
@@ -305,7 +306,14 @@ TEST_CASE("an NVML callback may unwatch and release its monitor", "[devices]") {
 }
 
 TEST_CASE("ROCm SMI on this host", "[devices]") {
-  auto m = open_rocm_smi();
+  // ROCm SMI lives in the HIP plugin, with the HIP runtime.
+  auto& hip = cohort::devices::gpu::plugin("HIP");
+  if (!hip.entry) {
+    WARN("SKIPPED: the HIP plugin did not load: " << hip.note);
+    return;
+  }
+  REQUIRE(hip.entry->make_monitor);
+  auto m = hip.entry->make_monitor();
   REQUIRE(m);
   CHECK(std::string{m->library()} == "ROCm SMI");
   if (!m->available()) {

@@ -1,0 +1,24 @@
+// The entry point of libcohort-hip.so: the HIP runtime and the ROCm SMI
+// health monitor for the core that loads it.
+#include "devices/gpu/plugin.hpp"
+#include "devices/hip/hip_api.hpp"
+#include "kernels/gpu/launch.hpp"
+
+namespace {
+
+const cohort::devices::gpu::plugin_entry hip_entry{
+    cohort::devices::gpu::plugin_abi,
+    cohort::devices::gpu::plugin_build_id(),
+    sizeof(cohort::kernels::gpu::launch_args),
+    "HIP",
+    &cohort::devices::hip::make_runtime_api,
+    &cohort::devices::health::open_rocm_smi,
+};
+
+} // namespace
+
+extern "C" __attribute__((visibility("default")))
+const cohort::devices::gpu::plugin_entry*
+cohort_gpu_plugin_v1() {
+  return &hip_entry;
+}
