@@ -9,6 +9,8 @@
 #                                   GPU tests and GPU benchmarks, one report (gpu-report.md)
 #   install-check                   install into a scratch prefix; build an outside program
 #                                   against it with pkg-config, meson and CMake, run it
+#   debs [OUTDIR]                   Debian packages from the build (build/debs/)
+#   debs-check                      build them, install with dpkg, use, remove, purge (root)
 #   gpu-bundle [BUNDLE]             pack a CUDA build for a GPU machine that cannot build
 #                                   (COHORT_GPU_PREBUILT=1 ./dev.sh gpu-check runs it there)
 set -euo pipefail
@@ -172,6 +174,14 @@ case "$verb" in
     # and GPU benchmarks on the real device, one report (gpu-report.md).
     exec scripts/gpu-check.sh "$@"
     ;;
+  debs)
+    setup; build
+    exec scripts/debs.sh "$@"
+    ;;
+  debs-check)
+    setup; build
+    exec scripts/debs-check.sh
+    ;;
   gpu-bundle)
     exec scripts/gpu-bundle.sh "$@"
     ;;
@@ -183,5 +193,5 @@ case "$verb" in
     ;;
   sanitize) sanitize "$@" ;;
   fuzz) fuzz "$@" ;;
-  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|sanitize|fuzz|install-check|gpu-check|gpu-bundle]" >&2; exit 2 ;;
+  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|sanitize|fuzz|install-check|debs|debs-check|gpu-check|gpu-bundle]" >&2; exit 2 ;;
 esac
