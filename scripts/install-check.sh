@@ -50,10 +50,11 @@ cmake_build() {
   cmake -S "$src" -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$root" &&
     cmake --build "$work/cmake"
 }
-# The snippet of docs/embedding.md marked "snippet: api", as written there.
+# The first snippet of docs/embedding.md marked "snippet: program", as
+# written there.
 snippet_build() {
   mkdir -p "$work/snippet"
-  awk '/<!-- snippet: api/ { on = 1; next }
+  awk '/<!-- snippet: program/ { on = 1; next }
        on && /^```cpp/ { inside = 1; next }
        inside && /^```/ { exit }
        inside { print }' "$repo/docs/embedding.md" >"$work/snippet/app.cpp"
