@@ -58,7 +58,7 @@ exact="(= $version)"
 pyver=$(/usr/bin/python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 python_dep="python3 (>= $pyver), python3 (<< ${pyver%.*}.$(( ${pyver#*.} + 1 )))"
 declare -A depends=(
-  [libcohort-dev]="libcohort0 $exact"
+  [libcohort-dev]="libcohort0 $exact, libcaf-dev, libprotobuf-dev, libhwloc-dev, libopenblas-dev, libssl-dev"
   [python3-cohort]="libcohort0 $exact, $python_dep, python3-numpy"
   [libcohort0-plugin-cuda]="libcohort0 $exact"
   [libcohort0-plugin-hip]="libcohort0 $exact")

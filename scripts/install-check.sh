@@ -2,7 +2,8 @@
 # ./dev.sh install-check: installs the build into a scratch prefix (meson
 # install --destdir) and builds an outside program (tests/install/) against
 # it three ways, pkg-config, meson dependency('cohort') and CMake
-# find_package(cohort), then runs each. Prints one line per way and exits 1
+# find_package(cohort), then runs each; also linked with libcohort.a
+# (pkg-config --static). Prints one line per way and exits 1
 # if any failed.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
@@ -43,6 +44,17 @@ pkgconfig_build() {
   c++ -std=c++20 "$src/consumer.cpp" -o "$work/pkg-config/consumer" \
     $(pkg-config --cflags --libs cohort)
 }
+# libcohort.a: `pkg-config --static` links the archive and, as shared
+# libraries, what it needs.
+static_build() {
+  mkdir -p "$work/static"
+  # shellcheck disable=SC2046
+  # As docs/embedding.md writes it.
+  c++ -std=c++20 "$src/consumer.cpp" -o "$work/static/consumer" \
+    $(pkg-config --cflags cohort) "$(pkg-config --variable=libdir cohort)/libcohort.a" \
+    $(pkg-config --static --libs cohort | sed 's/-lcohort //') &&
+    ! ldd "$work/static/consumer" | grep -q libcohort
+}
 meson_build() {
   meson setup "$work/meson" "$src" && ninja -C "$work/meson"
 }
@@ -77,6 +89,7 @@ plugins_check() {
   done
 }
 way pkg-config pkgconfig_build
+way static static_build
 way meson meson_build
 way cmake cmake_build
 (cd "$work" && way snippet snippet_build)

@@ -19,6 +19,9 @@
 #define COHORT_INSTALL_BINDIR "/usr/local/bin"
 #define COHORT_INSTALL_PLUGINDIR "/usr/local/lib/cohort"
 #endif
+#ifndef COHORT_SYSTEM_PLUGINDIR
+#define COHORT_SYSTEM_PLUGINDIR "/usr/lib/cohort"
+#endif
 #ifndef COHORT_BUILD_ROOT
 #define COHORT_BUILD_ROOT ""
 #endif
@@ -101,6 +104,10 @@ std::vector<std::string> plugin_dirs() {
     if (!root.empty() && core.string().rfind(root + "/", 0) == 0)
       add_unique(out, fs::path{root} / "devices");
   }
+  // A program linking libcohort.a from anywhere: where this build installs
+  // them, and where the Debian packages do.
+  add_unique(out, COHORT_INSTALL_PLUGINDIR);
+  add_unique(out, COHORT_SYSTEM_PLUGINDIR);
   return out;
 }
 

@@ -66,7 +66,8 @@ std::string plugin_file(const std::string& vendor);
 /// COHORT_PLUGIN_PATH (colon-separated), then `cohort/` next to the library
 /// holding the core (libdir/cohort once installed) or the same folder
 /// reached from a program in bindir, then, for a core inside its build tree,
-/// that tree's devices/ folder.
+/// that tree's devices/ folder, then the folder this build installs them to
+/// and the Debian packages' (/usr/lib/MULTIARCH/cohort).
 std::vector<std::string> plugin_dirs();
 
 /// Looks for `vendor`'s plugin in `dirs` (first file found wins), loads it
