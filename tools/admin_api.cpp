@@ -92,23 +92,6 @@ std::string out_of_range(const pb::TenantLimits& limits) {
   return {};
 }
 
-std::vector<std::string> split_path(const std::string& path) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  auto end = path.find('?');
-  if (end == std::string::npos)
-    end = path.size();
-  while (i < end) {
-    auto j = path.find('/', i);
-    if (j == std::string::npos || j > end)
-      j = end;
-    if (j > i)
-      out.push_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
-
 pb::DeviceList device_list(actors::runtime& rt, const balancer_stats& st,
                            const std::vector<memory_snapshot>& mem) {
   pb::DeviceList out;
@@ -217,30 +200,52 @@ void admin_api::count_timed_out_connection() {
   metrics_.count_timed_out_connection();
 }
 
+const std::vector<admin_route>& admin_api::routes() {
+  using self = admin_api;
+  static const std::vector<admin_route> all{
+      {"GET", "/healthz", false, &self::get_healthz},
+      {"GET", "/metrics", false, &self::get_metrics},
+      {"GET", "/v1/stats", false, &self::get_stats},
+      {"GET", "/v1/devices", false, &self::get_devices},
+      {"GET", "/v1/tenants", false, &self::get_tenants},
+      {"GET", "/v1/alerts", false, &self::get_alerts},
+      {"POST", "/v1/simulate", false, &self::post_simulate},
+      {"POST", "/v1/devices/:name/drain", true, &self::post_device_action},
+      {"POST", "/v1/devices/:name/offline", true, &self::post_device_action},
+      {"POST", "/v1/devices/:name/online", true, &self::post_device_action},
+      {"POST", "/v1/tenants/:name/quota", true, &self::post_tenant_quota},
+  };
+  return all;
+}
+
+const http_router& admin_api::router() {
+  static const auto built = [] {
+    http_router r;
+    for (auto& x : routes())
+      r.add(x.method, x.pattern);
+    return r;
+  }();
+  return built;
+}
+
 http_reply admin_api::route(const std::string& method, const std::string& path,
                             const std::string& authorization,
                             const std::string& body, const std::string& peer,
                             std::string& route_name) {
-  auto parts = split_path(path);
-  auto is = [&](std::initializer_list<const char*> want) {
-    if (parts.size() != want.size())
-      return false;
-    size_t i = 0;
-    for (auto w : want) {
-      if (std::string{w} != "*" && parts[i] != w)
-        return false;
-      ++i;
-    }
-    return true;
-  };
-  auto only = [&](const char* m) -> std::optional<http_reply> {
-    if (method == m)
-      return std::nullopt;
-    return error(405, "method_not_allowed",
-                 route_name + " takes " + m + ", not " + method);
-  };
+  auto m = router().match(method, path);
+  using outcome = http_route_match::outcome;
+  if (m.what == outcome::none)
+    return error(404, "not_found", "no route " + method + " " + path);
+  auto& r = routes()[m.index];
+  route_name = r.pattern;
+  if (m.what == outcome::wrong_method) {
+    auto reply = error(405, "method_not_allowed",
+                       route_name + " takes " + m.allow + ", not " + method);
+    reply.allow = m.allow;
+    return reply;
+  }
   // Mutating calls: the token, compared in constant time.
-  auto authorize = [&]() -> std::optional<http_reply> {
+  if (r.mutating) {
     if (token_.empty())
       return error(403, "forbidden",
                    "mutating calls are disabled: this node has no admin "
@@ -253,188 +258,159 @@ http_reply admin_api::route(const std::string& method, const std::string& path,
     if (authorization.compare(0, bearer.size(), bearer) != 0 ||
         !token_matches(authorization.substr(bearer.size()), token_))
       return error(403, "forbidden", "the admin token is wrong");
-    return std::nullopt;
-  };
-  if (is({"metrics"})) {
-    route_name = "/metrics";
-    if (auto r = only("GET"))
-      return *r;
-    auto text = metrics_.scrape();
-    if (!text)
-      return error(text.error());
-    http_reply r;
-    r.body = std::move(*text);
-    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    return r;
   }
-  if (is({"healthz"})) {
-    route_name = "/healthz";
-    if (auto r = only("GET"))
-      return *r;
-    pb::AdminReply ok;
-    ok.set_ok(true);
-    ok.set_message("serving");
-    return json(200, ok);
-  }
-  if (parts.empty() || parts[0] != "v1")
-    return error(404, "not_found", "no route " + method + " " + path);
-  if (is({"v1", "stats"})) {
-    route_name = "/v1/stats";
-    if (auto r = only("GET"))
-      return *r;
-    auto st = rt_.placement_stats();
-    if (!st)
-      return error(st.error());
-    pb::StatsView v;
-    v.set_admitted(st->admission.admitted);
-    v.set_rejected(st->admission.rejected);
-    for (auto& [k, n] : st->admission.rejected_by_reason)
-      (*v.mutable_rejected_by_reason())[k] = n;
-    v.set_completed(st->completed);
-    v.set_failed(st->failed);
-    v.set_retries(st->retries);
-    v.set_fallbacks(st->fallbacks);
-    for (auto& [k, n] : st->fallbacks_by_reason)
-      (*v.mutable_fallbacks_by_reason())[k] = n;
-    v.set_outstanding(st->outstanding);
-    v.set_duplicates_dropped(st->duplicates_dropped);
-    v.set_devices(uint32_t(st->devices.size()));
-    v.set_tenants(uint32_t(st->admission.inflight.size()));
-    if (auto a = rt_.audit_stats())
-      v.set_audit_records(a->records_appended);
-    if (auto alerts = rt_.alerts())
-      for (auto& a : *alerts)
-        fill_alert(*v.add_alerts(), a);
-    return json(200, v);
-  }
-  if (is({"v1", "alerts"})) {
-    route_name = "/v1/alerts";
-    if (auto r = only("GET"))
-      return *r;
-    auto alerts = rt_.alerts();
-    if (!alerts)
-      return error(alerts.error());
-    pb::AlertList out;
+  admin_request req{body, peer, std::move(m.params),
+                    http_router::split(r.pattern).back()};
+  return (this->*r.handler)(req);
+}
+
+http_reply admin_api::get_metrics(const admin_request&) {
+  auto text = metrics_.scrape();
+  if (!text)
+    return error(text.error());
+  http_reply r;
+  r.body = std::move(*text);
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  return r;
+}
+
+http_reply admin_api::get_healthz(const admin_request&) {
+  pb::AdminReply ok;
+  ok.set_ok(true);
+  ok.set_message("serving");
+  return json(200, ok);
+}
+
+http_reply admin_api::get_stats(const admin_request&) {
+  auto st = rt_.placement_stats();
+  if (!st)
+    return error(st.error());
+  pb::StatsView v;
+  v.set_admitted(st->admission.admitted);
+  v.set_rejected(st->admission.rejected);
+  for (auto& [k, n] : st->admission.rejected_by_reason)
+    (*v.mutable_rejected_by_reason())[k] = n;
+  v.set_completed(st->completed);
+  v.set_failed(st->failed);
+  v.set_retries(st->retries);
+  v.set_fallbacks(st->fallbacks);
+  for (auto& [k, n] : st->fallbacks_by_reason)
+    (*v.mutable_fallbacks_by_reason())[k] = n;
+  v.set_outstanding(st->outstanding);
+  v.set_duplicates_dropped(st->duplicates_dropped);
+  v.set_devices(uint32_t(st->devices.size()));
+  v.set_tenants(uint32_t(st->admission.inflight.size()));
+  if (auto a = rt_.audit_stats())
+    v.set_audit_records(a->records_appended);
+  if (auto alerts = rt_.alerts())
     for (auto& a : *alerts)
-      fill_alert(*out.add_alerts(), a);
-    return json(200, out);
+      fill_alert(*v.add_alerts(), a);
+  return json(200, v);
+}
+
+http_reply admin_api::get_alerts(const admin_request&) {
+  auto alerts = rt_.alerts();
+  if (!alerts)
+    return error(alerts.error());
+  pb::AlertList out;
+  for (auto& a : *alerts)
+    fill_alert(*out.add_alerts(), a);
+  return json(200, out);
+}
+
+http_reply admin_api::get_devices(const admin_request&) {
+  auto st = rt_.placement_stats();
+  if (!st)
+    return error(st.error());
+  auto mem = rt_.memory_stats();
+  if (!mem)
+    return error(mem.error());
+  return json(200, device_list(rt_, *st, *mem));
+}
+
+http_reply admin_api::get_tenants(const admin_request&) {
+  auto h = rt_.headroom();
+  if (!h)
+    return error(h.error());
+  auto st = rt_.placement_stats();
+  if (!st)
+    return error(st.error());
+  pb::TenantList out;
+  for (auto& t : h->tenants)
+    fill_tenant(*out.add_tenants(), t, *st);
+  return json(200, out);
+}
+
+http_reply admin_api::post_simulate(const admin_request& req) {
+  pb::AllocationPlan plan;
+  http_reply bad;
+  if (!parse(req.body, plan, bad))
+    return bad;
+  auto rep = rt_.simulate(from_proto(plan));
+  if (!rep)
+    return error(rep.error());
+  pb::SimulationReply out;
+  out.set_ok(rep->ok());
+  for (auto& s : rep->steps) {
+    auto* v = out.add_steps();
+    v->set_ok(s.ok);
+    v->set_code(s.code);
+    v->set_detail(s.detail);
+    v->set_soft(s.soft);
   }
-  if (is({"v1", "devices"})) {
-    route_name = "/v1/devices";
-    if (auto r = only("GET"))
-      return *r;
-    auto st = rt_.placement_stats();
-    if (!st)
-      return error(st.error());
-    auto mem = rt_.memory_stats();
-    if (!mem)
-      return error(mem.error());
-    return json(200, device_list(rt_, *st, *mem));
+  for (auto& d : rep->devices) {
+    auto* v = out.add_devices();
+    v->set_name(d.name);
+    v->set_limit_bytes(d.limit);
+    v->set_used_bytes(d.used);
+    v->set_peak_used_bytes(d.peak_used);
+    v->set_fragmentation(d.fragmentation);
   }
-  if (is({"v1", "tenants"})) {
-    route_name = "/v1/tenants";
-    if (auto r = only("GET"))
-      return *r;
-    auto h = rt_.headroom();
-    if (!h)
-      return error(h.error());
-    auto st = rt_.placement_stats();
-    if (!st)
-      return error(st.error());
-    pb::TenantList out;
-    for (auto& t : h->tenants)
-      fill_tenant(*out.add_tenants(), t, *st);
-    return json(200, out);
-  }
-  if (is({"v1", "simulate"})) {
-    route_name = "/v1/simulate";
-    if (auto r = only("POST"))
-      return *r;
-    pb::AllocationPlan plan;
-    http_reply bad;
-    if (!parse(body, plan, bad))
-      return bad;
-    auto rep = rt_.simulate(from_proto(plan));
-    if (!rep)
-      return error(rep.error());
-    pb::SimulationReply out;
-    out.set_ok(rep->ok());
-    for (auto& s : rep->steps) {
-      auto* v = out.add_steps();
-      v->set_ok(s.ok);
-      v->set_code(s.code);
-      v->set_detail(s.detail);
-      v->set_soft(s.soft);
-    }
-    for (auto& d : rep->devices) {
-      auto* v = out.add_devices();
-      v->set_name(d.name);
-      v->set_limit_bytes(d.limit);
-      v->set_used_bytes(d.used);
-      v->set_peak_used_bytes(d.peak_used);
-      v->set_fragmentation(d.fragmentation);
-    }
-    for (auto& [tenant, peak] : rep->tenant_peaks)
-      (*out.mutable_tenant_peaks())[tenant] = peak;
-    return json(200, out);
-  }
-  if (is({"v1", "devices", "*", "*"})) {
-    auto& name = parts[2];
-    auto& action = parts[3];
-    route_name = "/v1/devices/:name/" + action;
-    if (action != "drain" && action != "offline" && action != "online") {
-      route_name = "unknown";
-      return error(404, "not_found",
-                   "no device action '" + action +
-                       "' (drain, offline or online)");
-    }
-    if (auto r = only("POST"))
-      return *r;
-    if (auto r = authorize())
-      return *r;
-    caf::error err = action == "drain"     ? rt_.drain(name)
-                     : action == "offline" ? rt_.set_offline(name)
-                                           : rt_.set_online(name);
-    rt_.audit_admin("admin API (" + peer + "): " + action + " " + name + ": " +
-                    (err ? describe(err) : std::string{"ok"}));
-    if (err)
-      return error(err);
-    pb::AdminReply ok;
-    ok.set_ok(true);
-    ok.set_message(action + " " + name);
-    return json(200, ok);
-  }
-  if (is({"v1", "tenants", "*", "quota"})) {
-    route_name = "/v1/tenants/:name/quota";
-    if (auto r = only("POST"))
-      return *r;
-    if (auto r = authorize())
-      return *r;
-    auto& name = parts[2];
-    pb::TenantLimits limits;
-    http_reply bad;
-    if (!parse(body, limits, bad))
-      return bad;
-    if (auto why = out_of_range(limits); !why.empty())
-      return error(400, "bad_request", why);
-    std::string text;
-    google::protobuf::util::JsonPrintOptions names;
-    names.preserve_proto_field_names = true;
-    google::protobuf::util::MessageToJsonString(limits, &text, names);
-    auto err = rt_.set_tenant_limits(name, limits);
-    rt_.audit_admin("admin API (" + peer + "): quota " + name + " " + text +
-                    ": " + (err ? describe(err) : std::string{"ok"}));
-    if (err)
-      return error(err);
-    pb::QuotaReply out;
-    out.set_ok(true);
-    auto h = rt_.headroom(name);
-    auto st = rt_.placement_stats();
-    if (h && st && !h->tenants.empty())
-      fill_tenant(*out.mutable_tenant(), h->tenants.front(), *st);
-    return json(200, out);
-  }
-  return error(404, "not_found", "no route " + method + " " + path);
+  for (auto& [tenant, peak] : rep->tenant_peaks)
+    (*out.mutable_tenant_peaks())[tenant] = peak;
+  return json(200, out);
+}
+
+http_reply admin_api::post_device_action(const admin_request& req) {
+  auto& name = req.params.at(0);
+  auto& action = req.last_segment;
+  caf::error err = action == "drain"     ? rt_.drain(name)
+                   : action == "offline" ? rt_.set_offline(name)
+                                         : rt_.set_online(name);
+  rt_.audit_admin("admin API (" + req.peer + "): " + action + " " + name +
+                  ": " + (err ? describe(err) : std::string{"ok"}));
+  if (err)
+    return error(err);
+  pb::AdminReply ok;
+  ok.set_ok(true);
+  ok.set_message(action + " " + name);
+  return json(200, ok);
+}
+
+http_reply admin_api::post_tenant_quota(const admin_request& req) {
+  auto& name = req.params.at(0);
+  pb::TenantLimits limits;
+  http_reply bad;
+  if (!parse(req.body, limits, bad))
+    return bad;
+  if (auto why = out_of_range(limits); !why.empty())
+    return error(400, "bad_request", why);
+  std::string text;
+  google::protobuf::util::JsonPrintOptions names;
+  names.preserve_proto_field_names = true;
+  google::protobuf::util::MessageToJsonString(limits, &text, names);
+  auto err = rt_.set_tenant_limits(name, limits);
+  rt_.audit_admin("admin API (" + req.peer + "): quota " + name + " " + text +
+                  ": " + (err ? describe(err) : std::string{"ok"}));
+  if (err)
+    return error(err);
+  pb::QuotaReply out;
+  out.set_ok(true);
+  auto h = rt_.headroom(name);
+  auto st = rt_.placement_stats();
+  if (h && st && !h->tenants.empty())
+    fill_tenant(*out.mutable_tenant(), h->tenants.front(), *st);
+  return json(200, out);
 }
 
 } // namespace cohort::tools

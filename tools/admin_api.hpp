@@ -5,8 +5,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "actors/runtime.hpp"
+#include "tools/http_router.hpp"
 #include "tools/metrics.hpp"
 
 namespace cohort::tools {
@@ -16,6 +18,31 @@ struct http_reply {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
+  /// The methods of the route, for a 405 answer's Allow header.
+  std::string allow;
+};
+
+/// A routed request, as a handler sees it.
+struct admin_request {
+  const std::string& body;
+  /// The client's address, for the audit record.
+  const std::string& peer;
+  /// The route's ":name" segments, in order.
+  std::vector<std::string> params;
+  /// The route pattern's last segment ("drain" of .../:name/drain).
+  std::string last_segment;
+};
+
+class admin_api;
+
+/// One route of the admin API.
+struct admin_route {
+  const char* method;
+  /// As http_router matches it: "/v1/devices/:name/drain".
+  const char* pattern;
+  /// Mutating: needs the admin token.
+  bool mutating;
+  http_reply (admin_api::*handler)(const admin_request&);
 };
 
 /// Thread-safe: any HTTP worker thread may call `handle`.
@@ -38,7 +65,23 @@ public:
   /// Counts a connection the HTTP server closed at its read deadline.
   void count_timed_out_connection();
 
+  /// Every route, in the order docs/admin-api.md lists them.
+  static const std::vector<admin_route>& routes();
+
 private:
+  static const http_router& router();
+
+  // The handlers, one per route (the table of routes()).
+  http_reply get_healthz(const admin_request& req);
+  http_reply get_metrics(const admin_request& req);
+  http_reply get_stats(const admin_request& req);
+  http_reply get_devices(const admin_request& req);
+  http_reply get_tenants(const admin_request& req);
+  http_reply get_alerts(const admin_request& req);
+  http_reply post_simulate(const admin_request& req);
+  http_reply post_device_action(const admin_request& req);
+  http_reply post_tenant_quota(const admin_request& req);
+
   http_reply route(const std::string& method, const std::string& path,
                    const std::string& authorization, const std::string& body,
                    const std::string& peer, std::string& route_name);

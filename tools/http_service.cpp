@@ -46,7 +46,8 @@ int64_t to_ns(double seconds) {
 }
 
 MHD_Result queue(MHD_Connection* c, unsigned status, const std::string& body,
-                 const std::string& content_type, bool close) {
+                 const std::string& content_type, bool close,
+                 const std::string& allow = {}) {
   auto* res = MHD_create_response_from_buffer(
       body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
   if (res == nullptr)
@@ -56,6 +57,8 @@ MHD_Result queue(MHD_Connection* c, unsigned status, const std::string& body,
   if (status == MHD_HTTP_UNAUTHORIZED)
     MHD_add_response_header(res, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                             "Bearer realm=\"cohort\"");
+  if (!allow.empty())
+    MHD_add_response_header(res, MHD_HTTP_HEADER_ALLOW, allow.c_str());
   if (close)
     MHD_add_response_header(res, MHD_HTTP_HEADER_CONNECTION, "close");
   auto ok = MHD_queue_response(c, status, res);
@@ -233,7 +236,7 @@ struct http_callbacks {
     auto reply =
         self.api_.handle(method, url, auth ? auth : "", r.body, peer_of(c));
     return queue(c, unsigned(reply.status), reply.body, reply.content_type,
-                 false);
+                 false, reply.allow);
   }
 
   static void on_completed(void* cls, MHD_Connection* c, void** state,

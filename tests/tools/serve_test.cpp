@@ -202,6 +202,12 @@ TEST_CASE_METHOD(served, "the admin API answers every route over HTTP",
     auto g = get("/v1/devices/sim0/drain");
     REQUIRE(g);
     CHECK(g->status == 405);
+    CHECK(g->get_header_value("Allow") == "POST");
+    CHECK(has(g->body, "/v1/devices/:name/drain takes POST, not GET"));
+    r = post("/v1/stats", "");
+    REQUIRE(r);
+    CHECK(r->status == 405);
+    CHECK(r->get_header_value("Allow") == "GET");
     g = get("/v2/stats");
     REQUIRE(g);
     CHECK(g->status == 404);
