@@ -3,6 +3,8 @@
 // thread parked per item.
 #pragma once
 
+#include <memory>
+
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
@@ -15,8 +17,8 @@ namespace cohort::actors {
 /// The client of runtime::submit and runtime::run. Its sink is an actor
 /// companion: an end the balancer sends fills the item's future right in
 /// the balancer's send, with no message to schedule and no thread to wake
-/// unless one sleeps on that future. Callbacks run on the hub's own thread
-/// (a detached actor), one at a time in the order items end, so that a
+/// unless one sleeps on that future. Callbacks run on the hub's own thread,
+/// one at a time in the order items end, so that a
 /// callback that blocks or submits more work never holds up the balancer.
 /// Each item is tagged with the address of its slot (work_item::tag), by
 /// which the balancer keys it and its end finds its way back: callers may
@@ -54,7 +56,8 @@ public:
   /// `id`, by the same rules.
   void cancel(uint64_t id);
 
-  /// Waits until every callback of an item that ended so far has run.
+  /// Waits until every callback of an item that ended so far has run (from
+  /// a callback: returns at once).
   void drain();
 
   /// A future that is already filled with `x` (for calls that end before
@@ -62,6 +65,8 @@ public:
   static work_future ready(uint64_t id, caf::expected<work_result> x);
 
 private:
+  class callback_queue;
+
   /// Sends tagged items to the entry, max_submit_batch per message.
   void send_batches(std::vector<work_item> items);
 
@@ -69,7 +74,7 @@ private:
   entry_actor entry_;
   caf::actor companion_;
   client_sink sink_;
-  caf::actor callbacks_;
+  std::unique_ptr<callback_queue> callbacks_;
 };
 
 } // namespace cohort::actors
