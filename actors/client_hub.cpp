@@ -3,13 +3,13 @@
 #include <climits>
 #include <condition_variable>
 #include <ctime>
-#include <mutex>
-#include <thread>
-#include <vector>
 #include <linux/futex.h>
+#include <mutex>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include <caf/actor_companion.hpp>
 #include <caf/all.hpp>
@@ -101,32 +101,42 @@ bool work_slot::wait(const std::chrono::nanoseconds* timeout) {
 // the order the items ended. An end is a pointer pushed under a mutex; the
 // thread takes everything queued at once, and only a sleeping thread is
 // woken. Before it sleeps it spins, then yields, for about the time one item
-// takes through the runtime, as a future's waiter does.
+// takes through the runtime, as a future's waiter does. The thread shares
+// the queue's state, so a queue destroyed from one of its own callbacks (a
+// runtime destroyed there) lets its thread finish the queue and end.
 class client_hub::callback_queue {
 public:
-  callback_queue() : thread_([this] { run(); }) {
-    // nop
+  callback_queue() : state_(std::make_shared<state>()) {
+    thread_ = std::thread([st = state_] { run(*st); });
   }
 
   ~callback_queue() {
     {
-      std::lock_guard<std::mutex> guard{mtx_};
-      stop_ = true;
+      std::lock_guard<std::mutex> guard{state_->mtx};
+      state_->stop = true;
     }
-    wake_.notify_one();
-    thread_.join();
+    state_->wake.notify_one();
+    if (std::this_thread::get_id() == thread_.get_id())
+      thread_.detach();
+    else
+      thread_.join();
   }
 
   void push(detail::work_slot* slot) {
+    auto& st = *state_;
     bool sleeping;
     {
-      std::lock_guard<std::mutex> guard{mtx_};
-      pending_.push_back(slot);
-      queued_.store(true, std::memory_order_release);
-      sleeping = sleeping_;
+      std::lock_guard<std::mutex> guard{st.mtx};
+      st.pending.push_back(slot);
+      st.queued.store(true, std::memory_order_release);
+      sleeping = st.sleeping;
     }
     if (sleeping)
-      wake_.notify_one();
+      st.wake.notify_one();
+  }
+
+  bool on_own_thread() const {
+    return std::this_thread::get_id() == thread_.get_id();
   }
 
   /// Waits until every callback queued so far has run. From a callback it
@@ -134,48 +144,60 @@ public:
   void drain() {
     if (std::this_thread::get_id() == thread_.get_id())
       return;
-    std::unique_lock<std::mutex> guard{mtx_};
-    idle_.wait(guard, [this] { return pending_.empty() && !running_; });
+    auto& st = *state_;
+    std::unique_lock<std::mutex> guard{st.mtx};
+    st.idle.wait(guard, [&st] { return st.pending.empty() && !st.running; });
   }
 
 private:
-  bool arrives_soon() {
+  struct state {
+    std::mutex mtx;
+    std::condition_variable wake;
+    std::condition_variable idle;
+    std::vector<detail::work_slot*> pending;
+    std::atomic<bool> queued{false};
+    bool sleeping = false;
+    bool running = false;
+    bool stop = false;
+  };
+
+  static bool arrives_soon(state& st) {
     for (int i = 0; i < spin_rounds; ++i) {
-      if (queued_.load(std::memory_order_acquire))
+      if (st.queued.load(std::memory_order_acquire))
         return true;
       cpu_relax();
     }
     auto start = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() - start < yield_for) {
-      if (queued_.load(std::memory_order_acquire))
+      if (st.queued.load(std::memory_order_acquire))
         return true;
       ::sched_yield();
     }
     return false;
   }
 
-  void run() {
+  static void run(state& st) {
     std::vector<detail::work_slot*> batch;
-    std::unique_lock<std::mutex> guard{mtx_};
+    std::unique_lock<std::mutex> guard{st.mtx};
     for (;;) {
-      if (pending_.empty()) {
-        running_ = false;
-        idle_.notify_all();
-        if (stop_)
+      if (st.pending.empty()) {
+        st.running = false;
+        st.idle.notify_all();
+        if (st.stop)
           return;
         guard.unlock();
-        bool soon = arrives_soon();
+        bool soon = arrives_soon(st);
         guard.lock();
-        if (!soon && pending_.empty() && !stop_) {
-          sleeping_ = true;
-          wake_.wait(guard, [this] { return !pending_.empty() || stop_; });
-          sleeping_ = false;
+        if (!soon && st.pending.empty() && !st.stop) {
+          st.sleeping = true;
+          st.wake.wait(guard, [&st] { return !st.pending.empty() || st.stop; });
+          st.sleeping = false;
         }
         continue;
       }
-      batch.swap(pending_);
-      queued_.store(false, std::memory_order_relaxed);
-      running_ = true;
+      batch.swap(st.pending);
+      st.queued.store(false, std::memory_order_relaxed);
+      st.running = true;
       guard.unlock();
       for (auto* slot : batch) {
         auto cb = std::move(slot->callback);
@@ -192,14 +214,7 @@ private:
     }
   }
 
-  std::mutex mtx_;
-  std::condition_variable wake_;
-  std::condition_variable idle_;
-  std::vector<detail::work_slot*> pending_;
-  std::atomic<bool> queued_{false};
-  bool sleeping_ = false;
-  bool running_ = false;
-  bool stop_ = false;
+  std::shared_ptr<state> state_;
   std::thread thread_;
 };
 
@@ -325,8 +340,9 @@ void client_hub::send_batches(std::vector<work_item> items) {
   }
   for (size_t i = 0; i < items.size(); i += max_submit_batch) {
     auto end = std::min(items.size(), i + max_submit_batch);
-    std::vector<work_item> part{std::make_move_iterator(items.begin() + long(i)),
-                                std::make_move_iterator(items.begin() + long(end))};
+    std::vector<work_item> part{
+        std::make_move_iterator(items.begin() + long(i)),
+        std::make_move_iterator(items.begin() + long(end))};
     caf::anon_send(entry_, submit_atom::value, std::move(part), sink_);
   }
 }
@@ -342,6 +358,10 @@ void client_hub::cancel(uint64_t id) {
 
 void client_hub::drain() {
   callbacks_->drain();
+}
+
+bool client_hub::on_callback_thread() const {
+  return callbacks_->on_own_thread();
 }
 
 work_future client_hub::ready(uint64_t id, caf::expected<work_result> x) {

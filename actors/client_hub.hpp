@@ -60,6 +60,9 @@ public:
   /// a callback: returns at once).
   void drain();
 
+  /// True on the thread that runs the callbacks.
+  bool on_callback_thread() const;
+
   /// A future that is already filled with `x` (for calls that end before
   /// anything is sent, such as after stop).
   static work_future ready(uint64_t id, caf::expected<work_result> x);

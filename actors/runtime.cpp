@@ -443,6 +443,10 @@ caf::expected<cohort::audit_stats> runtime::audit_stats() {
   return ask<cohort::audit_stats>(audit_, stats_atom::value);
 }
 
+bool runtime::on_callback_thread() const {
+  return hub_ && hub_->on_callback_thread();
+}
+
 void runtime::stop() {
   if (stopped_.exchange(true))
     return;

@@ -199,6 +199,10 @@ public:
   /// reports the final counters), and so does every submission.
   void stop();
 
+  /// True on the thread that runs submit()'s callbacks (where the runtime
+  /// must not be destroyed: its destructor waits for that thread).
+  bool on_callback_thread() const;
+
   /// Whether `stop()` was called.
   bool stopped() const { return stopped_; }
 

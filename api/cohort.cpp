@@ -3,6 +3,7 @@
 // internal ones, and the actor system each public runtime owns.
 #include "cohort/cohort.hpp"
 
+#include <thread>
 #include <utility>
 
 #include <caf/actor_system.hpp>
@@ -31,8 +32,8 @@ struct slot_access {
     return static_cast<actors::detail::work_slot*>(f.slot_);
   }
   static actors::work_future adopt(future& f) {
-    return actors::work_future{
-        static_cast<actors::detail::work_slot*>(std::exchange(f.slot_, nullptr))};
+    return actors::work_future{static_cast<actors::detail::work_slot*>(
+        std::exchange(f.slot_, nullptr))};
   }
   // An internal future on the same slot, holding a reference of its own.
   static actors::work_future share(const future& f) {
@@ -146,30 +147,30 @@ const char* version() {
 
 size_t element_size(dtype t) {
   switch (t) {
-    case dtype::f32:
-    case dtype::i32:
-      return 4;
-    case dtype::f64:
-    case dtype::i64:
-      return 8;
-    case dtype::u8:
-      return 1;
+  case dtype::f32:
+  case dtype::i32:
+    return 4;
+  case dtype::f64:
+  case dtype::i64:
+    return 8;
+  case dtype::u8:
+    return 1;
   }
   return 0;
 }
 
 const char* to_string(dtype t) {
   switch (t) {
-    case dtype::f32:
-      return "f32";
-    case dtype::f64:
-      return "f64";
-    case dtype::i32:
-      return "i32";
-    case dtype::i64:
-      return "i64";
-    case dtype::u8:
-      return "u8";
+  case dtype::f32:
+    return "f32";
+  case dtype::f64:
+    return "f64";
+  case dtype::i32:
+    return "i32";
+  case dtype::i64:
+    return "i64";
+  case dtype::u8:
+    return "u8";
   }
   return "unknown";
 }
@@ -247,24 +248,38 @@ runtime::runtime(std::unique_ptr<impl> p) : impl_(std::move(p)) {
 
 runtime::runtime(runtime&& other) noexcept = default;
 
+namespace {
+
+// Stops a runtime and releases it. From one of its own callbacks the
+// release moves to a thread of its own: the actor system and the callback
+// thread cannot be torn down from that thread, so they go once the
+// callback has returned.
+void release(std::unique_ptr<runtime::impl> p) {
+  if (!p)
+    return;
+  p->rt->stop();
+  if (p->rt->on_callback_thread())
+    std::thread([q = std::move(p)]() mutable { q.reset(); }).detach();
+}
+
+} // namespace
+
 runtime& runtime::operator=(runtime&& other) noexcept {
   if (this != &other) {
-    if (impl_)
-      impl_->rt->stop();
+    release(std::move(impl_));
     impl_ = std::move(other.impl_);
   }
   return *this;
 }
 
 runtime::~runtime() {
-  if (impl_)
-    impl_->rt->stop();
+  release(std::move(impl_));
 }
 
 runtime runtime::start(const options& opts) {
   pb::RuntimeConfig cfg;
-  bool custom = opts.cpu_workers.has_value() || opts.simulated_gpus != 0 ||
-                !opts.gpus;
+  bool custom =
+      opts.cpu_workers.has_value() || opts.simulated_gpus != 0 || !opts.gpus;
   if (!opts.config_file.empty() && !opts.config_text.empty())
     throw error{errc::invalid_arguments,
                 "invalid_arguments: options: config_file and config_text "
@@ -342,8 +357,8 @@ std::vector<future> runtime::submit_many(std::vector<work> items) {
     work_item internal;
     auto id = items[i].id;
     if (auto why = to_item(std::move(items[i]), internal); !why.empty()) {
-      out[i] = slot_access::make(
-          actors::client_hub::ready(id, refusal(id, why)));
+      out[i] =
+          slot_access::make(actors::client_hub::ready(id, refusal(id, why)));
       continue;
     }
     ok.push_back(std::move(internal));

@@ -12,6 +12,8 @@
 
 #include <unistd.h>
 
+#include <future>
+
 #include "cohort/cohort.hpp"
 
 namespace {
@@ -174,7 +176,7 @@ TEST_CASE("buffers carry their element type and wrap the caller's memory",
   cohort::buffer ints{std::vector<int32_t>{1, 2}};
   CHECK_THROWS_AS(ints.view<float>(), cohort::error);
   try {
-    (void) ints.view<float>();
+    (void)ints.view<float>();
   } catch (const cohort::error& e) {
     CHECK(e.code() == cohort::errc::invalid_arguments);
     CHECK_THAT(e.what(), Catch::Contains("i32"));
@@ -249,10 +251,16 @@ TEST_CASE("cancel by id ends every such item exactly once", "[api]") {
 TEST_CASE("cancel of one future and run with a timeout", "[api]") {
   scratch_dir dir;
   auto rt = start(dir, 1);
-  auto busy = rt.submit(big_gemm(1, 256));
+  // The one worker is busy long enough (tens of milliseconds) that the
+  // cancel reaches the balancer while the second item still waits, also
+  // on a loaded machine (with a 256 one it sometimes had already run).
+  auto busy = rt.submit(big_gemm(1, 640));
   auto f = rt.submit(big_gemm(2, 256));
   rt.cancel(f);
   auto o = f.wait();
+  if (o.ok())
+    UNSCOPED_INFO("ended ok on " << o->device << " after " << o->attempts
+                                 << " placement(s)");
   CHECK(o.code() == cohort::errc::cancelled);
   CHECK(busy.wait().ok());
   auto slow = rt.run(big_gemm(3, 768), std::chrono::milliseconds{1});
@@ -361,4 +369,34 @@ TEST_CASE("headroom and dry runs through the public API", "[api]") {
   plan.pop_back();
   CHECK(rt.dry_run(plan).ok);
   CHECK_THROWS_AS(rt.dry_run({}), cohort::error);
+}
+
+TEST_CASE("a callback may stop the runtime, or destroy it", "[api]") {
+  scratch_dir dir;
+  SECTION("stop") {
+    auto rt = start(dir);
+    std::promise<bool> stopped;
+    rt.submit(axpy(1, 8), [&](cohort::outcome o) {
+      rt.stop(); // must not wait for this very callback
+      stopped.set_value(o.ok());
+    });
+    auto f = stopped.get_future();
+    REQUIRE(f.wait_for(std::chrono::seconds{30}) == std::future_status::ready);
+    CHECK(f.get());
+    // After stop, an item ends at once with shutting_down.
+    auto late = rt.submit(axpy(2, 8)).wait();
+    CHECK_FALSE(late.ok());
+    CHECK(late.code() == cohort::errc::shutting_down);
+  }
+  SECTION("destroy") {
+    auto rt = std::make_unique<cohort::runtime>(start(dir));
+    std::promise<void> gone;
+    rt->submit(axpy(1, 8), [&](cohort::outcome) {
+      rt.reset(); // the callback thread outlives its runtime
+      gone.set_value();
+    });
+    auto f = gone.get_future();
+    REQUIRE(f.wait_for(std::chrono::seconds{30}) == std::future_status::ready);
+    CHECK(rt == nullptr);
+  }
 }
