@@ -40,6 +40,28 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t val,
                    timeout, nullptr, 0);
 }
 
+// Spins `spin_rounds`, then yields the core for up to `yield_for` (a
+// waiting thread must not keep the runtime's own threads off a small
+// machine's cores), never past `deadline`, until `ready()`. False when the
+// caller should sleep.
+template <class Ready>
+bool wait_briefly(const Ready& ready,
+                  std::chrono::steady_clock::time_point deadline) {
+  for (int i = 0; i < spin_rounds; ++i) {
+    if (ready())
+      return true;
+    cpu_relax();
+  }
+  auto start = std::chrono::steady_clock::now();
+  for (auto now = start; now - start < yield_for && now < deadline;
+       now = std::chrono::steady_clock::now()) {
+    if (ready())
+      return true;
+    ::sched_yield();
+  }
+  return false;
+}
+
 detail::work_slot* slot_of(uint64_t id) {
   return reinterpret_cast<detail::work_slot*>(static_cast<uintptr_t>(id));
 }
@@ -59,21 +81,12 @@ void work_slot::fill(caf::expected<work_result> x) {
 }
 
 bool work_slot::wait(const std::chrono::nanoseconds* timeout) {
-  for (int i = 0; i < spin_rounds; ++i) {
-    if (state.load(std::memory_order_acquire) == 1)
-      return true;
-    cpu_relax();
-  }
-  auto start = std::chrono::steady_clock::now();
-  auto deadline = start + (timeout ? *timeout : std::chrono::nanoseconds{0});
-  // Then yield the core for a while: a waiting thread must not keep the
-  // runtime's own threads off a small machine's cores.
-  while (std::chrono::steady_clock::now() - start < yield_for &&
-         (timeout == nullptr || std::chrono::steady_clock::now() < deadline)) {
-    if (state.load(std::memory_order_acquire) == 1)
-      return true;
-    ::sched_yield();
-  }
+  auto ready = [this] { return state.load(std::memory_order_acquire) == 1; };
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  if (timeout != nullptr)
+    deadline = std::chrono::steady_clock::now() + *timeout;
+  if (wait_briefly(ready, deadline))
+    return true;
   for (;;) {
     uint32_t s = 0;
     // Announce the sleeper; an end that came meanwhile shows as 1.
@@ -161,21 +174,6 @@ private:
     bool stop = false;
   };
 
-  static bool arrives_soon(state& st) {
-    for (int i = 0; i < spin_rounds; ++i) {
-      if (st.queued.load(std::memory_order_acquire))
-        return true;
-      cpu_relax();
-    }
-    auto start = std::chrono::steady_clock::now();
-    while (std::chrono::steady_clock::now() - start < yield_for) {
-      if (st.queued.load(std::memory_order_acquire))
-        return true;
-      ::sched_yield();
-    }
-    return false;
-  }
-
   static void run(state& st) {
     std::vector<detail::work_slot*> batch;
     std::unique_lock<std::mutex> guard{st.mtx};
@@ -186,7 +184,9 @@ private:
         if (st.stop)
           return;
         guard.unlock();
-        bool soon = arrives_soon(st);
+        bool soon = wait_briefly(
+            [&st] { return st.queued.load(std::memory_order_acquire); },
+            std::chrono::steady_clock::time_point::max());
         guard.lock();
         if (!soon && st.pending.empty() && !st.stop) {
           st.sleeping = true;
