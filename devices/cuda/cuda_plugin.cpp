@@ -2,18 +2,11 @@
 // loads it. Health comes from the core's NVML monitor.
 #include "devices/cuda/cuda_api.hpp"
 #include "devices/gpu/plugin.hpp"
-#include "kernels/gpu/launch.hpp"
 
 namespace {
 
-const cohort::devices::gpu::plugin_entry cuda_entry{
-    cohort::devices::gpu::plugin_abi,
-    cohort::devices::gpu::plugin_build_id(),
-    sizeof(cohort::kernels::gpu::launch_args),
-    "CUDA",
-    &cohort::devices::cuda::make_runtime_api,
-    nullptr,
-};
+const auto cuda_entry = cohort::devices::gpu::make_plugin_entry(
+    "CUDA", &cohort::devices::cuda::make_runtime_api, nullptr);
 
 } // namespace
 

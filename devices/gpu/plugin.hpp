@@ -45,6 +45,15 @@ struct plugin_entry {
   std::shared_ptr<health::gpu_monitor> (*make_monitor)() = nullptr;
 };
 
+/// The entry of a plugin of this build: the fields the core checks are
+/// filled in here, from the same header the core checks them against.
+inline plugin_entry
+make_plugin_entry(const char* vendor, std::shared_ptr<api> (*make_runtime)(),
+                  std::shared_ptr<health::gpu_monitor> (*make_monitor)()) {
+  return {plugin_abi, plugin_build_id(), sizeof(kernels::gpu::launch_args),
+          vendor,     make_runtime,      make_monitor};
+}
+
 /// The outcome of looking for one vendor's plugin.
 struct plugin_load {
   /// "CUDA" or "HIP".

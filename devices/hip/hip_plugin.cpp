@@ -2,18 +2,12 @@
 // health monitor for the core that loads it.
 #include "devices/gpu/plugin.hpp"
 #include "devices/hip/hip_api.hpp"
-#include "kernels/gpu/launch.hpp"
 
 namespace {
 
-const cohort::devices::gpu::plugin_entry hip_entry{
-    cohort::devices::gpu::plugin_abi,
-    cohort::devices::gpu::plugin_build_id(),
-    sizeof(cohort::kernels::gpu::launch_args),
-    "HIP",
-    &cohort::devices::hip::make_runtime_api,
-    &cohort::devices::health::open_rocm_smi,
-};
+const auto hip_entry = cohort::devices::gpu::make_plugin_entry(
+    "HIP", &cohort::devices::hip::make_runtime_api,
+    &cohort::devices::health::open_rocm_smi);
 
 } // namespace
 

@@ -3,7 +3,6 @@
 // (tests/plugins/fake_cuda/) and with the wrong ABI (tests/plugins/bad_abi/),
 // so the loader's whole path runs on machines without a GPU.
 #include "devices/gpu/plugin.hpp"
-#include "kernels/gpu/launch.hpp"
 #include "tests/devices/fake_gpu.hpp"
 
 #ifndef FAKE_PLUGIN_ABI
@@ -22,14 +21,13 @@ std::shared_ptr<cohort::devices::gpu::api> make_fake() {
       std::vector<cohort::testing::fake_device_spec>{a, b});
 }
 
-const cohort::devices::gpu::plugin_entry fake_entry{
-    FAKE_PLUGIN_ABI,
-    cohort::devices::gpu::plugin_build_id(),
-    sizeof(cohort::kernels::gpu::launch_args),
-    "CUDA",
-    &make_fake,
-    nullptr,
-};
+cohort::devices::gpu::plugin_entry make_entry() {
+  auto e = cohort::devices::gpu::make_plugin_entry("CUDA", &make_fake, nullptr);
+  e.abi = FAKE_PLUGIN_ABI;
+  return e;
+}
+
+const auto fake_entry = make_entry();
 
 } // namespace
 
