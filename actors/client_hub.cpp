@@ -26,6 +26,9 @@ namespace {
 constexpr int spin_rounds = 64;
 constexpr auto yield_for = std::chrono::microseconds{50};
 
+// How long items submitted from callbacks may be held to go out together.
+constexpr auto hold_for = std::chrono::microseconds{20};
+
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -62,6 +65,10 @@ bool wait_briefly(const Ready& ready,
   return false;
 }
 
+// The hub whose callback thread this is (null elsewhere): a wait on that
+// thread first sends what its callbacks submitted and the hub still holds.
+thread_local client_hub* holding_hub = nullptr;
+
 detail::work_slot* slot_of(uint64_t id) {
   return reinterpret_cast<detail::work_slot*>(static_cast<uintptr_t>(id));
 }
@@ -81,6 +88,8 @@ void work_slot::fill(caf::expected<work_result> x) {
 }
 
 bool work_slot::wait(const std::chrono::nanoseconds* timeout) {
+  if (holding_hub != nullptr)
+    holding_hub->flush_held();
   auto ready = [this] { return state.load(std::memory_order_acquire) == 1; };
   auto deadline = std::chrono::steady_clock::time_point::max();
   if (timeout != nullptr)
@@ -117,9 +126,15 @@ bool work_slot::wait(const std::chrono::nanoseconds* timeout) {
 // takes through the runtime, as a future's waiter does. The thread shares
 // the queue's state, so a queue destroyed from one of its own callbacks (a
 // runtime destroyed there) lets its thread finish the queue and end.
+//
+// What the callbacks submit, the hub holds and sends as one message: after
+// a callback once the first held item waited `hold_for` or a message is
+// full, after the last callback of a batch, and before that thread waits
+// for a future, cancels or stops the runtime.
 class client_hub::callback_queue {
 public:
-  callback_queue() : state_(std::make_shared<state>()) {
+  explicit callback_queue(client_hub* hub) : state_(std::make_shared<state>()) {
+    state_->hub = hub;
     thread_ = std::thread([st = state_] { run(*st); });
   }
 
@@ -127,11 +142,13 @@ public:
     {
       std::lock_guard<std::mutex> guard{state_->mtx};
       state_->stop = true;
+      state_->hub = nullptr;
     }
     state_->wake.notify_one();
-    if (std::this_thread::get_id() == thread_.get_id())
+    if (std::this_thread::get_id() == thread_.get_id()) {
+      holding_hub = nullptr;
       thread_.detach();
-    else
+    } else
       thread_.join();
   }
 
@@ -172,9 +189,14 @@ private:
     bool sleeping = false;
     bool running = false;
     bool stop = false;
+    /// Null once the hub is going (set under `mtx`).
+    client_hub* hub = nullptr;
+    /// Functions to run after the batch (callback thread only).
+    std::vector<std::function<void()>> after;
   };
 
   static void run(state& st) {
+    holding_hub = st.hub;
     std::vector<detail::work_slot*> batch;
     std::unique_lock<std::mutex> guard{st.mtx};
     for (;;) {
@@ -208,14 +230,43 @@ private:
         } catch (...) {
         }
         slot->release();
+        if (auto* hub = holding_hub)
+          hub->flush_held(false);
       }
       batch.clear();
+      // What callbacks asked to run after the batch, then what they (or
+      // these) submitted.
+      run_after(st);
+      if (auto* hub = holding_hub)
+        hub->flush_held();
       guard.lock();
+      // A hub going away from one of these callbacks has cleared `hub`.
+      holding_hub = st.hub;
     }
   }
 
   std::shared_ptr<state> state_;
   std::thread thread_;
+
+public:
+  /// Runs on this thread after the current batch's callbacks (from one of
+  /// them).
+  void after_batch(std::function<void()> fn) {
+    state_->after.push_back(std::move(fn));
+  }
+
+private:
+  static void run_after(state& st) {
+    // A function may ask for another: it runs in this round too.
+    for (size_t i = 0; i < st.after.size(); ++i) {
+      auto fn = std::move(st.after[i]);
+      try {
+        fn();
+      } catch (...) {
+      }
+    }
+    st.after.clear();
+  }
 };
 
 caf::expected<work_result> work_future::get() {
@@ -238,7 +289,7 @@ bool work_future::wait_for(std::chrono::nanoseconds timeout) const {
 client_hub::client_hub(caf::actor_system& sys, entry_actor entry)
     : sys_(sys), entry_(std::move(entry)) {
   // Callbacks: one at a time, on a thread of their own.
-  callbacks_ = std::make_unique<callback_queue>();
+  callbacks_ = std::make_unique<callback_queue>(this);
   companion_ = caf::actor_cast<caf::actor>(sys.spawn<caf::actor_companion>());
   auto* self = static_cast<caf::actor_companion*>(
       caf::actor_cast<caf::abstract_actor*>(companion_));
@@ -275,6 +326,7 @@ client_hub::client_hub(caf::actor_system& sys, entry_actor entry)
 }
 
 client_hub::~client_hub() {
+  flush_held();
   drain();
   if (auto* self = static_cast<caf::actor_companion*>(
           caf::actor_cast<caf::abstract_actor*>(companion_))) {
@@ -294,7 +346,7 @@ work_future client_hub::submit(work_item item) {
   slot->refs.store(2, std::memory_order_relaxed);
   slot->id = item.id;
   item.tag = id_of(slot);
-  caf::anon_send(entry_, submit_atom::value, std::move(item), sink_);
+  send_one(std::move(item));
   return work_future{slot};
 }
 
@@ -303,7 +355,28 @@ void client_hub::submit(work_item item, work_callback done) {
   slot->id = item.id;
   slot->callback = std::move(done);
   item.tag = id_of(slot);
-  caf::anon_send(entry_, submit_atom::value, std::move(item), sink_);
+  send_one(std::move(item));
+}
+
+void client_hub::send_one(work_item item) {
+  if (holding_hub != this) {
+    caf::anon_send(entry_, submit_atom::value, std::move(item), sink_);
+    return;
+  }
+  if (held_.empty())
+    held_since_ = std::chrono::steady_clock::now();
+  held_.push_back(std::move(item));
+}
+
+void client_hub::flush_held(bool now) {
+  if (holding_hub != this || held_.empty())
+    return;
+  if (!now && held_.size() < max_submit_batch &&
+      std::chrono::steady_clock::now() - held_since_ < hold_for)
+    return;
+  std::vector<work_item> items;
+  items.swap(held_);
+  caf::anon_send(entry_, submit_atom::value, std::move(items), sink_);
 }
 
 std::vector<work_future> client_hub::submit(std::vector<work_item> items) {
@@ -334,6 +407,12 @@ void client_hub::submit(std::vector<work_item> items, batch_callback done) {
 }
 
 void client_hub::send_batches(std::vector<work_item> items) {
+  if (holding_hub == this) {
+    for (auto& item : items)
+      send_one(std::move(item));
+    flush_held(false);
+    return;
+  }
   if (items.size() <= max_submit_batch) {
     caf::anon_send(entry_, submit_atom::value, std::move(items), sink_);
     return;
@@ -348,16 +427,25 @@ void client_hub::send_batches(std::vector<work_item> items) {
 }
 
 void client_hub::cancel(const work_future& f) {
+  flush_held();
   if (f.slot_ != nullptr && !f.ready())
     caf::anon_send(entry_, cancel_atom::value, id_of(f.slot_), sink_);
 }
 
 void client_hub::cancel(uint64_t id) {
+  flush_held();
   caf::anon_send(entry_, cancel_id_atom::value, id, sink_);
 }
 
 void client_hub::drain() {
   callbacks_->drain();
+}
+
+void client_hub::after_callbacks(std::function<void()> fn) {
+  if (holding_hub == this)
+    callbacks_->after_batch(std::move(fn));
+  else
+    fn();
 }
 
 bool client_hub::on_callback_thread() const {

@@ -3,7 +3,10 @@
 // thread parked per item.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -60,8 +63,18 @@ public:
   /// a callback: returns at once).
   void drain();
 
+  /// From a callback: runs `fn` on the callback thread once every callback
+  /// of the batch being run has returned (before what they submitted is
+  /// sent). Elsewhere: runs `fn` at once.
+  void after_callbacks(std::function<void()> fn);
+
   /// True on the thread that runs the callbacks.
   bool on_callback_thread() const;
+
+  /// On the callback thread: sends what its callbacks submitted and the hub
+  /// still holds (all of it, or only when due unless `now`). Elsewhere it
+  /// does nothing.
+  void flush_held(bool now = true);
 
   /// A future that is already filled with `x` (for calls that end before
   /// anything is sent, such as after stop).
@@ -73,10 +86,17 @@ private:
   /// Sends tagged items to the entry, max_submit_batch per message.
   void send_batches(std::vector<work_item> items);
 
+  /// Sends a tagged item, or holds it when on the callback thread.
+  void send_one(work_item item);
+
   caf::actor_system& sys_;
   entry_actor entry_;
   caf::actor companion_;
   client_sink sink_;
+  /// What callbacks submitted, not yet sent (callback thread only).
+  std::vector<work_item> held_;
+  std::chrono::steady_clock::time_point held_since_;
+  /// Declared last: destroyed (its thread joined) first.
   std::unique_ptr<callback_queue> callbacks_;
 };
 

@@ -443,13 +443,34 @@ caf::expected<cohort::audit_stats> runtime::audit_stats() {
   return ask<cohort::audit_stats>(audit_, stats_atom::value);
 }
 
+void runtime::after_callbacks(std::function<void()> fn) {
+  if (hub_)
+    hub_->after_callbacks(std::move(fn));
+  else
+    fn();
+}
+
 bool runtime::on_callback_thread() const {
   return hub_ && hub_->on_callback_thread();
 }
 
 void runtime::stop() {
-  if (stopped_.exchange(true))
+  // What callbacks submitted before this call (stop from a callback) is
+  // admitted before the door closes.
+  if (hub_)
+    hub_->flush_held();
+  if (stopped_.exchange(true)) {
+    // Another call stops the runtime: wait until it has, and for the
+    // callbacks queued behind it (from a callback: at once, since that
+    // call may be waiting for this very callback).
+    if (on_callback_thread())
+      return;
+    std::unique_lock<std::mutex> guard{stop_mtx_};
+    stop_cv_.wait(guard, [this] { return stop_done_; });
+    guard.unlock();
+    hub_->drain();
     return;
+  }
   ask<bool>(balancer_, down_atom::value);
   // Let what is running finish.
   auto deadline = std::chrono::steady_clock::now() + drain_timeout_;
@@ -482,6 +503,11 @@ void runtime::stop() {
   ask<uint64_t>(audit_, flush_atom::value);
   stop_one(quota_.address());
   stop_one(audit_.address());
+  {
+    std::lock_guard<std::mutex> guard{stop_mtx_};
+    stop_done_ = true;
+  }
+  stop_cv_.notify_all();
 }
 
 } // namespace cohort::actors

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,7 +52,6 @@ caf::expected<memory_setup> configure_memory(
     const std::vector<std::shared_ptr<devices::device>>& devs,
     const pb::RuntimeConfig& cfg, const quota_lease& lease,
     std::shared_ptr<devices::memory::memory_observer> observer = nullptr);
-
 
 /// A running Cohort instance inside `sys`. Thread-safe: any thread may submit.
 /// Destroying it stops the actors after writing out the audit log.
@@ -196,8 +196,13 @@ public:
   /// left with shutting_down, flushes the audit log and stops every actor.
   /// Every admitted item still ends exactly once. Afterwards every call
   /// that needs the actors ends with shutting_down (placement_stats() still
-  /// reports the final counters), and so does every submission.
+  /// reports the final counters), and so does every submission. A later
+  /// call waits until the first has stopped the runtime and the callbacks
+  /// have run (from a callback it returns at once).
   void stop();
+
+  /// See client_hub::after_callbacks (after stop: runs `fn` at once).
+  void after_callbacks(std::function<void()> fn);
 
   /// True on the thread that runs submit()'s callbacks (where the runtime
   /// must not be destroyed: its destructor waits for that thread).
@@ -226,6 +231,10 @@ private:
   std::shared_ptr<devices::memory::tenant_ledger> ledger_;
   std::chrono::milliseconds drain_timeout_{10000};
   std::atomic<bool> stopped_{false};
+  /// Set when the first stop() has returned; later calls wait for it.
+  std::mutex stop_mtx_;
+  std::condition_variable stop_cv_;
+  bool stop_done_ = false;
 
   /// Sends `xs` to `dest` and waits for its reply; after stop, a receiver
   /// that is gone is shutting_down.

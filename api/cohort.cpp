@@ -393,6 +393,13 @@ void runtime::cancel(uint64_t id) {
   impl_->rt->cancel(id);
 }
 
+void runtime::after_callbacks(std::function<void()> fn) {
+  if (!fn)
+    throw error(errc::invalid_arguments,
+                "runtime::after_callbacks: an empty function");
+  impl_->rt->after_callbacks(std::move(fn));
+}
+
 void runtime::cancel(const future& f) {
   if (f.valid() && !f.ready())
     impl_->rt->cancel(slot_access::share(f));

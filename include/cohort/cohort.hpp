@@ -38,8 +38,7 @@ const char* to_string(dtype t);
 
 /// The dtype of a C++ element type (float, double, int32_t, int64_t,
 /// uint8_t); other types do not compile.
-template <class T>
-struct dtype_of;
+template <class T> struct dtype_of;
 template <>
 struct dtype_of<float> : std::integral_constant<dtype, dtype::f32> {};
 template <>
@@ -87,8 +86,7 @@ public:
   }
 
   /// Copies `values`.
-  template <class T>
-  static buffer copy(std::span<const T> values) {
+  template <class T> static buffer copy(std::span<const T> values) {
     return buffer{std::vector<T>(values.begin(), values.end())};
   }
 
@@ -115,18 +113,16 @@ public:
 
   /// The elements as `T`; throws cohort::error (invalid_arguments) when
   /// the buffer holds another type.
-  template <class T>
-  std::span<const T> view() const {
+  template <class T> std::span<const T> view() const {
     if (dtype_of<T>::value != type_)
-      throw error{errc::invalid_arguments,
-                  std::string{"the buffer holds "} + to_string(type_) +
-                      ", not " + to_string(dtype_of<T>::value)};
+      throw error{errc::invalid_arguments, std::string{"the buffer holds "} +
+                                               to_string(type_) + ", not " +
+                                               to_string(dtype_of<T>::value)};
     return {static_cast<const T*>(data_), size_};
   }
 
   /// A copy of the elements as a vector of `T` (same type rule as view).
-  template <class T>
-  std::vector<T> to_vector() const {
+  template <class T> std::vector<T> to_vector() const {
     auto v = view<T>();
     return {v.begin(), v.end()};
   }
@@ -306,7 +302,9 @@ private:
 /// Called once with an item's end, on the runtime's callback thread, one
 /// callback at a time in the order items end. It may submit more work and
 /// may block (delaying the callbacks after it); an exception it throws is
-/// dropped.
+/// dropped. What it submits is sent when it returns, together with what
+/// the callbacks ending in the same batch submit, or before it waits for a
+/// future, runs, cancels or stops the runtime.
 using callback = std::function<void(outcome)>;
 
 /// As `callback`, with the item's id, for submit_many.
@@ -456,6 +454,15 @@ public:
   /// Cancels the item of `f` (the same rules, that item only).
   void cancel(const future& f);
 
+  /// From a callback: runs `fn` on the callback thread once every callback
+  /// of the batch of ends being run has returned, before the work they
+  /// submitted is sent (functions asked for meanwhile run in the same
+  /// round; an exception is dropped). A consumer of many ends uses it to
+  /// settle them all under one lock, or one GIL, instead of one each.
+  /// From any other thread: runs `fn` at once. Throws cohort::error
+  /// (invalid_arguments) for an empty function.
+  void after_callbacks(std::function<void()> fn);
+
   /// Submits one item and waits for its end.
   outcome run(work item);
 
@@ -483,7 +490,10 @@ public:
   /// flight finish for up to the config's shutdown_drain_ms, ends what is
   /// left with shutting_down, writes out the audit log and stops. Every
   /// admitted item still ends exactly once; later submissions end at once
-  /// with shutting_down.
+  /// with shutting_down. Called again (or from two threads), each call
+  /// returns once the runtime has stopped and every callback has run;
+  /// from a callback it returns without waiting for the callbacks behind
+  /// it.
   void stop();
 
   /// The audit log's path.

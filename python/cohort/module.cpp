@@ -56,26 +56,30 @@ cohort::buffer to_buffer(py::handle obj) {
   auto dt = arr.dtype();
   auto kind = dt.kind();
   if (kind == 'f')
-    return wrap_array<float>(py::array_t<float, py::array::c_style |
-                                                    py::array::forcecast>::ensure(arr));
+    return wrap_array<float>(
+        py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(
+            arr));
   if (kind == 'b' || (kind == 'u' && dt.itemsize() == 1))
     return wrap_array<uint8_t>(
-        py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(arr));
+        py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(
+            arr));
   if ((kind == 'i' || kind == 'u') && dt.itemsize() <= 4)
     return wrap_array<int32_t>(
-        py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(arr));
+        py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(
+            arr));
   if (kind == 'i' || kind == 'u')
     return wrap_array<int64_t>(
-        py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(arr));
+        py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(
+            arr));
   throw py::type_error("an input has dtype " + std::string{py::str(dt)} +
                        "; Cohort takes float, integer and bool arrays");
 }
 
 // A read-only array over a buffer's elements; the array holds the buffer.
-template <class T>
-py::object to_array(const cohort::buffer& b) {
+template <class T> py::object to_array(const cohort::buffer& b) {
   auto* held = new cohort::buffer(b);
-  py::capsule owner(held, [](void* p) { delete static_cast<cohort::buffer*>(p); });
+  py::capsule owner(held,
+                    [](void* p) { delete static_cast<cohort::buffer*>(p); });
   auto view = b.view<T>();
   py::array_t<T> arr({py::ssize_t(view.size())}, {py::ssize_t(sizeof(T))},
                      view.data(), owner);
@@ -127,23 +131,49 @@ cohort::work make_work(const std::string& kernel, const py::list& inputs,
   return w;
 }
 
-// Sets a concurrent.futures.Future from Cohort's callback thread.
+// Settles a concurrent.futures.Future with an end; takes the reference
+// `future` holds. Needs the GIL.
+void settle(PyObject* future, cohort::outcome o) {
+  auto fut = py::reinterpret_steal<py::object>(future);
+  try {
+    if (o)
+      fut.attr("set_result")(to_py(o.value()));
+    else
+      fut.attr("set_exception")(make_error(o.code(), o.message()));
+  } catch (py::error_already_set& e) {
+    // The future was settled another way (InvalidStateError): the end has
+    // nowhere to go.
+    e.discard_as_unraisable("cohort: setting a future");
+  }
+}
+
+// Ends gathered on a runtime's callback thread, settled once the batch of
+// callbacks has run, under one GIL acquisition (not one per end).
+struct pending_end {
+  PyObject* future;
+  cohort::outcome o;
+};
+thread_local std::vector<pending_end> pending_ends;
+
+void settle_pending() {
+  std::vector<pending_end> ends;
+  ends.swap(pending_ends);
+  py::gil_scoped_acquire gil;
+  for (auto& e : ends)
+    settle(e.future, std::move(e.o));
+}
+
+// Sets a concurrent.futures.Future from Cohort's callback thread: the end
+// joins the batch that settle_pending settles.
 struct future_setter {
-  PyObject* future; // one reference, dropped under the GIL when used
+  PyObject* future; // one reference, handed to settle
+  cohort::runtime* rt;
 
   void operator()(cohort::outcome o) {
-    py::gil_scoped_acquire gil;
-    auto fut = py::reinterpret_steal<py::object>(std::exchange(future, nullptr));
-    try {
-      if (o)
-        fut.attr("set_result")(to_py(o.value()));
-      else
-        fut.attr("set_exception")(make_error(o.code(), o.message()));
-    } catch (py::error_already_set& e) {
-      // The future was settled another way (InvalidStateError): the end
-      // has nowhere to go.
-      e.discard_as_unraisable("cohort: setting a future");
-    }
+    bool first = pending_ends.empty();
+    pending_ends.push_back({std::exchange(future, nullptr), std::move(o)});
+    if (first)
+      rt->after_callbacks(settle_pending);
   }
 };
 
@@ -169,7 +199,7 @@ public:
               uint32_t gang) {
     auto& rt = live();
     auto w = make_work(kernel, inputs, id, tenant, alpha, m, n, k, top_k, gang);
-    future_setter set{future.release().ptr()};
+    future_setter set{future.release().ptr(), &rt};
     py::gil_scoped_release nogil;
     rt.submit(std::move(w), std::move(set));
   }
@@ -342,8 +372,9 @@ PYBIND11_MODULE(_cohort, m) {
       .def_readonly("attempts", &py_result::attempts)
       .def_readonly("fallback", &py_result::fallback)
       .def("__repr__", [](const py_result& r) {
-        return "<cohort.Result id=" + std::to_string(r.id) + " device=" +
-               r.device + " values=" + std::to_string(py::len(r.values)) + ">";
+        return "<cohort.Result id=" + std::to_string(r.id) +
+               " device=" + r.device +
+               " values=" + std::to_string(py::len(r.values)) + ">";
       });
   py::class_<py_runtime>(m, "NativeRuntime")
       .def(py::init<std::optional<uint32_t>, uint32_t, bool, std::string,

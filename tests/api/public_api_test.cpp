@@ -400,3 +400,94 @@ TEST_CASE("a callback may stop the runtime, or destroy it", "[api]") {
     CHECK(rt == nullptr);
   }
 }
+
+TEST_CASE("work a callback submits goes out before that thread waits, "
+          "cancels or stops",
+          "[api]") {
+  scratch_dir dir;
+  auto rt = start(dir);
+  auto within = [](auto& fut) {
+    return fut.wait_for(std::chrono::seconds{30}) == std::future_status::ready;
+  };
+  SECTION("run and a future's wait from a callback") {
+    std::promise<std::pair<bool, bool>> done;
+    rt.submit(axpy(1, 8), [&](cohort::outcome) {
+      // Each would wait forever for an item the hub still held.
+      auto ran = rt.run(axpy(2, 8), std::chrono::seconds{20});
+      auto f = rt.submit(axpy(3, 8));
+      auto waited = f.wait_for(std::chrono::seconds{20});
+      done.set_value({ran.ok(), waited});
+    });
+    auto f = done.get_future();
+    REQUIRE(within(f));
+    auto [ran, waited] = f.get();
+    CHECK(ran);
+    CHECK(waited);
+  }
+  SECTION("cancel from a callback reaches what it just submitted") {
+    std::promise<cohort::errc> ended;
+    rt.submit(axpy(1, 8), [&](cohort::outcome) {
+      rt.submit(big_gemm(77, 640), [&](cohort::outcome o) {
+        ended.set_value(o.ok() ? cohort::errc::invalid_arguments : o.code());
+      });
+      // Sent after the item, not before it: the item ends cancelled. (The
+      // gemm takes tens of milliseconds, so the cancel comes while it is
+      // still in flight; sent first, it would find nothing and the item
+      // would end with its result.)
+      rt.cancel(77);
+    });
+    auto f = ended.get_future();
+    REQUIRE(within(f));
+    CHECK(f.get() == cohort::errc::cancelled);
+  }
+  SECTION("stop from a callback ends what it submitted") {
+    std::atomic<int> ends{0};
+    std::promise<void> stopped;
+    rt.submit(axpy(1, 8), [&](cohort::outcome) {
+      for (uint64_t id = 10; id < 20; ++id)
+        rt.submit(axpy(id, 8), [&](cohort::outcome o) { ends += o.ok(); });
+      rt.stop();
+      stopped.set_value();
+    });
+    auto f = stopped.get_future();
+    REQUIRE(within(f));
+    // stop() from a callback returns before the callbacks queued behind
+    // it run; a second stop from here waits for them.
+    rt.stop();
+    CHECK(ends.load() == 10);
+  }
+  SECTION("a chain of callbacks, each item ending once") {
+    constexpr uint64_t total = 3000;
+    std::mutex m;
+    std::map<uint64_t, int> seen;
+    std::atomic<uint64_t> sent{0};
+    std::promise<void> all;
+    std::atomic<int> failed{0};
+    std::function<void(cohort::outcome)> on_end = [&](cohort::outcome o) {
+      size_t count;
+      {
+        std::lock_guard<std::mutex> guard{m};
+        if (o.ok())
+          ++seen[o->id];
+        else
+          ++failed;
+        count = seen.size();
+      }
+      auto next = ++sent;
+      if (next <= total)
+        rt.submit(axpy(next, 16), on_end);
+      if (count == total)
+        all.set_value();
+    };
+    for (int i = 0; i < 64; ++i)
+      rt.submit(axpy(++sent, 16), on_end);
+    auto f = all.get_future();
+    REQUIRE(within(f));
+    rt.stop();
+    std::lock_guard<std::mutex> guard{m};
+    CHECK(failed == 0);
+    CHECK(seen.size() == total);
+    for (auto& [id, n] : seen)
+      CHECK(n == 1);
+  }
+}

@@ -46,6 +46,32 @@ def test_submit_returns_a_concurrent_future(rt):
         assert r.values[0] == pytest.approx(999 * 1000 / 2, rel=1e-5)
 
 
+def test_done_callbacks_chain_submissions(rt):
+    # Ends reach Python in batches; a done-callback runs on Cohort's callback
+    # thread and may submit the next item (and even wait for one).
+    x = np.ones(64, dtype=np.float32)
+    total = 2000
+    ends = {}
+    all_done = concurrent.futures.Future()
+    sent = [0]
+
+    def on_done(f):
+        r = f.result()
+        ends[r.id] = ends.get(r.id, 0) + 1
+        if sent[0] < total:
+            sent[0] += 1
+            rt.submit("reduce_sum", [x], id=sent[0]).add_done_callback(on_done)
+        elif len(ends) == total and not all_done.done():
+            all_done.set_result(rt.run("nrm2", [x]).values[0])
+
+    for _ in range(32):
+        sent[0] += 1
+        rt.submit("reduce_sum", [x], id=sent[0]).add_done_callback(on_done)
+    assert all_done.result(timeout=60) == pytest.approx(8.0)
+    assert sorted(ends) == list(range(1, total + 1))
+    assert set(ends.values()) == {1}
+
+
 def test_submit_async_awaits(rt):
     x = np.ones(256, dtype=np.float32)
 
