@@ -2,12 +2,13 @@
 # ./dev.sh debs-check: builds the Debian packages (scripts/debs.sh), installs
 # them on this machine with dpkg, uses them as a user would (the program
 # loads the installed GPU plugins, an outside program builds with
-# pkg-config and runs, the Python module runs an item from outside the
-# tree), then removes and purges them and checks that nothing is left.
+# pkg-config and runs, so does a CAF program through cohort-caf, the
+# Python module runs an item from outside the tree), then removes and purges them and checks that nothing is left.
 # Needs root or sudo, as `./dev.sh setup` does. Prints one line per step;
 # exits 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
+repo=$PWD
 if [ "$(id -u)" -eq 0 ]; then
   dpkg() { command dpkg "$@"; }
 elif command -v sudo >/dev/null 2>&1; then
@@ -78,11 +79,21 @@ check plugins plugins_load
 consumer() {
   mkdir -p "$work/consumer" && cd "$work/consumer" &&
     # shellcheck disable=SC2046
-    c++ -std=c++20 "$OLDPWD/tests/install/consumer.cpp" -o consumer $(pkg-config --cflags --libs cohort) &&
+    c++ -std=c++20 "$repo/tests/install/consumer.cpp" -o consumer $(pkg-config --cflags --libs cohort) &&
     ./consumer "$work/consumer/audit.log"
 }
 note="pkg-config $(pkg-config --modversion cohort 2>/dev/null)"
 check consumer consumer
+
+# The typed actor interface from libcohort-dev (<cohort/caf.hpp>).
+caf_consumer() {
+  mkdir -p "$work/caf" && cd "$work/caf" &&
+    # shellcheck disable=SC2046
+    c++ -std=c++20 "$repo/tests/install/caf_consumer.cpp" -o caf_consumer $(pkg-config --cflags --libs cohort-caf) &&
+    ./caf_consumer "$work/caf/audit.log"
+}
+note="pkg-config cohort-caf"
+check caf caf_consumer
 
 python_module() {
   (cd / && env -u PYTHONPATH /usr/bin/python3 -c '

@@ -3,7 +3,8 @@
 # install --destdir) and builds an outside program (tests/install/) against
 # it three ways, pkg-config, meson dependency('cohort') and CMake
 # find_package(cohort), then runs each; also linked with libcohort.a
-# (pkg-config --static). Prints one line per way and exits 1
+# (pkg-config --static), and the docs' CAF program through
+# `pkg-config cohort-caf`. Prints one line per way and exits 1
 # if any failed.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
@@ -58,9 +59,11 @@ static_build() {
 meson_build() {
   meson setup "$work/meson" "$src" && ninja -C "$work/meson"
 }
+# With cohort::caf too: tests/install/caf_consumer.cpp, run here.
 cmake_build() {
   cmake -S "$src" -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$root" &&
-    cmake --build "$work/cmake"
+    cmake --build "$work/cmake" &&
+    (cd "$work" && "$work/cmake/caf_consumer" "$work/cmake-caf.audit")
 }
 # The first snippet of docs/embedding.md marked "snippet: program", as
 # written there.
@@ -74,6 +77,20 @@ snippet_build() {
   # shellcheck disable=SC2046
   c++ -std=c++20 "$work/snippet/app.cpp" -o "$work/snippet/consumer" \
     $(pkg-config --cflags --libs cohort)
+}
+# The CAF program of docs/embedding.md (the first "snippet: caf-program"),
+# as written there, against the installed <cohort/caf.hpp> through
+# `pkg-config cohort-caf`; it runs in $work (its audit log goes there).
+caf_build() {
+  mkdir -p "$work/caf"
+  awk '/<!-- snippet: caf-program/ { on = 1; next }
+       on && /^```cpp/ { inside = 1; next }
+       inside && /^```/ { exit }
+       inside { print }' "$repo/docs/embedding.md" >"$work/caf/app.cpp"
+  [ -s "$work/caf/app.cpp" ] || { echo "no caf-program snippet in docs/embedding.md"; return 1; }
+  # shellcheck disable=SC2046
+  c++ -std=c++20 "$work/caf/app.cpp" -o "$work/caf/consumer" \
+    $(pkg-config --cflags --libs cohort-caf)
 }
 # The installed program finds the installed GPU plugins (libdir/cohort/) by
 # itself, from wherever it is run.
@@ -93,6 +110,7 @@ way static static_build
 way meson meson_build
 way cmake cmake_build
 (cd "$work" && way snippet snippet_build)
+(cd "$work" && way caf caf_build)
 if plugins_check >"$work/plugins.log" 2>&1; then
   echo "install-check: plugins: ok ($(grep '^loaded' "$work/plugins.log" | tr '\n' ' ')from $libdir/cohort)"
 else
