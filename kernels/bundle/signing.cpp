@@ -95,16 +95,23 @@ std::string public_key::to_pem() const {
   return drain(bio.get());
 }
 
+caf::expected<private_key> private_key::adopt(void* key) {
+  auto* k = static_cast<EVP_PKEY*>(key);
+  private_key out;
+  out.key_ = own(k);
+  out.public_.key_ = out.key_;
+  if (!fill_public(k, out.public_.raw_))
+    return make_error(errc::invalid_arguments,
+                      "a PEM private key, but not an Ed25519 one");
+  return out;
+}
+
 caf::expected<private_key> private_key::generate() {
   EVP_PKEY* k = EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519");
   if (k == nullptr)
     return make_error(errc::io_error,
                       "cannot make an Ed25519 key: " + openssl_reason());
-  private_key out;
-  out.key_ = own(k);
-  out.public_.key_ = out.key_;
-  fill_public(k, out.public_.raw_);
-  return out;
+  return adopt(k);
 }
 
 caf::expected<private_key> private_key::from_pem(std::string_view pem) {
@@ -115,13 +122,7 @@ caf::expected<private_key> private_key::from_pem(std::string_view pem) {
   if (k == nullptr)
     return make_error(errc::invalid_arguments,
                       "not a PEM private key: " + openssl_reason());
-  private_key out;
-  out.key_ = own(k);
-  out.public_.key_ = out.key_;
-  if (!fill_public(k, out.public_.raw_))
-    return make_error(errc::invalid_arguments,
-                      "a PEM private key, but not an Ed25519 one");
-  return out;
+  return adopt(k);
 }
 
 signature private_key::sign(std::span<const uint8_t> message) const {

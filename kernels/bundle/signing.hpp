@@ -65,6 +65,9 @@ public:
   std::string to_pem() const;
 
 private:
+  /// Takes `key` (an EVP_PKEY); invalid_arguments if it is not Ed25519.
+  static caf::expected<private_key> adopt(void* key);
+
   std::shared_ptr<void> key_; // EVP_PKEY
   bundle::public_key public_;
 };
