@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #include <unistd.h>
 
@@ -490,4 +491,41 @@ TEST_CASE("work a callback submits goes out before that thread waits, "
     for (auto& [id, n] : seen)
       CHECK(n == 1);
   }
+}
+
+TEST_CASE("after_callbacks runs once the callbacks of a batch returned",
+          "[api]") {
+  scratch_dir dir;
+  auto rt = start(dir);
+  // Elsewhere than on the callback thread: at once, on the calling thread.
+  auto here = std::this_thread::get_id();
+  std::thread::id ran_on;
+  rt.after_callbacks([&] { ran_on = std::this_thread::get_id(); });
+  CHECK(ran_on == here);
+  CHECK_THROWS_AS(rt.after_callbacks({}), cohort::error);
+  // From callbacks: after the one that asked has returned, on the callback
+  // thread, once per request, a request made by such a function included.
+  std::mutex m;
+  std::vector<std::string> events;
+  std::promise<void> done;
+  auto log = [&](std::string e) {
+    std::lock_guard<std::mutex> guard{m};
+    events.push_back(std::move(e));
+  };
+  rt.submit(axpy(1, 8), [&](cohort::outcome) {
+    rt.after_callbacks([&] {
+      log("after");
+      rt.after_callbacks([&] {
+        log("after the after");
+        done.set_value();
+      });
+    });
+    log("callback returns");
+  });
+  auto f = done.get_future();
+  REQUIRE(f.wait_for(std::chrono::seconds{30}) == std::future_status::ready);
+  rt.stop();
+  std::lock_guard<std::mutex> guard{m};
+  CHECK(events == std::vector<std::string>{"callback returns", "after",
+                                           "after the after"});
 }
