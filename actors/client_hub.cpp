@@ -376,7 +376,32 @@ void client_hub::flush_held(bool now) {
     return;
   std::vector<work_item> items;
   items.swap(held_);
-  caf::anon_send(entry_, submit_atom::value, std::move(items), sink_);
+  std::lock_guard<std::mutex> guard{close_mtx_};
+  if (!closed_) {
+    // Under the lock: in the entry's mailbox before close() returns, and so
+    // before the runtime's stop tells the entry to close its door.
+    caf::anon_send(entry_, submit_atom::value, std::move(items), sink_);
+    return;
+  }
+  // The runtime stops: these never left, and end here as a submission
+  // after stop does.
+  for (auto& item : items) {
+    auto* slot = slot_of(item.tag);
+    auto end = caf::expected<work_result>{
+        make_error(errc::shutting_down, "the runtime is stopped")};
+    if (slot->callback) {
+      slot->outcome = std::move(end);
+      callbacks_->push(slot);
+    } else {
+      slot->fill(std::move(end));
+      slot->release();
+    }
+  }
+}
+
+void client_hub::close() {
+  std::lock_guard<std::mutex> guard{close_mtx_};
+  closed_ = true;
 }
 
 std::vector<work_future> client_hub::submit(std::vector<work_item> items) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -68,6 +69,12 @@ public:
   /// sent). Elsewhere: runs `fn` at once.
   void after_callbacks(std::function<void()> fn);
 
+  /// From now on, what callbacks submitted and the hub still holds ends
+  /// with shutting_down instead of being sent; what was sent before is in
+  /// the entry's mailbox when this returns. The runtime's stop calls it
+  /// before it closes the entry.
+  void close();
+
   /// True on the thread that runs the callbacks.
   bool on_callback_thread() const;
 
@@ -96,6 +103,8 @@ private:
   /// What callbacks submitted, not yet sent (callback thread only).
   std::vector<work_item> held_;
   std::chrono::steady_clock::time_point held_since_;
+  std::mutex close_mtx_;
+  bool closed_ = false;
   /// Declared last: destroyed (its thread joined) first.
   std::unique_ptr<callback_queue> callbacks_;
 };

@@ -471,6 +471,9 @@ void runtime::stop() {
     hub_->drain();
     return;
   }
+  // What the callback thread still holds goes in before the door closes,
+  // or ends with shutting_down.
+  hub_->close();
   ask<bool>(balancer_, down_atom::value);
   // Let what is running finish.
   auto deadline = std::chrono::steady_clock::now() + drain_timeout_;

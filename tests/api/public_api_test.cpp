@@ -529,3 +529,40 @@ TEST_CASE("after_callbacks runs once the callbacks of a batch returned",
   CHECK(events == std::vector<std::string>{"callback returns", "after",
                                            "after the after"});
 }
+
+TEST_CASE("work a callback holds while another thread stops the runtime "
+          "ends exactly once",
+          "[api]") {
+  scratch_dir dir;
+  auto rt = std::make_unique<cohort::runtime>(start(dir));
+  std::mutex m;
+  std::map<uint64_t, int> ends;
+  std::map<uint64_t, cohort::errc> codes;
+  std::promise<void> holding;
+  std::promise<void> go_on;
+  auto go = go_on.get_future().share();
+  rt->submit(axpy(1, 8), [&](cohort::outcome) {
+    for (uint64_t id = 100; id < 150; ++id)
+      rt->submit(axpy(id, 8), [&, id](cohort::outcome o) {
+        std::lock_guard<std::mutex> guard{m};
+        ++ends[id];
+        if (!o.ok())
+          codes[id] = o.code();
+      });
+    holding.set_value();
+    // Blocks with its 50 submissions held while stop() begins.
+    go.wait();
+  });
+  holding.get_future().wait();
+  std::thread stopper{[&] { rt->stop(); }};
+  std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  go_on.set_value();
+  stopper.join();
+  rt.reset();
+  std::lock_guard<std::mutex> guard{m};
+  CHECK(ends.size() == 50);
+  for (auto& [id, n] : ends)
+    CHECK(n == 1);
+  for (auto& [id, code] : codes)
+    CHECK(code == cohort::errc::shutting_down);
+}
