@@ -458,8 +458,9 @@ TEST_CASE_METHOD(fixture,
   narrow->set_tenant("narrow");
   narrow->add_kernels("*");
   narrow->add_devices("sim0");
-  // The loss opens sim0's circuit for 200 ms after its restart.
-  cfg.mutable_supervision()->set_restart_delay_ms(50);
+  // The loss opens sim0's circuit for 200 ms after its restart, 250 ms
+  // later: narrow's items are parked well before it (also under ASan).
+  cfg.mutable_supervision()->set_restart_delay_ms(250);
   cfg.mutable_supervision()->mutable_circuit()->set_failures(1);
   cfg.mutable_supervision()->mutable_circuit()->set_open_ms(200);
   auto rt = runtime::start(sys, cfg);
