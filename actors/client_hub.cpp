@@ -379,8 +379,9 @@ void client_hub::flush_held(bool now) {
   std::lock_guard<std::mutex> guard{close_mtx_};
   if (!closed_) {
     // Under the lock: in the entry's mailbox before close() returns, and so
-    // before the runtime's stop tells the entry to close its door.
-    caf::anon_send(entry_, submit_atom::value, std::move(items), sink_);
+    // before the runtime's stop tells the entry to close its door. More
+    // than max_submit_batch (one callback's loop) go as several messages.
+    post(std::move(items));
     return;
   }
   // The runtime stops: these never left, and end here as a submission
@@ -438,6 +439,10 @@ void client_hub::send_batches(std::vector<work_item> items) {
     flush_held(false);
     return;
   }
+  post(std::move(items));
+}
+
+void client_hub::post(std::vector<work_item> items) {
   if (items.size() <= max_submit_batch) {
     caf::anon_send(entry_, submit_atom::value, std::move(items), sink_);
     return;

@@ -90,8 +90,12 @@ public:
 private:
   class callback_queue;
 
-  /// Sends tagged items to the entry, max_submit_batch per message.
+  /// Sends tagged items to the entry, max_submit_batch per message (held
+  /// instead on the callback thread).
   void send_batches(std::vector<work_item> items);
+
+  /// Sends tagged items to the entry now, max_submit_batch per message.
+  void post(std::vector<work_item> items);
 
   /// Sends a tagged item, or holds it when on the callback thread.
   void send_one(work_item item);

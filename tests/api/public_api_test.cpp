@@ -566,3 +566,31 @@ TEST_CASE("work a callback holds while another thread stops the runtime "
   for (auto& [id, code] : codes)
     CHECK(code == cohort::errc::shutting_down);
 }
+
+TEST_CASE("a callback may submit more items than one message carries",
+          "[api]") {
+  // 70,000 items from one callback: held, then sent as two messages (at
+  // most 65,536 items each). Each is admitted or refused on its own (the
+  // tenant's in-flight cap is 1,024), none as part of an oversized batch,
+  // and each ends once.
+  scratch_dir dir;
+  auto rt = start(dir);
+  constexpr uint64_t total = 70000;
+  std::atomic<uint64_t> ok{0};
+  std::atomic<uint64_t> oversized{0};
+  std::atomic<uint64_t> ended{0};
+  std::promise<void> all;
+  rt.submit(axpy(1, 1), [&](cohort::outcome) {
+    for (uint64_t id = 0; id < total; ++id)
+      rt.submit(axpy(id, 1), [&](cohort::outcome o) {
+        ok += o.ok();
+        oversized += !o.ok() && o.code() == cohort::errc::invalid_arguments;
+        if (++ended == total)
+          all.set_value();
+      });
+  });
+  auto f = all.get_future();
+  REQUIRE(f.wait_for(std::chrono::seconds{120}) == std::future_status::ready);
+  CHECK(oversized == 0);
+  CHECK(ok >= 1024);
+}
