@@ -72,14 +72,14 @@ run_item(devices::device& dev, uint32_t stream, const run_request& req) {
   devices::memory::owner_tag owner;
   if (dev.memory() != nullptr)
     owner = {item.tenant, item.id, std::string{kernels::name(item.kernel)}};
-  auto views = item.views();
+  auto views = item.typed_views();
   if (item.then.empty())
     return dev.launch(stream, req.ticket, item.kernel, item.args, views, owner);
   std::vector<devices::stage_view> chain;
   chain.push_back({item.kernel, item.args, {views.begin(), views.end()}, -1});
   for (auto& st : item.then)
-    chain.push_back(
-        {st.kernel, st.args, stage_views(st, {}), int32_t(st.input_slot)});
+    chain.push_back({st.kernel, st.args, typed_stage_views(st, {}),
+                     int32_t(st.input_slot)});
   return dev.launch_chain(stream, req.ticket, chain, owner);
 }
 

@@ -10,6 +10,7 @@
 
 #include "actors/runtime.hpp"
 #include "kernels/catalog.hpp"
+#include "kernels/registry.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
@@ -20,6 +21,8 @@ static_assert(uint8_t(kernel::axpy) == uint8_t(kernels::kernel_id::axpy));
 static_assert(uint8_t(kernel::topk_cosine) ==
               uint8_t(kernels::kernel_id::topk_cosine));
 static_assert(sizeof(kernel_args) == sizeof(kernels::kernel_args));
+static_assert(uint8_t(dtype::u8) == uint8_t(kernels::dtype::u8) &&
+              uint8_t(dtype::i64) == uint8_t(kernels::dtype::i64));
 
 namespace detail {
 
@@ -54,6 +57,28 @@ namespace {
 
 using detail::slot_access;
 
+// A buffer of `count` elements of `type` at `data`, kept alive by `owner`.
+buffer typed_buffer(std::shared_ptr<const void> owner, const void* data,
+                    size_t count, dtype type) {
+  switch (type) {
+  case dtype::f64:
+    return buffer::wrap(static_cast<const double*>(data), count,
+                        std::move(owner));
+  case dtype::i32:
+    return buffer::wrap(static_cast<const int32_t*>(data), count,
+                        std::move(owner));
+  case dtype::i64:
+    return buffer::wrap(static_cast<const int64_t*>(data), count,
+                        std::move(owner));
+  case dtype::u8:
+    return buffer::wrap(static_cast<const uint8_t*>(data), count,
+                        std::move(owner));
+  default:
+    return buffer::wrap(static_cast<const float*>(data), count,
+                        std::move(owner));
+  }
+}
+
 outcome to_outcome(caf::expected<work_result>&& x) {
   if (!x) {
     auto code = code_of(x.error());
@@ -63,7 +88,16 @@ outcome to_outcome(caf::expected<work_result>&& x) {
   }
   result r;
   r.id = x->id;
-  r.values = buffer{std::move(x->output.values)};
+  if (x->output.type == kernels::dtype::f32) {
+    r.values = buffer{std::move(x->output.values)};
+  } else {
+    auto held =
+        std::make_shared<const std::vector<uint8_t>>(std::move(x->output.raw));
+    r.values =
+        typed_buffer(held, held->data(),
+                     held->size() / kernels::element_size(x->output.type),
+                     static_cast<dtype>(x->output.type));
+  }
   if (!x->output.indices.empty())
     r.indices = buffer{std::move(x->output.indices)};
   r.device = std::move(x->device);
@@ -72,16 +106,9 @@ outcome to_outcome(caf::expected<work_result>&& x) {
   return outcome{std::move(r)};
 }
 
-// Why `b` cannot be an input of a built-in kernel; empty when it can.
-std::string check_input(const buffer& b, size_t i, const char* where) {
-  if (b.type() == dtype::f32)
-    return {};
-  return std::string{where} + " input " + std::to_string(i) + " is " +
-         to_string(b.type()) + "; the built-in kernels take f32";
-}
-
 host_buffer to_host(const buffer& b) {
-  return host_buffer{b.owner(), static_cast<const float*>(b.data()), b.size()};
+  return host_buffer{b.owner(), b.data(), b.size(),
+                     static_cast<kernels::dtype>(b.type())};
 }
 
 kernels::kernel_args to_args(const kernel_args& a) {
@@ -96,14 +123,6 @@ kernels::kernel_args to_args(const kernel_args& a) {
 
 // The internal item, or why the public one cannot become one.
 std::string to_item(work&& w, work_item& out) {
-  for (size_t i = 0; i < w.inputs.size(); ++i)
-    if (auto why = check_input(w.inputs[i], i, "the item's"); !why.empty())
-      return why;
-  for (auto& st : w.then)
-    for (size_t i = 0; i < st.inputs.size(); ++i)
-      if (auto why = check_input(st.inputs[i], i, "a chained stage's");
-          !why.empty())
-        return why;
   out.id = w.id;
   out.tenant = std::move(w.tenant);
   out.kernel = static_cast<kernels::kernel_id>(w.kernel);
@@ -146,33 +165,12 @@ const char* version() {
 }
 
 size_t element_size(dtype t) {
-  switch (t) {
-  case dtype::f32:
-  case dtype::i32:
-    return 4;
-  case dtype::f64:
-  case dtype::i64:
-    return 8;
-  case dtype::u8:
-    return 1;
-  }
-  return 0;
+  return kernels::element_size(static_cast<kernels::dtype>(t));
 }
 
 const char* to_string(dtype t) {
-  switch (t) {
-  case dtype::f32:
-    return "f32";
-  case dtype::f64:
-    return "f64";
-  case dtype::i32:
-    return "i32";
-  case dtype::i64:
-    return "i64";
-  case dtype::u8:
-    return "u8";
-  }
-  return "unknown";
+  // The names are string literals: null-terminated.
+  return kernels::name(static_cast<kernels::dtype>(t)).data();
 }
 
 const char* to_string(kernel k) {
@@ -183,6 +181,77 @@ std::optional<kernel> kernel_named(std::string_view name) {
   if (auto id = kernels::parse_kernel(name))
     return static_cast<kernel>(*id);
   return std::nullopt;
+}
+
+kernel register_kernel(kernel_definition def) {
+  if (!def.cpu || !def.output_size)
+    throw error{errc::invalid_arguments,
+                "kernel '" + def.name + "': " +
+                    (def.cpu ? "needs an output size rule (output_size)"
+                             : "needs a CPU implementation (cpu)")};
+  kernels::kernel_def d;
+  d.name = def.name;
+  for (auto& p : def.inputs)
+    d.signature.inputs.push_back({p.name, static_cast<kernels::dtype>(p.type)});
+  d.signature.output = {def.output.name,
+                        static_cast<kernels::dtype>(def.output.type)};
+  d.signature.scalars = def.scalars;
+  auto args_of = [](const kernels::kernel_args& a) {
+    kernel_args out;
+    out.alpha = a.alpha;
+    out.m = a.m;
+    out.n = a.n;
+    out.k = a.k;
+    out.top_k = a.top_k;
+    return out;
+  };
+  if (def.check)
+    d.check = [f = def.check, args_of](const kernels::kernel_args& a,
+                                       kernels::input_lengths in) {
+      return f(args_of(a), in);
+    };
+  d.output_elements = [f = def.output_size,
+                       args_of](const kernels::kernel_args& a,
+                                kernels::input_lengths in) {
+    return f(args_of(a), in);
+  };
+  if (def.flops)
+    d.cost = [f = def.flops, args_of](const kernels::kernel_args& a,
+                                      kernels::input_lengths in) {
+      return kernels::kernel_cost{f(args_of(a), in), 0};
+    };
+  auto out_type = d.signature.output.type;
+  d.cpu = [f = def.cpu, args_of, out_type, size = d.output_elements](
+              const kernels::kernel_args& a, kernels::typed_inputs in) {
+    kernels::small_vector<uint64_t, 8> lens;
+    std::vector<buffer> views;
+    views.reserve(in.size());
+    for (auto& v : in) {
+      lens.push_back(v.size);
+      views.push_back(
+          typed_buffer(nullptr, v.data, v.size, static_cast<dtype>(v.type)));
+    }
+    kernels::kernel_output out;
+    out.resize(out_type, size(a, kernels::input_lengths{lens}));
+    auto ov = out.view();
+    try {
+      f(args_of(a), views,
+        output_span{const_cast<void*>(ov.data), ov.size,
+                    static_cast<dtype>(out_type)});
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw kernels::kernel_failure{std::string{"kernel threw: "} + e.what()};
+    } catch (...) {
+      throw kernels::kernel_failure{"kernel threw a non-standard exception"};
+    }
+    return out;
+  };
+  std::string why;
+  auto id = kernels::register_kernel(std::move(d), why);
+  if (!id)
+    throw error{errc::invalid_arguments, why};
+  return static_cast<kernel>(*id);
 }
 
 // -- future -----------------------------------------------------------------

@@ -38,12 +38,13 @@ caf::error compile_one(const pb::TenantGrant& g,
   out.tenant = g.tenant();
   for (auto& k : g.kernels()) {
     if (k == "*") {
-      for (auto id : kernels::all_kernels)
-        out.kernel_mask |= 1u << static_cast<uint32_t>(id);
+      out.kernels.all = true;
     } else if (auto id = kernels::parse_kernel(k)) {
-      out.kernel_mask |= 1u << static_cast<uint32_t>(*id);
+      out.kernels.add(*id);
     } else {
-      return bad("unknown kernel '" + k + "'");
+      return bad("unknown kernel '" + k +
+                 "' (not built in, not registered: a bundle's kernels are "
+                 "known once the runtime config's bundles are loaded)");
     }
   }
   for (auto& d : g.devices()) {
@@ -55,7 +56,7 @@ caf::error compile_one(const pb::TenantGrant& g,
       return bad("unknown device '" + d + "'");
     out.device_mask |= mask;
   }
-  if (out.kernel_mask == 0)
+  if (out.kernels.empty())
     return bad("grants no kernel (default-deny: list kernels or \"*\")");
   if (out.device_mask == 0)
     return bad("grants no device (default-deny: list devices or \"*\")");

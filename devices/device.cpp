@@ -27,6 +27,10 @@ caf::error device::host_memory_exhausted() const {
                                  "item (std::bad_alloc)");
 }
 
+caf::error device::kernel_failed(const kernels::kernel_failure& e) const {
+  return make_error(errc::kernel_error, info_.name + ": " + e.what());
+}
+
 caf::expected<launch_result>
 device::do_launch_chain(uint32_t stream, uint64_t ticket,
                         std::span<const stage_view> chain,
@@ -40,7 +44,7 @@ device::do_launch_chain(uint32_t stream, uint64_t ticket,
                           info_.name + ": a chained stage reads input " +
                               std::to_string(st.from_previous) + " of " +
                               std::to_string(inputs.size()));
-      inputs[size_t(st.from_previous)] = total.output.values;
+      inputs[size_t(st.from_previous)] = total.output.view();
     }
     auto res = do_launch(stream, ticket, st.id, st.args, inputs, owner);
     if (!res)

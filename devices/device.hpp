@@ -53,7 +53,7 @@ struct stage_view {
   kernels::kernel_args args;
   /// Host inputs; at `from_previous` (when >= 0) an empty placeholder that
   /// the previous stage's output fills on the device.
-  kernels::small_vector<std::span<const float>, 4> inputs;
+  kernels::small_vector<kernels::typed_view, 4> inputs;
   int32_t from_previous = -1;
 };
 
@@ -81,13 +81,26 @@ public:
   caf::expected<launch_result> launch(uint32_t stream, uint64_t ticket,
                                       kernels::kernel_id id,
                                       const kernels::kernel_args& args,
-                                      kernels::input_views inputs,
+                                      kernels::typed_inputs inputs,
                                       const memory::owner_tag& owner = {}) {
     try {
       return do_launch(stream, ticket, id, args, inputs, owner);
     } catch (const std::bad_alloc&) {
       return host_memory_exhausted();
+    } catch (const kernels::kernel_failure& e) {
+      return kernel_failed(e);
     }
+  }
+
+  /// As above, for f32 inputs.
+  caf::expected<launch_result> launch(uint32_t stream, uint64_t ticket,
+                                      kernels::kernel_id id,
+                                      const kernels::kernel_args& args,
+                                      kernels::input_views inputs,
+                                      const memory::owner_tag& owner = {}) {
+    auto views = kernels::typed(inputs);
+    return launch(stream, ticket, id, args, kernels::typed_inputs{views},
+                  owner);
   }
 
   /// Runs (or enqueues) a chain of kernels as one launch: only the first
@@ -102,6 +115,8 @@ public:
       return do_launch_chain(stream, ticket, chain, owner);
     } catch (const std::bad_alloc&) {
       return host_memory_exhausted();
+    } catch (const kernels::kernel_failure& e) {
+      return kernel_failed(e);
     }
   }
 
@@ -194,7 +209,7 @@ private:
 
   virtual caf::expected<launch_result>
   do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
-            const kernels::kernel_args& args, kernels::input_views inputs,
+            const kernels::kernel_args& args, kernels::typed_inputs inputs,
             const memory::owner_tag& owner) = 0;
   virtual caf::expected<launch_result> do_collect(uint64_t ticket);
   virtual void do_finish(uint64_t) {}
@@ -207,6 +222,8 @@ private:
   virtual caf::error do_health() = 0;
   /// out_of_memory for a launch that ran out of host memory.
   caf::error host_memory_exhausted() const;
+  /// kernel_error for a registered kernel whose CPU implementation failed.
+  caf::error kernel_failed(const kernels::kernel_failure& e) const;
 
   virtual caf::error do_reset() = 0;
   /// The default: a real GPU's sticky error needs a new process, and device

@@ -1,25 +1,17 @@
 #include "kernels/catalog.hpp"
 
+#include <algorithm>
 #include <cblas.h>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-#include "kernels/blas1.hpp"
-#include "kernels/gemm.hpp"
-#include "kernels/topk_cosine.hpp"
+#include "kernels/builtin.hpp"
+#include "kernels/registry.hpp"
 
 namespace cohort::kernels {
 
 namespace {
-
-constexpr std::string_view names[] = {
-    "unknown",        "axpy", "dot",  "nrm2",        "reduce_sum",
-    "inclusive_scan", "gemv", "gemm", "topk_cosine",
-};
-
-// BLAS takes 32-bit dimensions.
-constexpr uint64_t max_dim = std::numeric_limits<int32_t>::max();
 
 std::string format(const char* fmt, auto... xs) {
   char buf[256];
@@ -27,53 +19,38 @@ std::string format(const char* fmt, auto... xs) {
   return buf;
 }
 
-bool product(uint64_t a, uint64_t b, uint64_t& out) {
-  return !__builtin_mul_overflow(a, b, &out);
-}
-
-std::string check_matrix(std::string_view kernel, const char* what,
-                         uint64_t rows, uint64_t cols, uint64_t have) {
-  uint64_t want = 0;
-  if (rows > max_dim || cols > max_dim || !product(rows, cols, want))
-    return format("%.*s: %s dimensions %llux%llu are too large",
-                  int(kernel.size()), kernel.data(), what,
-                  (unsigned long long)rows, (unsigned long long)cols);
-  if (want != have)
-    return format("%.*s: %s must have %llux%llu = %llu elements, got %llu",
-                  int(kernel.size()), kernel.data(), what,
-                  (unsigned long long)rows, (unsigned long long)cols,
-                  (unsigned long long)want, (unsigned long long)have);
-  return {};
+// Called with ids validate() accepted: the definition exists.
+const kernel_def& def(kernel_id id) {
+  return *find(id);
 }
 
 } // namespace
 
 std::string_view name(kernel_id id) {
-  auto raw = static_cast<uint8_t>(id);
-  return is_known(raw) ? names[raw] : names[0];
+  auto* d = find(id);
+  return d != nullptr ? std::string_view{d->name} : "unknown";
 }
 
 bool is_known(uint8_t raw) {
-  return raw >= static_cast<uint8_t>(kernel_id::axpy) &&
-         raw <= static_cast<uint8_t>(kernel_id::topk_cosine);
+  return find(static_cast<kernel_id>(raw)) != nullptr;
 }
 
 std::optional<kernel_id> parse_kernel(std::string_view text) {
-  for (auto id : all_kernels)
-    if (name(id) == text)
+  for (unsigned i = 1; i <= max_kernels; ++i) {
+    auto id = static_cast<kernel_id>(i);
+    if (auto* d = find(id); d != nullptr && d->name == text)
       return id;
+  }
   return std::nullopt;
 }
 
+dtype output_type(kernel_id id) {
+  return def(id).signature.output.type;
+}
+
 size_t input_count(kernel_id id) {
-  switch (id) {
-  case kernel_id::nrm2:
-  case kernel_id::reduce_sum:
-  case kernel_id::inclusive_scan:
-    return 1;
-  default:
-    return 2;
-  }
+  auto* d = find(id);
+  return d != nullptr ? d->signature.inputs.size() : 0;
 }
 
 input_shape lengths(input_views inputs) {
@@ -89,27 +66,25 @@ std::string validate(kernel_id id, const kernel_args& args,
   return validate(id, args, input_lengths{lens});
 }
 
-namespace {
-
-std::string validate_shape(kernel_id id, const kernel_args& args,
-                           input_lengths inputs);
-
-} // namespace
-
 std::string validate(kernel_id id, const kernel_args& args,
                      input_lengths inputs) {
-  if (auto err = validate_shape(id, args, inputs); !err.empty())
-    return err;
-  auto kn = name(id);
+  auto* d = find(id);
+  if (d == nullptr)
+    return format("unknown kernel (id %d): no kernel of that id is "
+                  "registered (`cohort kernel list` lists them)",
+                  int(id));
+  auto kn = std::string_view{d->name};
+  auto want = d->signature.inputs.size();
+  if (inputs.size() != want)
+    return format("%.*s takes %zu input buffer(s), got %zu", int(kn.size()),
+                  kn.data(), want, inputs.size());
+  if (d->check)
+    if (auto err = d->check(args, inputs); !err.empty())
+      return err;
   if (!std::isfinite(args.alpha))
     return format("%.*s: alpha must be a finite number", int(kn.size()),
                   kn.data());
-  // Every product of two valid dimensions fits 64 bits (each is below
-  // 2^31); the output must also fit what one item may produce.
-  uint64_t out = 0;
-  if (id == kernel_id::gemm ? !product(args.m, args.n, out)
-                            : (out = output_elements(id, args, inputs), false))
-    out = std::numeric_limits<uint64_t>::max();
+  auto out = d->output_elements(args, inputs);
   if (out > max_output_elements)
     return format("%.*s: the output would have %llu elements, at most %llu "
                   "are allowed per item",
@@ -118,82 +93,9 @@ std::string validate(kernel_id id, const kernel_args& args,
   return {};
 }
 
-namespace {
-
-std::string validate_shape(kernel_id id, const kernel_args& args,
-                           input_lengths inputs) {
-  if (!is_known(static_cast<uint8_t>(id)))
-    return format("unknown kernel (id %d); known kernels: axpy, dot, nrm2, "
-                  "reduce_sum, inclusive_scan, gemv, gemm, topk_cosine",
-                  int(id));
-  auto kn = name(id);
-  if (inputs.size() != input_count(id))
-    return format("%.*s takes %zu input buffer(s), got %zu", int(kn.size()),
-                  kn.data(), input_count(id), inputs.size());
-  switch (id) {
-  case kernel_id::axpy:
-  case kernel_id::dot:
-    if (inputs[0] != inputs[1])
-      return format("%.*s: x has %llu elements but y has %llu", int(kn.size()),
-                    kn.data(), (unsigned long long)inputs[0],
-                    (unsigned long long)inputs[1]);
-    return {};
-  case kernel_id::nrm2:
-  case kernel_id::reduce_sum:
-  case kernel_id::inclusive_scan:
-    return {};
-  case kernel_id::gemv:
-    if (auto err = check_matrix(kn, "A", args.m, args.n, inputs[0]);
-        !err.empty())
-      return err;
-    if (inputs[1] != args.n)
-      return format("gemv: x must have n = %llu elements, got %llu",
-                    (unsigned long long)args.n, (unsigned long long)inputs[1]);
-    return {};
-  case kernel_id::gemm:
-    if (auto err = check_matrix(kn, "A", args.m, args.k, inputs[0]);
-        !err.empty())
-      return err;
-    return check_matrix(kn, "B", args.k, args.n, inputs[1]);
-  case kernel_id::topk_cosine: {
-    if (args.n == 0)
-      return "topk_cosine: the vector dimension n must be positive";
-    if (auto err = check_matrix(kn, "rows", args.m, args.n, inputs[0]);
-        !err.empty())
-      return err;
-    if (inputs[1] == 0 || inputs[1] % args.n != 0)
-      return format("topk_cosine: queries must hold a positive multiple of "
-                    "n = %llu elements, got %llu",
-                    (unsigned long long)args.n, (unsigned long long)inputs[1]);
-    if (args.top_k == 0 || args.top_k > args.m)
-      return format("topk_cosine: top_k must be in 1..m = %llu, got %u",
-                    (unsigned long long)args.m, args.top_k);
-    return {};
-  }
-  }
-  return "unreachable";
-}
-
-} // namespace
-
 uint64_t output_elements(kernel_id id, const kernel_args& args,
                          input_lengths inputs) {
-  switch (id) {
-  case kernel_id::axpy:
-  case kernel_id::inclusive_scan:
-    return inputs[0];
-  case kernel_id::dot:
-  case kernel_id::nrm2:
-  case kernel_id::reduce_sum:
-    return 1;
-  case kernel_id::gemv:
-    return args.m;
-  case kernel_id::gemm:
-    return args.m * args.n;
-  case kernel_id::topk_cosine:
-    return inputs[1] / args.n * args.top_k;
-  }
-  return 0;
+  return def(id).output_elements(args, inputs);
 }
 
 uint64_t output_bytes(kernel_id id, const kernel_args& args,
@@ -204,10 +106,12 @@ uint64_t output_bytes(kernel_id id, const kernel_args& args,
 
 uint64_t output_bytes(kernel_id id, const kernel_args& args,
                       input_lengths inputs) {
-  auto elems = output_elements(id, args, inputs);
-  return id == kernel_id::topk_cosine
-             ? elems * (sizeof(float) + sizeof(int64_t))
-             : elems * sizeof(float);
+  auto& d = def(id);
+  auto elems = d.output_elements(args, inputs);
+  // topk_cosine's row indices come with its scores.
+  auto per = element_size(d.signature.output.type) +
+             (id == kernel_id::topk_cosine ? sizeof(int64_t) : 0);
+  return elems * per;
 }
 
 kernel_cost cost(kernel_id id, const kernel_args& args, input_views inputs) {
@@ -216,64 +120,93 @@ kernel_cost cost(kernel_id id, const kernel_args& args, input_views inputs) {
 }
 
 kernel_cost cost(kernel_id id, const kernel_args& args, input_lengths inputs) {
-  double in_bytes = 0;
-  for (auto len : inputs)
-    in_bytes += static_cast<double>(len) * sizeof(float);
-  double bytes = in_bytes + static_cast<double>(output_bytes(id, args, inputs));
-  double n = inputs.empty() ? 0 : static_cast<double>(inputs[0]);
-  switch (id) {
-  case kernel_id::axpy:
-  case kernel_id::dot:
-  case kernel_id::nrm2:
-    return {2 * n, bytes};
-  case kernel_id::reduce_sum:
-  case kernel_id::inclusive_scan:
-    return {n, bytes};
-  case kernel_id::gemv:
-    return {2.0 * args.m * args.n, bytes};
-  case kernel_id::gemm:
-    return {2.0 * args.m * args.n * args.k, bytes};
-  case kernel_id::topk_cosine: {
-    double q = static_cast<double>(inputs[1]) / args.n;
-    return {2.0 * q * args.m * args.n + 2.0 * args.m * args.n, bytes};
-  }
-  }
-  return {};
+  auto& d = def(id);
+  double bytes = 0;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    bytes +=
+        static_cast<double>(inputs[i]) *
+        element_size(i < d.signature.inputs.size() ? d.signature.inputs[i].type
+                                                   : dtype::f32);
+  bytes += static_cast<double>(output_bytes(id, args, inputs));
+  kernel_cost out;
+  if (d.cost)
+    out = d.cost(args, inputs);
+  out.bytes += bytes;
+  return out;
 }
 
-kernel_output run_cpu(kernel_id id, const kernel_args& args, input_views in) {
-  kernel_output out;
-  auto lens = lengths(in);
-  out.values.resize(output_elements(id, args, input_lengths{lens}));
-  std::span<float> o{out.values};
-  switch (id) {
-  case kernel_id::axpy:
-    cpu::axpy(args.alpha, in[0], in[1], o);
-    break;
-  case kernel_id::dot:
-    o[0] = cpu::dot(in[0], in[1]);
-    break;
-  case kernel_id::nrm2:
-    o[0] = cpu::nrm2(in[0]);
-    break;
-  case kernel_id::reduce_sum:
-    o[0] = cpu::reduce_sum(in[0]);
-    break;
-  case kernel_id::inclusive_scan:
-    cpu::inclusive_scan(in[0], o);
-    break;
-  case kernel_id::gemv:
-    cpu::gemv(args.m, args.n, in[0], in[1], o);
-    break;
-  case kernel_id::gemm:
-    cpu::gemm(args.m, args.n, args.k, in[0], in[1], o);
-    break;
-  case kernel_id::topk_cosine:
-    out.indices.resize(out.values.size());
-    cpu::topk_cosine(args.m, args.n, args.top_k, in[0], in[1], out.indices, o);
-    break;
-  }
+small_vector<typed_view, 8> typed(input_views inputs) {
+  small_vector<typed_view, 8> out;
+  for (auto& in : inputs)
+    out.push_back({in.data(), in.size(), dtype::f32});
   return out;
+}
+
+kernel_output run_cpu(kernel_id id, const kernel_args& args,
+                      input_views inputs) {
+  auto views = typed(inputs);
+  return run_cpu(id, args, typed_inputs{views});
+}
+
+kernel_output run_cpu(kernel_id id, const kernel_args& args,
+                      typed_inputs inputs) {
+  return def(id).cpu(args, inputs);
+}
+
+kernel_output run_reference(kernel_id id, const kernel_args& args,
+                            input_views inputs) {
+  auto views = typed(inputs);
+  return run_reference(id, args, typed_inputs{views});
+}
+
+kernel_output run_reference(kernel_id id, const kernel_args& args,
+                            typed_inputs inputs) {
+  auto& d = def(id);
+  return d.reference ? d.reference(args, inputs) : d.cpu(args, inputs);
+}
+
+std::string compare(kernel_id id, const kernel_args& args, input_views inputs,
+                    const kernel_output& got, const kernel_output& want) {
+  if (is_builtin(id))
+    return builtin::compare(id, args, inputs, got, want);
+  auto kn = name(id);
+  if (got.type != want.type || got.elements() != want.elements() ||
+      got.indices.size() != want.indices.size())
+    return format(
+        "%.*s: result has %llu %.*s elements, reference %llu %.*s",
+        int(kn.size()), kn.data(), (unsigned long long)got.elements(),
+        int(kernels::name(got.type).size()), kernels::name(got.type).data(),
+        (unsigned long long)want.elements(),
+        int(kernels::name(want.type).size()), kernels::name(want.type).data());
+  // A registered kernel states no error bound: floating-point results must
+  // agree to a relative 1e-5 (f32) or 1e-12 (f64), integers exactly.
+  auto check = [&](auto g, auto w, double rel) -> std::string {
+    for (size_t i = 0; i < g.size(); ++i) {
+      double a = static_cast<double>(g[i]), b = static_cast<double>(w[i]);
+      if (a == b || (std::isnan(a) && std::isnan(b)))
+        continue;
+      if (rel > 0 && std::fabs(a - b) <= rel * std::max(1.0, std::fabs(b)))
+        continue;
+      return format("%.*s: element %zu is %.17g, reference %.17g",
+                    int(kn.size()), kn.data(), i, a, b);
+    }
+    return {};
+  };
+  auto& g = const_cast<kernel_output&>(got);
+  auto& w = const_cast<kernel_output&>(want);
+  switch (got.type) {
+  case dtype::f32:
+    return check(g.as<float>(), w.as<float>(), 1e-5);
+  case dtype::f64:
+    return check(g.as<double>(), w.as<double>(), 1e-12);
+  case dtype::i32:
+    return check(g.as<int32_t>(), w.as<int32_t>(), 0);
+  case dtype::i64:
+    return check(g.as<int64_t>(), w.as<int64_t>(), 0);
+  case dtype::u8:
+    return check(g.as<uint8_t>(), w.as<uint8_t>(), 0);
+  }
+  return {};
 }
 
 void use_single_threaded_blas() {

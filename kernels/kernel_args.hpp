@@ -7,7 +7,9 @@
 
 namespace cohort::kernels {
 
-/// Every kernel Cohort can run. Values match `cohort.pb.Kernel`.
+/// A kernel of the registry (kernels/registry.hpp). The named values are the
+/// built-in catalog and match `cohort.pb.Kernel`; kernels registered at run
+/// time get the next free values, which hold only in their process.
 enum class kernel_id : uint8_t {
   axpy = 1,
   dot = 2,
@@ -19,7 +21,8 @@ enum class kernel_id : uint8_t {
   topk_cosine = 8,
 };
 
-/// All kernels, in catalog order.
+/// The built-in kernels, in catalog order (registered_kernels() lists them
+/// all).
 inline constexpr kernel_id all_kernels[] = {
     kernel_id::axpy,           kernel_id::dot,
     kernel_id::nrm2,           kernel_id::reduce_sum,
@@ -28,7 +31,7 @@ inline constexpr kernel_id all_kernels[] = {
 };
 
 /// One past the largest kernel_id value: the size of tables indexed by it.
-inline constexpr unsigned kernel_id_limit = 9;
+inline constexpr unsigned kernel_id_limit = 256;
 
 /// Scalar and shape arguments; which fields a kernel reads is in
 /// docs/kernels.md.

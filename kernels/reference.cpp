@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <numeric>
 
-#include "kernels/catalog.hpp"
+#include "kernels/builtin.hpp"
 
-namespace cohort::kernels {
+namespace cohort::kernels::builtin {
 
 namespace {
 
@@ -89,7 +89,7 @@ std::string mismatch(kernel_id id, size_t i, double got, double want,
   char buf[200];
   std::snprintf(buf, sizeof(buf),
                 "%s: element %zu is %.9g, reference %.9g (tolerance %.3g)",
-                std::string{name(id)}.c_str(), i, got, want, tol);
+                std::string{builtin::name(id)}.c_str(), i, got, want, tol);
   return buf;
 }
 
@@ -140,8 +140,8 @@ std::string compare(kernel_id id, const kernel_args& args, input_views in,
     std::snprintf(
         buf, sizeof(buf),
         "%s: result has %zu values / %zu indices, reference %zu / %zu",
-        std::string{name(id)}.c_str(), got.values.size(), got.indices.size(),
-        want.values.size(), want.indices.size());
+        std::string{builtin::name(id)}.c_str(), got.values.size(),
+        got.indices.size(), want.values.size(), want.indices.size());
     return buf;
   }
   constexpr double eps = std::numeric_limits<float>::epsilon();
@@ -189,4 +189,4 @@ std::string compare(kernel_id id, const kernel_args& args, input_views in,
   return {};
 }
 
-} // namespace cohort::kernels
+} // namespace cohort::kernels::builtin

@@ -71,6 +71,8 @@ std::string to_string(errc x) {
     return "timed_out";
   case errc::audit_unavailable:
     return "audit_unavailable";
+  case errc::kernel_error:
+    return "kernel_error";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

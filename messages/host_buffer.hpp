@@ -1,5 +1,6 @@
-// An immutable, shared host array of floats: the input of a work item,
-// held by Cohort or wrapping the caller's memory.
+// An immutable, shared host array of one element type (f32 for the built-in
+// kernels): the input of a work item, held by Cohort or wrapping the
+// caller's memory.
 #pragma once
 
 #include <memory>
@@ -7,41 +8,66 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/dtype.hpp"
+#include "kernels/registry.hpp"
+
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
+#include <caf/sec.hpp>
 
 namespace cohort {
 
-/// Immutable float array with shared ownership. Copies are cheap (a reference
+/// Immutable array with shared ownership. Copies are cheap (a reference
 /// count), so the balancer can keep an item for failover while a device runs
 /// it. Thread-safe for concurrent readers; nobody writes after construction.
 class host_buffer {
 public:
   host_buffer() = default;
 
-  explicit host_buffer(std::vector<float> values) {
-    auto held = std::make_shared<const std::vector<float>>(std::move(values));
+  template <class T>
+  explicit host_buffer(std::vector<T> values)
+      : type_(kernels::dtype_of<T>::value) {
+    auto held = std::make_shared<const std::vector<T>>(std::move(values));
     data_ = held->data();
     size_ = held->size();
     owner_ = std::move(held);
   }
 
-  /// Wraps `size` floats at `data` without copying them: `owner` keeps them
-  /// alive as long as any copy of the buffer (null when the caller keeps
-  /// them alive itself until the item ends).
-  host_buffer(std::shared_ptr<const void> owner, const float* data,
-              size_t size)
-      : owner_(std::move(owner)), data_(data), size_(data ? size : 0) {
+  /// Wraps `size` elements at `data` without copying them: `owner` keeps
+  /// them alive as long as any copy of the buffer (null when the caller
+  /// keeps them alive itself until the item ends).
+  template <class T>
+  host_buffer(std::shared_ptr<const void> owner, const T* data, size_t size)
+      : owner_(std::move(owner)), data_(data), size_(data ? size : 0),
+        type_(kernels::dtype_of<T>::value) {
     // nop
   }
 
-  /// The values; empty for a default-constructed buffer.
-  std::span<const float> span() const { return {data_, size_}; }
+  /// Wraps `size` elements of type `type` at `data` (as above).
+  host_buffer(std::shared_ptr<const void> owner, const void* data, size_t size,
+              kernels::dtype type)
+      : owner_(std::move(owner)), data_(data), size_(data ? size : 0),
+        type_(type) {
+    // nop
+  }
+
+  /// The values of an f32 buffer (what the built-in kernels take); empty
+  /// for a default-constructed buffer or one of another type.
+  std::span<const float> span() const {
+    if (type_ != kernels::dtype::f32)
+      return {};
+    return {static_cast<const float*>(data_), size_};
+  }
+
+  /// The elements with their type.
+  kernels::typed_view view() const { return {data_, size_, type_}; }
+
+  kernels::dtype type() const { return type_; }
 
   size_t size() const { return size_; }
 
   /// Bytes the values take.
-  size_t bytes() const { return size_ * sizeof(float); }
+  size_t bytes() const { return size_ * kernels::element_size(type_); }
 
   /// Where the values are: copies of one buffer share an identity, and
   /// two live buffers with one identity and one size hold the same values
@@ -50,31 +76,42 @@ public:
 
 private:
   std::shared_ptr<const void> owner_;
-  const float* data_ = nullptr;
+  const void* data_ = nullptr;
   size_t size_ = 0;
+  kernels::dtype type_ = kernels::dtype::f32;
 };
 
-/// Serializes a buffer as its values (only for remote messages and printing).
+/// Serializes a buffer as its element type and bytes (only for remote
+/// messages and printing).
 template <class Inspector>
 typename std::enable_if<Inspector::reads_state,
                         typename Inspector::result_type>::type
 inspect(Inspector& f, host_buffer& x) {
-  auto s = x.span();
-  std::vector<float> tmp(s.begin(), s.end());
-  return f(tmp);
+  auto type = static_cast<uint8_t>(x.type());
+  auto* p = static_cast<const uint8_t*>(x.view().data);
+  std::vector<uint8_t> tmp(p, p + x.bytes());
+  return f(type, tmp);
 }
 
-/// Deserializes a buffer from its values.
+/// Deserializes a buffer from its element type and bytes.
 template <class Inspector>
 typename std::enable_if<Inspector::writes_state,
                         typename Inspector::result_type>::type
 inspect(Inspector& f, host_buffer& x) {
-  std::vector<float> tmp;
+  uint8_t type = 0;
+  std::vector<uint8_t> tmp;
   auto load = caf::meta::load_callback([&]() -> caf::error {
-    x = host_buffer{std::move(tmp)};
+    if (type >= kernels::dtype_limit)
+      return caf::sec::invalid_argument;
+    auto t = static_cast<kernels::dtype>(type);
+    if (tmp.size() % kernels::element_size(t) != 0)
+      return caf::sec::invalid_argument;
+    auto held = std::make_shared<const std::vector<uint8_t>>(std::move(tmp));
+    x = host_buffer{held, held->data(), held->size() / kernels::element_size(t),
+                    t};
     return caf::none;
   });
-  return f(tmp, load);
+  return f(type, tmp, load);
 }
 
 } // namespace cohort

@@ -4,9 +4,12 @@
 // in system_config.cpp.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "kernels/kernel_args.hpp"
 
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
@@ -44,12 +47,36 @@ typename Inspector::result_type inspect(Inspector& f, device_budget& x) {
            x.capacity, x.limit);
 }
 
+/// The kernels a tenant is granted: every kernel of the registry (`"*"`,
+/// also those registered later), or a set of ids.
+struct kernel_grant {
+  bool all = false;
+  /// Bit k set = the kernel with id k.
+  std::array<uint64_t, 4> bits{};
+
+  void add(kernels::kernel_id k) {
+    auto i = static_cast<uint8_t>(k);
+    bits[i / 64] |= uint64_t{1} << (i % 64);
+  }
+  bool allows(kernels::kernel_id k) const {
+    auto i = static_cast<uint8_t>(k);
+    return all || (bits[i / 64] >> (i % 64) & 1) != 0;
+  }
+  bool empty() const { return !all && bits == std::array<uint64_t, 4>{}; }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kernel_grant& x) {
+  return f(caf::meta::type_name("kernel_grant"), x.all, x.bits[0], x.bits[1],
+           x.bits[2], x.bits[3]);
+}
+
 /// A tenant's grant and limits, compiled against the runtime's device list
 /// (vectors are indexed by device).
 struct tenant_policy {
   std::string tenant;
-  /// Bit k set = kernel with id k granted.
-  uint32_t kernel_mask = 0;
+  /// The kernels granted.
+  kernel_grant kernels;
   /// Bit i set = device i granted.
   uint64_t device_mask = 0;
   uint32_t max_inflight = 1024;
@@ -79,7 +106,7 @@ typename Inspector::result_type inspect(Inspector& f, tenant_policy& x) {
     x.on_limit = static_cast<limit_policy>(policy);
     return caf::none;
   });
-  return f(caf::meta::type_name("tenant_policy"), x.tenant, x.kernel_mask,
+  return f(caf::meta::type_name("tenant_policy"), x.tenant, x.kernels,
            x.device_mask, x.max_inflight, x.memory_quota, x.device_quota,
            x.device_reserve, x.max_item_bytes, x.rate, x.burst, policy,
            x.queue_limit, x.queue_timeout_ms, x.fallback_budget_ms, x.weight,

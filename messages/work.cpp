@@ -1,5 +1,7 @@
 #include "messages/work.hpp"
 
+#include "kernels/registry.hpp"
+
 namespace cohort {
 
 namespace {
@@ -25,14 +27,30 @@ stage_views(const chained_stage& st, std::span<const float> previous) {
   return out;
 }
 
+kernels::small_vector<kernels::typed_view, 8>
+typed_stage_views(const chained_stage& st, kernels::typed_view previous) {
+  kernels::small_vector<kernels::typed_view, 8> out;
+  for (auto& in : st.inputs)
+    out.push_back(in.view());
+  out.insert(std::min<size_t>(st.input_slot, out.size()), previous);
+  return out;
+}
+
 std::string shape_item(const work_item& item, item_shape& shape) {
   auto aligned = [](uint64_t b) {
     return (b + item_alignment - 1) / item_alignment * item_alignment;
   };
-  auto lens = kernels::lengths(item.views());
+  kernels::input_shape lens;
+  kernels::small_vector<kernels::dtype, 8> types;
+  for (auto& in : item.inputs) {
+    lens.push_back(in.size());
+    types.push_back(in.type());
+  }
   if (auto why = kernels::validate(item.kernel, item.args,
                                    kernels::input_lengths{lens});
       !why.empty())
+    return why;
+  if (auto why = kernels::check_types(item.kernel, types); !why.empty())
     return why;
   item_shape out;
   for (auto& in : item.inputs)
@@ -72,12 +90,26 @@ std::string shape_item(const work_item& item, item_shape& shape) {
             kernels::validate(st.kernel, st.args, kernels::input_lengths{lens});
         !why.empty())
       return stage() + why;
+    auto& slot = kernels::find(st.kernel)->signature.inputs[st.input_slot];
+    if (slot.type != kernels::output_type(id))
+      return stage() + std::string{kernels::name(st.kernel)} + "'s input " +
+             std::to_string(st.input_slot) + " ('" + slot.name + "') takes " +
+             std::string{kernels::name(slot.type)} +
+             ", the previous stage's output is " +
+             std::string{kernels::name(kernels::output_type(id))};
+    types.clear();
+    for (auto& in : st.inputs)
+      types.push_back(in.type());
+    types.insert(st.input_slot, slot.type);
+    if (auto why = kernels::check_types(st.kernel, types); !why.empty())
+      return stage() + why;
     for (auto& in : st.inputs)
       out.bytes += aligned(in.bytes());
     auto sc = kernels::cost(st.kernel, st.args, kernels::input_lengths{lens});
     out.cost.flops += sc.flops;
     // The chained input does not cross the host link.
-    out.cost.bytes += sc.bytes - double(previous) * sizeof(float);
+    out.cost.bytes +=
+        sc.bytes - double(previous) * kernels::element_size(slot.type);
     out.output_elements = kernels::output_elements(
         st.kernel, st.args, kernels::input_lengths{lens});
     out.bytes += aligned(kernels::output_bytes(st.kernel, st.args,
@@ -108,11 +140,11 @@ kernels::kernel_cost item_cost(const work_item& item) {
 kernels::kernel_output run_item_on_host(
     const work_item& item,
     kernels::kernel_output (*run)(kernel_id, const kernels::kernel_args&,
-                                  kernels::input_views)) {
-  auto views = item.views();
+                                  kernels::typed_inputs)) {
+  auto views = item.typed_views();
   auto out = run(item.kernel, item.args, views);
   for (auto& st : item.then) {
-    auto in = stage_views(st, out.values);
+    auto in = typed_stage_views(st, out.view());
     auto next = run(st.kernel, st.args, in);
     out = std::move(next);
   }
@@ -121,23 +153,27 @@ kernels::kernel_output run_item_on_host(
 
 std::string check_result(const work_item& item,
                          const kernels::kernel_output& got) {
-  auto views = item.views();
-  if (item.then.empty())
-    return kernels::compare(
-        item.kernel, item.args, views, got,
-        kernels::run_reference(item.kernel, item.args, views));
+  kernels::kernel_output (*ref)(kernel_id, const kernels::kernel_args&,
+                                kernels::typed_inputs) = kernels::run_reference;
   // The last stage is compared on the reference's own intermediate result.
-  auto ref = kernels::run_reference(item.kernel, item.args, views);
-  for (size_t i = 0; i + 1 < item.then.size(); ++i) {
-    auto in = stage_views(item.then[i], ref.values);
-    auto next =
-        kernels::run_reference(item.then[i].kernel, item.then[i].args, in);
-    ref = std::move(next);
+  auto first = item.typed_views();
+  kernels::kernel_output previous;
+  if (!item.then.empty()) {
+    work_item before = item;
+    before.then.pop_back();
+    previous = run_item_on_host(before, ref);
   }
-  auto& last = item.then.back();
-  auto in = stage_views(last, ref.values);
-  auto want = kernels::run_reference(last.kernel, last.args, in);
-  return kernels::compare(last.kernel, last.args, in, got, want);
+  auto last = item.then.empty()
+                  ? first
+                  : typed_stage_views(item.then.back(), previous.view());
+  auto kernel = item.then.empty() ? item.kernel : item.then.back().kernel;
+  auto& args = item.then.empty() ? item.args : item.then.back().args;
+  kernels::small_vector<std::span<const float>, 8> floats;
+  for (auto& v : last)
+    floats.push_back(v.type == kernels::dtype::f32 ? v.as<float>()
+                                                   : std::span<const float>{});
+  return kernels::compare(kernel, args, floats, got,
+                          ref(kernel, args, kernels::typed_inputs{last}));
 }
 
 } // namespace cohort

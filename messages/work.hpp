@@ -23,7 +23,15 @@ typename Inspector::result_type inspect(Inspector& f, kernel_args& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kernel_output& x) {
-  return f(caf::meta::type_name("kernel_output"), x.values, x.indices);
+  auto type = static_cast<uint8_t>(x.type);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (type >= kernels::dtype_limit)
+      return caf::sec::invalid_argument;
+    x.type = static_cast<kernels::dtype>(type);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("kernel_output"), x.values, x.indices, type,
+           x.raw, load);
 }
 
 } // namespace cohort::kernels
@@ -89,6 +97,14 @@ struct work_item {
     return out;
   }
 
+  /// Typed views of the inputs (what devices take).
+  kernels::small_vector<kernels::typed_view, 8> typed_views() const {
+    kernels::small_vector<kernels::typed_view, 8> out;
+    for (auto& in : inputs)
+      out.push_back(in.view());
+    return out;
+  }
+
   /// Bytes of all inputs (of every stage).
   uint64_t input_bytes() const {
     uint64_t total = 0;
@@ -136,12 +152,16 @@ kernels::kernel_cost item_cost(const work_item& item);
 kernels::kernel_output run_item_on_host(
     const work_item& item,
     kernels::kernel_output (*run)(kernel_id, const kernels::kernel_args&,
-                                  kernels::input_views));
+                                  kernels::typed_inputs));
 
 /// Checks a result of a valid item against the double-precision reference
 /// (of every stage in turn); empty when it agrees, otherwise what differs.
 std::string check_result(const work_item& item,
                          const kernels::kernel_output& got);
+
+/// Typed inputs of chained stage `st` with `previous` in its slot.
+kernels::small_vector<kernels::typed_view, 8>
+typed_stage_views(const chained_stage& st, kernels::typed_view previous);
 
 /// The inputs of chained stage `st` with `previous` in its slot.
 std::vector<std::span<const float>>

@@ -108,7 +108,7 @@ simulation_report simulate(quota_book book, const allocation_plan& plan,
                                     "unknown kernel '" + step.kernel + "'"));
         continue;
       }
-      if (!(pol.kernel_mask & (1u << static_cast<uint32_t>(*k)))) {
+      if (!pol.kernels.allows(*k)) {
         out.steps.push_back(refusal(
             errc::not_granted, "tenant '" + step.tenant +
                                    "' is not granted kernel " + step.kernel));

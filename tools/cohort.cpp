@@ -11,16 +11,17 @@
 
 #include <caf/all.hpp>
 
+#include "actors/runtime.hpp"
 #include "config/compile.hpp"
 #include "config/quotas.hpp"
-#include "quota/quota_book.hpp"
-#include "actors/runtime.hpp"
-#include "quota/simulation.hpp"
 #include "devices/gpu/discover.hpp"
 #include "devices/topology.hpp"
+#include "kernels/registry.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
+#include "quota/quota_book.hpp"
+#include "quota/simulation.hpp"
 #include "tools/admin_command.hpp"
 #include "tools/audit_command.hpp"
 #include "tools/byte_units.hpp"
@@ -213,15 +214,14 @@ std::string or_dash(uint64_t b) {
   return b == 0 ? "-" : human_bytes(b);
 }
 
-std::string kernel_list(uint32_t mask) {
+std::string kernel_list(const kernel_grant& grant) {
+  if (grant.all)
+    return "* (all)";
   std::string out;
-  size_t n = 0;
-  for (auto id : kernels::all_kernels)
-    if (mask & (1u << static_cast<uint32_t>(id))) {
-      out += (out.empty() ? "" : " ") + std::string{kernels::name(id)};
-      ++n;
-    }
-  return n == std::size(kernels::all_kernels) ? "* (all)" : out;
+  for (auto& k : kernels::registered_kernels())
+    if (grant.allows(k.id))
+      out += (out.empty() ? "" : " ") + k.name;
+  return out;
 }
 
 int cmd_quota(const std::string& config_path, const std::string& only) {
@@ -264,7 +264,7 @@ int cmd_quota(const std::string& config_path, const std::string& only) {
       continue;
     auto h = book.headroom(int(t));
     std::printf("\ntenant %s\n", p.tenant.c_str());
-    std::printf("  kernels      %s\n", kernel_list(p.kernel_mask).c_str());
+    std::printf("  kernels      %s\n", kernel_list(p.kernels).c_str());
     std::string granted;
     for (size_t d = 0; d < devs.size(); ++d)
       if (p.device_mask & (uint64_t{1} << d))

@@ -15,7 +15,7 @@ caf::error check_item(const tenant_policy& pol, const work_item& item,
                         std::string{i == 0 ? "kernel" : "chained kernel"} +
                             " id " + std::to_string(int(k)) +
                             " is not in the catalog");
-    if (!(pol.kernel_mask & (1u << static_cast<uint8_t>(k))))
+    if (!pol.kernels.allows(k))
       return make_error(errc::not_granted, "tenant '" + item.tenant +
                                                "' is not granted kernel " +
                                                std::string{kernels::name(k)});

@@ -1,5 +1,7 @@
 #include "actors/balancer/balancer.hpp"
 
+#include "kernels/registry.hpp"
+
 #include "actors/balancer/admission_rules.hpp"
 #include "actors/balancer/gang_planner.hpp"
 #include "actors/balancer/placement_policy.hpp"
@@ -1606,6 +1608,31 @@ bool circuit_reopened(balancer_state& st) {
   return false;
 }
 
+// The devices with code for every kernel of `item`: CPU workers and
+// simulated GPUs run any kernel's CPU implementation; a real GPU needs the
+// kernel's code for its backend (every built-in kernel has it).
+uint64_t code_mask(const balancer_state& st, const work_item& item) {
+  auto all_builtin = kernels::is_builtin(item.kernel);
+  for (auto& stage : item.then)
+    all_builtin = all_builtin && kernels::is_builtin(stage.kernel);
+  if (all_builtin)
+    return ~uint64_t{0};
+  uint64_t mask = 0;
+  for (size_t i = 0; i < st.devices.size(); ++i) {
+    auto kind = st.devices[i].info.kind;
+    bool ok = true;
+    if (kind == device_kind::cuda_gpu || kind == device_kind::hip_gpu) {
+      bool cuda = kind == device_kind::cuda_gpu;
+      ok = kernels::has_gpu_code(item.kernel, cuda);
+      for (auto& stage : item.then)
+        ok = ok && kernels::has_gpu_code(stage.kernel, cuda);
+    }
+    if (ok)
+      mask |= uint64_t{1} << i;
+  }
+  return mask;
+}
+
 // Admits an item whose checks passed.
 void admit(self_ptr self, int t, work_item item, end_sink sink,
            const item_shape& shape, clock::time_point now,
@@ -1623,7 +1650,7 @@ void admit(self_ptr self, int t, work_item item, end_sink sink,
   balancer_state::record r;
   r.cost_units = shape.cost.flops + shape.cost.bytes;
   r.tenant = t;
-  r.device_mask = st.acct.book().policy(t).device_mask;
+  r.device_mask = st.acct.book().policy(t).device_mask & code_mask(st, item);
   r.bytes = bytes;
   r.cls = size_class(r.cost_units);
   r.admitted_at = now;
@@ -1807,6 +1834,13 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
   item_shape shape;
   if (auto err = check_item(pol, item, shape))
     return reject(self, item, sink, std::move(err));
+  if ((pol.device_mask & code_mask(st, item)) == 0)
+    return reject(self, item, sink,
+                  make_error(errc::no_device_available,
+                             "no device granted to tenant '" + item.tenant +
+                                 "' has code for kernel " +
+                                 std::string{kernels::name(item.kernel)} +
+                                 (item.then.empty() ? "" : " or its chain")));
   if (item.gang > 1) {
     balancer_state::record probe;
     probe.item.gang = item.gang;

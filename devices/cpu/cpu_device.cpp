@@ -27,7 +27,7 @@ cpu_device::cpu_device(uint32_t index, int32_t numa_node, std::string model)
 caf::expected<launch_result>
 cpu_device::do_launch(uint32_t, uint64_t, kernels::kernel_id id,
                       const kernels::kernel_args& args,
-                      kernels::input_views inputs, const memory::owner_tag&) {
+                      kernels::typed_inputs inputs, const memory::owner_tag&) {
   auto start = std::chrono::steady_clock::now();
   launch_result res;
   res.output = kernels::run_cpu(id, args, inputs);

@@ -19,7 +19,7 @@ private:
   caf::expected<launch_result> do_launch(uint32_t stream, uint64_t ticket,
                                          kernels::kernel_id id,
                                          const kernels::kernel_args& args,
-                                         kernels::input_views inputs,
+                                         kernels::typed_inputs inputs,
                                          const memory::owner_tag&) override;
   caf::error do_health() override;
   caf::error do_reset() override;

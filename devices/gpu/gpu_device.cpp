@@ -275,7 +275,7 @@ void gpu_device::on_done(void* user) {
 caf::expected<launch_result>
 gpu_device::do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
                       const kernels::kernel_args& args,
-                      kernels::input_views inputs,
+                      kernels::typed_inputs inputs,
                       const memory::owner_tag& owner) {
   stage_view single{id, args, {inputs.begin(), inputs.end()}, -1};
   return do_launch_chain(stream, ticket, {&single, 1}, owner);
@@ -315,7 +315,7 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     auto n_in = std::min<size_t>(st.inputs.size(), 2);
     for (size_t i = 0; i < n_in; ++i) {
       sl.from_previous[i] = st.from_previous == int32_t(i);
-      la.in_len[i] = sl.from_previous[i] ? previous : st.inputs[i].size();
+      la.in_len[i] = sl.from_previous[i] ? previous : st.inputs[i].size;
       if (sl.from_previous[i])
         continue;
       sl.in_bytes[i] = la.in_len[i] * sizeof(float);
@@ -397,7 +397,7 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
       }
       auto* staged = at<char>(rec.staging.data, sl.stage_in[i]);
       if (sl.in_bytes[i] > 0)
-        std::memcpy(staged, chain[j].inputs[i].data(), sl.in_bytes[i]);
+        std::memcpy(staged, chain[j].inputs[i].data, sl.in_bytes[i]);
       auto* dst = at<float>(rec.block, sl.in_off[i]);
       la.in[i] = dst;
       if (sl.in_bytes[i] > 0)

@@ -141,7 +141,7 @@ caf::error sim_device::lost_error_locked() {
 caf::expected<launch_result>
 sim_device::do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
                       const kernels::kernel_args& args,
-                      kernels::input_views inputs,
+                      kernels::typed_inputs inputs,
                       const memory::owner_tag& owner) {
   stage_view single{id, args, {inputs.begin(), inputs.end()}, -1};
   return do_launch_chain(stream, ticket, {&single, 1}, owner);
@@ -178,9 +178,9 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     kernels::input_shape lens;
     for (size_t i = 0; i < st.inputs.size(); ++i) {
       bool chained = st.from_previous == int32_t(i);
-      lens.push_back(chained ? previous : st.inputs[i].size());
+      lens.push_back(chained ? previous : st.inputs[i].size);
       if (!chained)
-        total += aligned(st.inputs[i].size_bytes());
+        total += aligned(st.inputs[i].bytes());
     }
     total += aligned(kernels::output_bytes(st.id, st.args, lens));
     previous = kernels::output_elements(st.id, st.args, lens);
@@ -191,9 +191,9 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     return block.error();
   auto* cursor = static_cast<char*>(*block);
   launch_result res;
-  std::span<const float> prev;
+  kernels::typed_view prev;
   for (auto& st : chain) {
-    kernels::small_vector<std::span<const float>, 4> in;
+    kernels::small_vector<kernels::typed_view, 4> in;
     // Inputs it already holds are not transferred again (modeled).
     uint64_t held = 0;
     for (size_t i = 0; i < st.inputs.size(); ++i) {
@@ -202,26 +202,28 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
         continue;
       }
       // The host-to-device copy.
-      auto bytes = st.inputs[i].size_bytes();
-      if (inputs_.use(st.inputs[i].data(), bytes))
+      auto bytes = st.inputs[i].bytes();
+      if (inputs_.use(st.inputs[i].data, bytes))
         held += bytes;
       if (bytes > 0)
-        std::memcpy(cursor, st.inputs[i].data(), bytes);
-      in.push_back(
-          {reinterpret_cast<const float*>(cursor), st.inputs[i].size()});
+        std::memcpy(cursor, st.inputs[i].data, bytes);
+      in.push_back({cursor, st.inputs[i].size, st.inputs[i].type});
       cursor += aligned(bytes);
     }
-    auto out = kernels::run_cpu(st.id, st.args, in);
+    auto out = kernels::run_cpu(st.id, st.args, kernels::typed_inputs{in});
     // The output lives in device memory; the next stage reads it there.
     auto* out_at = cursor;
-    std::memcpy(out_at, out.values.data(), out.values.size() * sizeof(float));
+    auto ov = out.view();
+    if (ov.bytes() > 0)
+      std::memcpy(out_at, ov.data, ov.bytes());
     if (!out.indices.empty())
-      std::memcpy(out_at + out.values.size() * sizeof(float),
-                  out.indices.data(), out.indices.size() * sizeof(int64_t));
-    cursor += aligned(out.values.size() * sizeof(float) +
-                      out.indices.size() * sizeof(int64_t));
-    prev = {reinterpret_cast<const float*>(out_at), out.values.size()};
-    auto lens = kernels::lengths(in);
+      std::memcpy(out_at + ov.bytes(), out.indices.data(),
+                  out.indices.size() * sizeof(int64_t));
+    cursor += aligned(ov.bytes() + out.indices.size() * sizeof(int64_t));
+    prev = {out_at, ov.size, ov.type};
+    kernels::input_shape lens;
+    for (auto& v : in)
+      lens.push_back(v.size);
     auto c = kernels::cost(st.id, st.args, kernels::input_lengths{lens});
     double moved = c.bytes - std::min(c.bytes, double(held));
     double seconds = std::max(c.flops / (params_.gflops * 1e9),

@@ -103,7 +103,7 @@ private:
 
   caf::expected<launch_result>
   do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
-            const kernels::kernel_args& args, kernels::input_views inputs,
+            const kernels::kernel_args& args, kernels::typed_inputs inputs,
             const memory::owner_tag& owner) override;
   caf::expected<launch_result>
   do_launch_chain(uint32_t stream, uint64_t ticket,

@@ -140,8 +140,10 @@ private:
 
 // -- work -------------------------------------------------------------------
 
-/// The kernels of the built-in catalog (docs/kernels.md). Their inputs and
-/// outputs are f32 (topk_cosine's row indices are i64).
+/// A kernel: one of the built-in catalog (the named values, docs/kernels.md;
+/// their inputs and outputs are f32, topk_cosine's row indices i64), or one
+/// registered at run time (`register_kernel`, `kernel_named`), whose value
+/// holds in this process only.
 enum class kernel : uint8_t {
   axpy = 1,
   dot = 2,
@@ -153,10 +155,10 @@ enum class kernel : uint8_t {
   topk_cosine = 8,
 };
 
-/// The kernel's name ("gemm", ...).
+/// The kernel's name ("gemm", ...; "unknown" for a value no kernel has).
 const char* to_string(kernel k);
 
-/// The kernel named `name`, if the catalog has one.
+/// The kernel named `name`, built in or registered, if there is one.
 std::optional<kernel> kernel_named(std::string_view name);
 
 /// Scalars and shapes; which fields a kernel reads is in docs/kernels.md.
@@ -167,6 +169,79 @@ struct kernel_args {
   uint64_t k = 0;
   uint32_t top_k = 0;
 };
+
+/// One buffer a registered kernel takes or produces.
+struct kernel_param {
+  std::string name;
+  dtype type = dtype::f32;
+};
+
+/// Where a registered kernel's CPU implementation writes its output: the
+/// elements the output rule asked for, zeroed, of the declared type.
+class output_span {
+public:
+  output_span(void* data, size_t size, dtype type)
+      : data_(data), size_(size), type_(type) {
+    // nop
+  }
+
+  dtype type() const { return type_; }
+  size_t size() const { return size_; }
+
+  /// The elements as `T`; throws cohort::error (invalid_arguments) when
+  /// the output has another type.
+  template <class T> std::span<T> as() const {
+    if (dtype_of<T>::value != type_)
+      throw error{errc::invalid_arguments, std::string{"the output holds "} +
+                                               to_string(type_) + ", not " +
+                                               to_string(dtype_of<T>::value)};
+    return {static_cast<T*>(data_), size_};
+  }
+
+private:
+  void* data_;
+  size_t size_;
+  dtype type_;
+};
+
+/// A kernel an application brings (docs/kernels.md, "Your own kernels").
+/// CPU workers, simulated GPUs and CPU fallback run `cpu`; a real GPU runs
+/// only kernels with code for it, so an item of a kernel without GPU code
+/// is never placed on one.
+struct kernel_definition {
+  /// 1 to 64 characters of a-z, 0-9, '_' and '.', starting with a letter;
+  /// unique in the process.
+  std::string name;
+  /// Input buffers, in order (1 to 8), and the output.
+  std::vector<kernel_param> inputs;
+  kernel_param output{"out", dtype::f32};
+  /// The kernel_args fields it reads ("alpha", "m", "n", "k", "top_k").
+  std::vector<std::string> scalars;
+  /// Checks the inputs' element counts and the arguments (the count and
+  /// types of the inputs are checked before): empty when valid, otherwise
+  /// what is wrong (the item is refused with invalid_arguments). Optional.
+  std::function<std::string(const kernel_args&, std::span<const uint64_t>)>
+      check;
+  /// Elements of the output, from the arguments and the inputs' element
+  /// counts. Required.
+  std::function<uint64_t(const kernel_args&, std::span<const uint64_t>)>
+      output_size;
+  /// Floating-point operations of a call, for placement; optional (the
+  /// measured model learns the kernel's run time).
+  std::function<double(const kernel_args&, std::span<const uint64_t>)> flops;
+  /// The CPU implementation; required. Called from several threads at once.
+  /// An exception it throws ends the item with kernel_error.
+  std::function<void(const kernel_args&, std::span<const buffer> inputs,
+                     output_span out)>
+      cpu;
+};
+
+/// Registers `def` with the process's kernel registry and returns its
+/// handle (use it in `work::kernel`; `kernel_named` finds it too). Tenants
+/// use it where their grant lists its name or "*". Throws cohort::error
+/// (invalid_arguments) for a bad definition or a name already taken.
+/// Thread-safe; registered kernels stay for the life of the process.
+kernel register_kernel(kernel_definition def);
 
 /// A kernel chained after an item's on the same device: the previous
 /// output fills input `input_slot`, `inputs` are the others in order.
@@ -198,7 +273,8 @@ struct work {
 /// An item's result.
 struct result {
   uint64_t id = 0;
-  /// The output (f32).
+  /// The output (f32 for the built-in kernels; a registered kernel's
+  /// output type otherwise).
   buffer values;
   /// topk_cosine's row indices (i64); empty for the other kernels.
   buffer indices;

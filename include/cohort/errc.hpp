@@ -85,6 +85,9 @@ enum class errc : uint8_t {
   /// The audit log cannot be written (a full disk, an I/O error): nothing
   /// is admitted until it can, so that nothing runs unaudited.
   audit_unavailable,
+  /// A registered kernel's own code failed on the item (its CPU
+  /// implementation threw): the item's end, not retried elsewhere.
+  kernel_error,
 };
 
 /// Returns the enumerator's name ("cancelled", ...).

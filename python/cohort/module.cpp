@@ -99,7 +99,22 @@ struct py_result {
 py_result to_py(const cohort::result& r) {
   py_result out;
   out.id = r.id;
-  out.values = to_array<float>(r.values);
+  switch (r.values.type()) {
+  case cohort::dtype::f64:
+    out.values = to_array<double>(r.values);
+    break;
+  case cohort::dtype::i32:
+    out.values = to_array<int32_t>(r.values);
+    break;
+  case cohort::dtype::i64:
+    out.values = to_array<int64_t>(r.values);
+    break;
+  case cohort::dtype::u8:
+    out.values = to_array<uint8_t>(r.values);
+    break;
+  default:
+    out.values = to_array<float>(r.values);
+  }
   out.indices = r.indices.empty() ? py::none() : to_array<int64_t>(r.indices);
   out.device = r.device;
   out.attempts = r.attempts;

@@ -22,7 +22,7 @@ quota_lease make_lease() {
                {"sim1", true, 100 * MiB, 80 * MiB}};
   tenant_policy a;
   a.tenant = "a";
-  a.kernel_mask = ~0u;
+  a.kernels.all = true;
   a.device_mask = 0b111;
   a.memory_quota = 120 * MiB;
   a.device_quota = {0, 60 * MiB, 0};

@@ -24,7 +24,7 @@ quota_lease make_lease() {
                {"sim1", true, 100 * MiB, 100 * MiB}};
   tenant_policy a;
   a.tenant = "a";
-  a.kernel_mask = ~0u;
+  a.kernels.all = true;
   a.device_mask = 0b111;
   a.device_quota = {0, 60 * MiB, 0};
   a.device_reserve = {0, 0, 0};

@@ -13,7 +13,7 @@ namespace {
 tenant_policy policy(limit_policy on_limit = limit_policy::reject) {
   tenant_policy p;
   p.tenant = "t";
-  p.kernel_mask = ~0u;
+  p.kernels.all = true;
   p.device_mask = ~uint64_t{0};
   p.on_limit = on_limit;
   p.queue_limit = 3;
@@ -73,7 +73,8 @@ TEST_CASE("check_item names unknown and ungranted kernels, bad shapes and "
   CHECK(code_of(err) == errc::unknown_kernel);
   CHECK(to_string(err).find("chained kernel") != std::string::npos);
   auto pol = policy();
-  pol.kernel_mask = 1u << static_cast<uint8_t>(kernel_id::gemm);
+  pol.kernels = {};
+  pol.kernels.add(kernel_id::gemm);
   err = check_item(pol, gemv(), shape);
   CHECK(code_of(err) == errc::not_granted);
   CHECK(to_string(err).find("gemv") != std::string::npos);

@@ -63,7 +63,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 using runner = kernels::kernel_output (*)(kernel_id,
                                           const kernels::kernel_args&,
-                                          kernels::input_views);
+                                          kernels::typed_inputs);
 
 // Merges `items`, runs the one launch with `run`, splits it and checks every
 // part: bit for bit against the item run alone with `run` when `exact`,

@@ -1,0 +1,201 @@
+#include "kernels/registry.hpp"
+
+#include <array>
+#include <atomic>
+#include <deque>
+#include <mutex>
+
+#include "kernels/builtin.hpp"
+
+namespace cohort::kernels {
+
+namespace {
+
+// Definitions live as long as the process (never freed: readers hold bare
+// pointers without a lock); the ids index `defs`.
+struct table {
+  std::array<std::atomic<const kernel_def*>, max_kernels + 1> defs{};
+  std::mutex mtx;
+  std::deque<kernel_def> storage;
+};
+
+// Adapts a built-in kernel to the registry's typed interface (its inputs
+// are f32: check_types saw to it).
+kernel_def builtin_def(kernel_id id) {
+  kernel_def d;
+  d.name = std::string{builtin::name(id)};
+  static constexpr const char* input_names[][2] = {
+      {},        {"x", "y"}, {"x", "y"}, {"x", ""},           {"x", ""},
+      {"x", ""}, {"a", "x"}, {"a", "b"}, {"rows", "queries"},
+  };
+  for (size_t i = 0; i < builtin::input_count(id); ++i)
+    d.signature.inputs.push_back(
+        {input_names[static_cast<uint8_t>(id)][i], dtype::f32});
+  d.signature.output = {id == kernel_id::topk_cosine ? "scores" : "out",
+                        dtype::f32};
+  d.signature.scalars = builtin::scalars(id);
+  d.check = [id](const kernel_args& a, input_lengths in) {
+    return builtin::check(id, a, in);
+  };
+  d.output_elements = [id](const kernel_args& a, input_lengths in) {
+    return builtin::output_elements(id, a, in);
+  };
+  d.cost = [id](const kernel_args& a, input_lengths in) {
+    return builtin::cost(id, a, in);
+  };
+  auto as_floats = [](typed_inputs in) {
+    small_vector<std::span<const float>, 8> out;
+    for (auto& v : in)
+      out.push_back(v.as<float>());
+    return out;
+  };
+  d.cpu = [id, as_floats](const kernel_args& a, typed_inputs in) {
+    auto views = as_floats(in);
+    return builtin::run_cpu(id, a, input_views{views});
+  };
+  d.reference = [id, as_floats](const kernel_args& a, typed_inputs in) {
+    auto views = as_floats(in);
+    return builtin::run_reference(id, a, input_views{views});
+  };
+  d.origin = "built-in";
+  return d;
+}
+
+table& the_table() {
+  static table* t = [] {
+    auto* t = new table;
+    for (auto id : builtin::all) {
+      auto& d = t->storage.emplace_back(builtin_def(id));
+      t->defs[static_cast<uint8_t>(id)].store(&d, std::memory_order_release);
+    }
+    return t;
+  }();
+  return *t;
+}
+
+bool valid_name(std::string_view s) {
+  if (s.empty() || s.size() > 64 || !(s[0] >= 'a' && s[0] <= 'z'))
+    return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '.'))
+      return false;
+  return true;
+}
+
+std::string check_def(const kernel_def& d) {
+  if (!valid_name(d.name))
+    return "kernel name '" + d.name +
+           "' is not valid: 1 to 64 characters of a-z, 0-9, '_' and '.', "
+           "starting with a letter";
+  auto who = "kernel '" + d.name + "': ";
+  auto n = d.signature.inputs.size();
+  if (n == 0 || n > 8)
+    return who + "takes " + std::to_string(n) +
+           " inputs; a kernel takes 1 to 8 input buffers";
+  for (auto& p : d.signature.inputs)
+    if (p.name.empty() || static_cast<unsigned>(p.type) >= dtype_limit)
+      return who + "every input needs a name and an element type";
+  if (static_cast<unsigned>(d.signature.output.type) >= dtype_limit)
+    return who + "the output has no valid element type";
+  for (auto& s : d.signature.scalars)
+    if (s != "alpha" && s != "m" && s != "n" && s != "k" && s != "top_k")
+      return who + "scalar '" + s + "' is not one of alpha, m, n, k, top_k";
+  if (!d.output_elements)
+    return who + "needs an output size rule (output_elements)";
+  if (!d.cpu)
+    return who + "needs a CPU implementation (CPU workers, simulated GPUs "
+                 "and fallback run it)";
+  // The CUDA and HIP module paths (driver-API module load and launch) are
+  // not built yet: refusing GPU code beats accepting it and never using it.
+  if (d.cuda.kind != gpu_code::format::none ||
+      d.hip.kind != gpu_code::format::none)
+    return who + "GPU code for registered kernels is not supported yet; "
+                 "register the CPU implementation (CPU workers and simulated "
+                 "GPUs run it)";
+  for (auto* code : {&d.cuda, &d.hip})
+    if (code->kind != gpu_code::format::none && !code->present())
+      return who + "its GPU code needs an image and an entry point name";
+  if (d.cuda.kind == gpu_code::format::hip_code_object)
+    return who + "a HIP code object is not CUDA code";
+  if (d.hip.kind != gpu_code::format::none &&
+      d.hip.kind != gpu_code::format::hip_code_object)
+    return who + "HIP code must be a HIP code object";
+  return {};
+}
+
+} // namespace
+
+bool is_builtin(kernel_id id) {
+  auto raw = static_cast<uint8_t>(id);
+  return raw >= static_cast<uint8_t>(kernel_id::axpy) &&
+         raw <= static_cast<uint8_t>(kernel_id::topk_cosine);
+}
+
+const kernel_def* find(kernel_id id) {
+  auto raw = static_cast<uint8_t>(id);
+  if (raw == 0)
+    return nullptr;
+  return the_table().defs[raw].load(std::memory_order_acquire);
+}
+
+std::optional<kernel_id> register_kernel(kernel_def def, std::string& why) {
+  if (why = check_def(def); !why.empty())
+    return std::nullopt;
+  auto& t = the_table();
+  std::lock_guard guard{t.mtx};
+  size_t free_slot = 0;
+  for (size_t i = 1; i <= max_kernels; ++i) {
+    auto* d = t.defs[i].load(std::memory_order_relaxed);
+    if (d == nullptr) {
+      if (free_slot == 0)
+        free_slot = i;
+    } else if (d->name == def.name) {
+      why =
+          "kernel '" + def.name + "' is already registered (" + d->origin + ")";
+      return std::nullopt;
+    }
+  }
+  if (free_slot == 0) {
+    why = "the kernel registry is full (" + std::to_string(max_kernels) +
+          " kernels per process)";
+    return std::nullopt;
+  }
+  auto& d = t.storage.emplace_back(std::move(def));
+  t.defs[free_slot].store(&d, std::memory_order_release);
+  return static_cast<kernel_id>(free_slot);
+}
+
+std::vector<kernel_info> registered_kernels() {
+  std::vector<kernel_info> out;
+  for (unsigned i = 1; i <= max_kernels; ++i) {
+    auto id = static_cast<kernel_id>(i);
+    if (auto* d = find(id))
+      out.push_back({id, d->name, d->origin, d->signature, is_builtin(id),
+                     is_builtin(id) || d->cuda.present(),
+                     is_builtin(id) || d->hip.present()});
+  }
+  return out;
+}
+
+bool has_gpu_code(kernel_id id, bool cuda) {
+  if (is_builtin(id))
+    return true;
+  auto* d = find(id);
+  return d != nullptr && (cuda ? d->cuda.present() : d->hip.present());
+}
+
+std::string check_types(kernel_id id, std::span<const dtype> types) {
+  auto* d = find(id);
+  if (d == nullptr)
+    return "unknown kernel";
+  auto& ins = d->signature.inputs;
+  for (size_t i = 0; i < types.size() && i < ins.size(); ++i)
+    if (types[i] != ins[i].type)
+      return d->name + ": input " + std::to_string(i) + " ('" + ins[i].name +
+             "') takes " + std::string{name(ins[i].type)} + ", got " +
+             std::string{name(types[i])};
+  return {};
+}
+
+} // namespace cohort::kernels

@@ -1,0 +1,187 @@
+// An application's own kernels through the public API: registered once,
+// named by handle or by name, run on CPU workers and simulated GPUs, typed
+// inputs and outputs, and the errors a user meets.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+#include <set>
+
+#include <unistd.h>
+
+#include "cohort/cohort.hpp"
+
+namespace {
+
+struct scratch_dir {
+  std::filesystem::path path;
+  scratch_dir() {
+    char tmpl[] = "/tmp/cohort-kernels-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+std::atomic<int> cpu_calls{0};
+
+// Clamps i64 values to [0, m] and counts them into m + 1 i32 bins.
+cohort::kernel histogram() {
+  static auto k = [] {
+    cohort::kernel_definition d;
+    d.name = "test.histogram";
+    d.inputs = {{"values", cohort::dtype::i64}};
+    d.output = {"bins", cohort::dtype::i32};
+    d.scalars = {"m"};
+    d.check = [](const cohort::kernel_args& a,
+                 std::span<const uint64_t>) -> std::string {
+      if (a.m == 0 || a.m > 1'000'000)
+        return "test.histogram: m must be in 1..1000000";
+      return {};
+    };
+    d.output_size = [](const cohort::kernel_args& a,
+                       std::span<const uint64_t>) { return a.m + 1; };
+    d.flops = [](const cohort::kernel_args&, std::span<const uint64_t> in) {
+      return double(in[0]);
+    };
+    d.cpu = [](const cohort::kernel_args& a, std::span<const cohort::buffer> in,
+               cohort::output_span out) {
+      ++cpu_calls;
+      auto bins = out.as<int32_t>();
+      for (auto v : in[0].view<int64_t>()) {
+        if (v == -999)
+          throw std::runtime_error("poison value -999");
+        auto b = std::clamp<int64_t>(v, 0, int64_t(a.m));
+        ++bins[size_t(b)];
+      }
+    };
+    return cohort::register_kernel(std::move(d));
+  }();
+  return k;
+}
+
+cohort::work histogram_of(uint64_t id, std::vector<int64_t> values,
+                          uint64_t m) {
+  cohort::work w;
+  w.id = id;
+  w.kernel = histogram();
+  w.args.m = m;
+  w.inputs = {cohort::buffer{std::move(values)}};
+  return w;
+}
+
+cohort::runtime start(const scratch_dir& dir, uint32_t cpu, uint32_t sims) {
+  cohort::options opts;
+  opts.cpu_workers = cpu;
+  opts.simulated_gpus = sims;
+  opts.gpus = false;
+  opts.audit_path = (dir.path / "audit.log").string();
+  return cohort::runtime::start(opts);
+}
+
+} // namespace
+
+TEST_CASE("a registered kernel runs on CPU workers and simulated GPUs",
+          "[api][kernels]") {
+  auto k = histogram();
+  CHECK(std::string{cohort::to_string(k)} == "test.histogram");
+  CHECK(cohort::kernel_named("test.histogram") == k);
+  scratch_dir dir;
+  for (auto [cpu, sims] : {std::pair{1u, 0u}, std::pair{0u, 2u}}) {
+    auto rt = start(dir, cpu, sims);
+    std::vector<cohort::future> fs;
+    for (uint64_t i = 0; i < 20; ++i)
+      fs.push_back(rt.submit(histogram_of(i + 1, {0, 1, 1, 2, 7, -3}, 3)));
+    std::set<std::string> devices;
+    for (auto& f : fs) {
+      auto o = f.wait();
+      REQUIRE(o.ok());
+      REQUIRE(o->values.type() == cohort::dtype::i32);
+      auto bins = o->values.view<int32_t>();
+      CHECK(std::vector<int32_t>(bins.begin(), bins.end()) ==
+            std::vector<int32_t>{2, 2, 1, 1});
+      devices.insert(o->device);
+    }
+    for (auto& d : devices)
+      CHECK(d.rfind(sims > 0 ? "sim" : "cpu", 0) == 0);
+    rt.stop();
+  }
+}
+
+TEST_CASE("a registered kernel's errors are clear and end items once",
+          "[api][kernels]") {
+  scratch_dir dir;
+  auto rt = start(dir, 1, 1);
+  // Inputs of the wrong type, the wrong count, bad arguments.
+  auto wrong = histogram_of(1, {}, 3);
+  wrong.inputs = {cohort::buffer{std::vector<float>{1, 2}}};
+  auto o = rt.run(wrong);
+  CHECK(o.code() == cohort::errc::invalid_arguments);
+  CHECK_THAT(o.message(),
+             Catch::Contains("input 0 ('values') takes i64, got f32"));
+  auto two = histogram_of(2, {1}, 3);
+  two.inputs.push_back(two.inputs[0]);
+  CHECK(rt.run(two).code() == cohort::errc::invalid_arguments);
+  o = rt.run(histogram_of(3, {1}, 0));
+  CHECK(o.code() == cohort::errc::invalid_arguments);
+  CHECK_THAT(o.message(), Catch::Contains("m must be in 1..1000000"));
+  // A value no kernel has.
+  cohort::work unknown;
+  unknown.id = 4;
+  unknown.kernel = static_cast<cohort::kernel>(250);
+  unknown.inputs = {cohort::buffer{std::vector<float>{1}}};
+  o = rt.run(unknown);
+  CHECK(o.code() == cohort::errc::unknown_kernel);
+  // The kernel's own failure ends the item, once, with kernel_error, and is
+  // not retried on another device.
+  auto before = cpu_calls.load();
+  o = rt.run(histogram_of(5, {1, -999}, 3));
+  CHECK(o.code() == cohort::errc::kernel_error);
+  CHECK_THAT(o.message(), Catch::Contains("poison value -999"));
+  CHECK(cpu_calls.load() == before + 1);
+  // The device is still fine.
+  CHECK(rt.run(histogram_of(6, {1}, 3)).ok());
+  // A chained stage's input must take what the previous stage produces.
+  cohort::work chain;
+  chain.id = 7;
+  chain.kernel = cohort::kernel::reduce_sum;
+  chain.inputs = {cohort::buffer{std::vector<float>{1, 2}}};
+  chain.then.push_back({histogram(), {}, {}, 0});
+  chain.then.back().args.m = 3;
+  o = rt.run(chain);
+  CHECK(o.code() == cohort::errc::invalid_arguments);
+  CHECK_THAT(o.message(), Catch::Contains("takes i64, the previous stage's "
+                                          "output is f32"));
+  rt.stop();
+}
+
+TEST_CASE("bad definitions are refused when registered", "[api][kernels]") {
+  auto refused = [](cohort::kernel_definition d) {
+    try {
+      cohort::register_kernel(std::move(d));
+    } catch (const cohort::error& e) {
+      CHECK(e.code() == cohort::errc::invalid_arguments);
+      return std::string{e.what()};
+    }
+    return std::string{};
+  };
+  cohort::kernel_definition d;
+  d.name = "test.api_bad";
+  d.inputs = {{"x", cohort::dtype::f32}};
+  CHECK_THAT(refused(d), Catch::Contains("CPU implementation"));
+  d.cpu = [](const cohort::kernel_args&, std::span<const cohort::buffer>,
+             cohort::output_span) {};
+  CHECK_THAT(refused(d), Catch::Contains("output size rule"));
+  d.output_size = [](const cohort::kernel_args&, std::span<const uint64_t>) {
+    return uint64_t{1};
+  };
+  d.name = "gemm";
+  CHECK_THAT(refused(d), Catch::Contains("already registered"));
+  d.name = "Bad Name";
+  CHECK_THAT(refused(d), Catch::Contains("not valid"));
+  CHECK_FALSE(cohort::kernel_named("Bad Name"));
+}
