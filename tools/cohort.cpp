@@ -27,6 +27,7 @@
 #include "tools/byte_units.hpp"
 #include "tools/chaos_command.hpp"
 #include "tools/cli.hpp"
+#include "tools/kernel_command.hpp"
 #include "tools/pipeline.hpp"
 #include "tools/scheduler_arg.hpp"
 #include "tools/serve_command.hpp"
@@ -438,6 +439,9 @@ int main(int argc, char** argv) {
   tools::audit_cli audit_args;
   tools::add_audit_command(app, audit_args);
 
+  tools::kernel_cli kernel_args;
+  tools::add_kernel_command(app, kernel_args);
+
   std::string quota_config, quota_tenant;
   auto* quota = app.add_subcommand(
       "quota", "what the config grants each tenant (kernels, devices, "
@@ -516,6 +520,8 @@ int main(int argc, char** argv) {
   if (audit_args.verify->parsed() || audit_args.show->parsed() ||
       audit_args.query->parsed())
     return tools::run_audit(audit_args, stdout);
+  if (kernel_args.keygen->parsed() || kernel_args.list->parsed())
+    return tools::run_kernel(kernel_args, stdout);
   if (quota->parsed())
     return cmd_quota(quota_config, quota_tenant);
   if (chaos->parsed())
