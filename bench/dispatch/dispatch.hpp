@@ -49,9 +49,13 @@ dispatch_figures run_cohort(int tasks, cohort_fleet fleet, int window,
 /// (<cohort/cohort.hpp>) from a plain thread: a window of futures, or
 /// (`callbacks`) each end submitting the next item from its callback. The
 /// time runs to the last result (the audit log is flushed at stop, not
-/// timed); latency is one `run()` at a time.
+/// timed); latency is one `run()` at a time. With `registered`, futures
+/// run `bench.reduce_sum`, an application's kernel registered through
+/// `register_kernel` that does reduce_sum's work: the registry's overhead
+/// against the built-in kernel.
 dispatch_figures run_public(int tasks, int workers, int window,
-                            int latency_samples, bool callbacks);
+                            int latency_samples, bool callbacks,
+                            bool registered = false);
 
 /// StarPU 1.3 with scheduling policy `policy` and `workers` CPU workers.
 dispatch_figures run_starpu(const std::string& policy, int tasks, int workers,

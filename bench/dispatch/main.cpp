@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
     if (public_api) {
       rows.push_back(run_public(tasks, workers, window, samples, false));
       rows.push_back(run_public(tasks, workers, window, samples, true));
+      rows.push_back(run_public(tasks, workers, window, samples, false, true));
     }
     for (auto& p : policies)
       rows.push_back(run_starpu(p, tasks, workers, samples));

@@ -22,15 +22,51 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 bool right(const outcome& o) {
-  return o.ok() && o->values.size() == 1 && o->values.view<float>()[0] == 1024.0f;
+  return o.ok() && o->values.size() == 1 &&
+         o->values.view<float>()[0] == 1024.0f;
+}
+
+// reduce_sum as an application registers it: the same sum, in double.
+kernel registered_sum() {
+  static kernel k = [] {
+    kernel_definition d;
+    d.name = "bench.reduce_sum";
+    d.inputs = {{"x", dtype::f32}};
+    d.output_size = [](const kernel_args&, std::span<const uint64_t>) {
+      return uint64_t{1};
+    };
+    d.flops = [](const kernel_args&, std::span<const uint64_t> in) {
+      return double(in[0]);
+    };
+    d.cpu = [](const kernel_args&, std::span<const buffer> in,
+               output_span out) {
+      // Four lanes, as the built-in CPU reduction sums: the same
+      // arithmetic, so the figure is the registry's path alone.
+      auto x = in[0].view<float>();
+      double acc[4] = {0, 0, 0, 0};
+      size_t i = 0;
+      for (; i + 4 <= x.size(); i += 4)
+        for (size_t l = 0; l < 4; ++l)
+          acc[l] += x[i + l];
+      for (; i < x.size(); ++i)
+        acc[0] += x[i];
+      double s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      out.as<float>()[0] = float(s);
+    };
+    return register_kernel(std::move(d));
+  }();
+  return k;
 }
 
 } // namespace
 
 dispatch_figures run_public(int tasks, int workers, int window,
-                            int latency_samples, bool callbacks) {
+                            int latency_samples, bool callbacks,
+                            bool registered) {
   dispatch_figures out;
-  out.system = callbacks ? "cohort public callback" : "cohort public future";
+  out.system = callbacks    ? "cohort public callback"
+               : registered ? "cohort public registered"
+                            : "cohort public future";
   auto audit = std::filesystem::temp_directory_path() /
                ("cohort-bench-public-" + std::to_string(::getpid()) + ".log");
   options opts;
@@ -45,7 +81,7 @@ dispatch_figures run_public(int tasks, int workers, int window,
     auto make = [&](uint64_t id) {
       work w;
       w.id = id;
-      w.kernel = kernel::reduce_sum;
+      w.kernel = registered ? registered_sum() : kernel::reduce_sum;
       w.inputs = {data};
       return w;
     };
