@@ -192,19 +192,17 @@ std::string compare(kernel_id id, const kernel_args& args, input_views inputs,
     }
     return {};
   };
-  auto& g = const_cast<kernel_output&>(got);
-  auto& w = const_cast<kernel_output&>(want);
   switch (got.type) {
   case dtype::f32:
-    return check(g.as<float>(), w.as<float>(), 1e-5);
+    return check(got.as<float>(), want.as<float>(), 1e-5);
   case dtype::f64:
-    return check(g.as<double>(), w.as<double>(), 1e-12);
+    return check(got.as<double>(), want.as<double>(), 1e-12);
   case dtype::i32:
-    return check(g.as<int32_t>(), w.as<int32_t>(), 0);
+    return check(got.as<int32_t>(), want.as<int32_t>(), 0);
   case dtype::i64:
-    return check(g.as<int64_t>(), w.as<int64_t>(), 0);
+    return check(got.as<int64_t>(), want.as<int64_t>(), 0);
   case dtype::u8:
-    return check(g.as<uint8_t>(), w.as<uint8_t>(), 0);
+    return check(got.as<uint8_t>(), want.as<uint8_t>(), 0);
   }
   return {};
 }

@@ -96,6 +96,12 @@ struct kernel_output {
     else
       return {reinterpret_cast<T*>(raw.data()), raw.size() / sizeof(T)};
   }
+  template <class T> std::span<const T> as() const {
+    if constexpr (std::is_same_v<T, float>)
+      return values;
+    else
+      return {reinterpret_cast<const T*>(raw.data()), raw.size() / sizeof(T)};
+  }
 };
 
 /// What a registered kernel's CPU implementation throws when it fails: the

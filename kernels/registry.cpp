@@ -113,14 +113,6 @@ std::string check_def(const kernel_def& d) {
     return who + "GPU code for registered kernels is not supported yet; "
                  "register the CPU implementation (CPU workers and simulated "
                  "GPUs run it)";
-  for (auto* code : {&d.cuda, &d.hip})
-    if (code->kind != gpu_code::format::none && !code->present())
-      return who + "its GPU code needs an image and an entry point name";
-  if (d.cuda.kind == gpu_code::format::hip_code_object)
-    return who + "a HIP code object is not CUDA code";
-  if (d.hip.kind != gpu_code::format::none &&
-      d.hip.kind != gpu_code::format::hip_code_object)
-    return who + "HIP code must be a HIP code object";
   return {};
 }
 
