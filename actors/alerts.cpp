@@ -106,6 +106,8 @@ alert_evaluator::evaluate(const alert_inputs& in) {
            std::to_string(t.inflight) + " of " +
                std::to_string(t.max_inflight) + " items in flight");
   }
+  for (auto& [bundle, why] : refused_bundles_)
+    fire("kernel_bundle_refused", bundle, "critical", why);
   first_ = false;
   last_ = in.now;
   std::vector<change> out;
@@ -124,6 +126,14 @@ alert_evaluator::evaluate(const alert_inputs& in) {
       out.push_back({a, false});
   firing_ = std::move(now_firing);
   return out;
+}
+
+void alert_evaluator::bundle_outcome(const std::string& bundle,
+                                     std::string why) {
+  if (why.empty())
+    refused_bundles_.erase(bundle);
+  else
+    refused_bundles_[bundle] = std::move(why);
 }
 
 std::vector<cohort::alert> alert_evaluator::firing() const {
@@ -150,9 +160,13 @@ void audit_changes(self_ptr self,
     return;
   std::vector<audit_event> evs;
   for (auto& c : changes) {
+    // A refused bundle's subject is its directory: neither a tenant nor a
+    // device.
+    bool bundle = c.what.name == "kernel_bundle_refused";
     bool device = c.what.name != "tenant_near_quota" &&
-                  c.what.name != "fallback_rate_high";
-    evs.push_back({audit_kind::alert, device ? std::string{} : c.what.subject,
+                  c.what.name != "fallback_rate_high" && !bundle;
+    bool tenant = !device && !bundle;
+    evs.push_back({audit_kind::alert, tenant ? c.what.subject : std::string{},
                    0, device ? c.what.subject : std::string{}, "",
                    (c.firing ? "firing: " : "resolved: ") + c.what.name + " " +
                        c.what.severity + " (" + c.what.subject +
@@ -220,6 +234,9 @@ alert_impl(alert_actor::stateful_pointer<alert_state> self, alert_rules rules,
                 failed);
       },
       [=](alerts_atom) { return self->state.eval.firing(); },
+      [=](bundle_atom, const std::string& bundle, std::string& why) {
+        self->state.eval.bundle_outcome(bundle, std::move(why));
+      },
   };
 }
 

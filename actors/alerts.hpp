@@ -66,6 +66,10 @@ public:
   /// Alerts firing now, ordered by name and subject.
   std::vector<cohort::alert> firing() const;
 
+  /// A kernel bundle was refused (kernel_bundle_refused fires for `bundle`
+  /// from the next evaluation on) or, with `why` empty, loaded (it stops).
+  void bundle_outcome(const std::string& bundle, std::string why);
+
   const alert_rules& rules() const { return rules_; }
 
 private:
@@ -77,11 +81,16 @@ private:
   uint64_t ended_before_ = 0;
   std::map<std::string, std::chrono::steady_clock::time_point> down_since_;
   std::map<std::pair<std::string, std::string>, cohort::alert> firing_;
+  /// Refused bundles and why, until the same bundle loads.
+  std::map<std::string, std::string> refused_bundles_;
 };
 
 using alert_actor = caf::typed_actor<
     /// Internal: evaluate the rules now.
     caf::reacts_to<tick_atom>,
+    /// A kernel bundle (its directory) was refused, and why; loaded when
+    /// the reason is empty.
+    caf::reacts_to<bundle_atom, std::string, std::string>,
     /// The alerts firing now.
     caf::replies_to<alerts_atom>::with<std::vector<cohort::alert>>>;
 

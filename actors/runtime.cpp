@@ -13,6 +13,7 @@
 #include "devices/gpu/discover.hpp"
 #include "devices/memory/device_memory.hpp"
 #include "devices/topology.hpp"
+#include "kernels/bundle/loader.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::actors {
@@ -167,6 +168,24 @@ configure_memory(const std::vector<std::shared_ptr<devices::device>>& devs,
   return out;
 }
 
+namespace {
+
+using bundle_result =
+    std::variant<kernels::bundle::loaded_bundle, kernels::bundle::refused>;
+
+// The audit detail of a bundle that loaded.
+std::string loaded_detail(const std::string& dir,
+                          const kernels::bundle::loaded_bundle& b) {
+  auto out = "loaded " + b.name + " " + b.version + " from " + dir + " (key " +
+             b.key_id + ", manifest SHA-256 " + b.manifest_sha256 +
+             (b.fresh ? "" : ", loaded before") + "): ";
+  for (size_t i = 0; i < b.kernels.size(); ++i)
+    out += (i == 0 ? "" : ", ") + b.kernels[i].first;
+  return out;
+}
+
+} // namespace
+
 caf::expected<std::unique_ptr<runtime>>
 runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
                std::vector<std::shared_ptr<devices::device>> extra,
@@ -185,6 +204,13 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   std::vector<device_info> infos;
   for (auto& d : *devs)
     infos.push_back(d->info());
+  // The config's bundles load before its grants compile: a grant may name
+  // their kernels. What became of each is recorded once the audit and
+  // alert actors run.
+  std::vector<std::pair<std::string, bundle_result>> bundles;
+  for (auto& dir : settings->bundles)
+    bundles.emplace_back(dir,
+                         kernels::bundle::load_bundle(dir, *settings->trust));
   auto lease = config::compile_quotas(cfg, infos);
   if (!lease)
     return lease.error();
@@ -233,6 +259,15 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   rt->ledger_ = memory->ledger;
   rt->alerts_ = sys.spawn(alert_impl, settings->alerts, rt->balancer_,
                           rt->supervisor_, rt->quota_, rt->audit_);
+  rt->trust_ = settings->trust;
+  for (auto& [dir, r] : bundles) {
+    if (auto* no = std::get_if<kernels::bundle::refused>(&r))
+      rt->record_bundle(dir, "", to_string(no->reason), no->detail);
+    else
+      rt->record_bundle(
+          dir, std::get<kernels::bundle::loaded_bundle>(r).name, "",
+          loaded_detail(dir, std::get<kernels::bundle::loaded_bundle>(r)));
+  }
   caf::scoped_actor self{sys};
   caf::error failure;
   self->request(rt->supervisor_, caf::infinite, start_atom::value)
@@ -418,6 +453,48 @@ void runtime::audit_admin(std::string detail) {
 
 caf::expected<std::vector<cohort::alert>> runtime::alerts() {
   return ask<std::vector<cohort::alert>>(alerts_, alerts_atom::value);
+}
+
+void runtime::record_bundle(const std::string& dir, const std::string& name,
+                            const std::string& reason,
+                            const std::string& detail) {
+  {
+    std::lock_guard guard{bundle_mtx_};
+    if (reason.empty())
+      ++bundle_counts_.loaded;
+    else
+      ++bundle_counts_.refused[reason];
+  }
+  std::vector<audit_event> evs{
+      {audit_kind::kernel_bundle, "", 0, "", reason.empty() ? name : dir,
+       reason.empty() ? detail : "refused (" + reason + "): " + detail,
+       wall_clock_ns()}};
+  caf::anon_send(audit_, record_atom::value, std::move(evs));
+  caf::anon_send(alerts_, bundle_atom::value, dir,
+                 reason.empty() ? std::string{} : reason + ": " + detail);
+}
+
+caf::expected<std::vector<std::string>>
+runtime::load_kernel_bundle(const std::string& dir) {
+  if (stopped_)
+    return make_error(errc::shutting_down, "the runtime has stopped");
+  auto r = kernels::bundle::load_bundle(dir, *trust_);
+  if (auto* no = std::get_if<kernels::bundle::refused>(&r)) {
+    auto reason = std::string{to_string(no->reason)};
+    record_bundle(dir, "", reason, no->detail);
+    return make_error(errc::bundle_refused, reason + ": " + no->detail);
+  }
+  auto& b = std::get<kernels::bundle::loaded_bundle>(r);
+  record_bundle(dir, b.name, "", loaded_detail(dir, b));
+  std::vector<std::string> names;
+  for (auto& [n, id] : b.kernels)
+    names.push_back(n);
+  return names;
+}
+
+bundle_counts runtime::kernel_bundles() const {
+  std::lock_guard guard{bundle_mtx_};
+  return bundle_counts_;
 }
 
 std::vector<std::pair<uint64_t, uint32_t>> runtime::xid_errors() const {

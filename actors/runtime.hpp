@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,7 +23,18 @@
 #include "devices/sim/sim_device.hpp"
 #include "messages/cohort.pb.h"
 
+namespace cohort::kernels::bundle {
+struct trust_store;
+} // namespace cohort::kernels::bundle
+
 namespace cohort::actors {
+
+/// The kernel bundles a runtime loaded and refused since it started.
+struct bundle_counts {
+  uint64_t loaded = 0;
+  /// Refusals by reason ("unsigned", "unknown_key", "tampered_blob", ...).
+  std::map<std::string, uint64_t> refused;
+};
 
 /// A config that works with no file: one CPU worker per core (hwloc), no
 /// simulated GPUs, and tenant "default" granted every kernel on every device.
@@ -172,6 +184,17 @@ public:
   /// The alerts firing now (in-process rules, see `cohort.pb.AlertRules`).
   caf::expected<std::vector<cohort::alert>> alerts();
 
+  /// Loads the signed kernel bundle in `dir` under this runtime's trust
+  /// settings (`kernel_bundles` in its config) and returns its kernels'
+  /// names. Audited either way; a refusal is also counted, alerted
+  /// (kernel_bundle_refused, until the same directory loads) and returned
+  /// as bundle_refused ("REASON: what was wrong").
+  caf::expected<std::vector<std::string>>
+  load_kernel_bundle(const std::string& dir);
+
+  /// Bundles loaded and refused since start.
+  bundle_counts kernel_bundles() const;
+
   /// Xid errors per device, by index: how many, and the last code (0: none).
   std::vector<std::pair<uint64_t, uint32_t>> xid_errors() const;
 
@@ -229,12 +252,20 @@ private:
   std::mutex cfg_mtx_;
   pb::RuntimeConfig cfg_;
   std::shared_ptr<devices::memory::tenant_ledger> ledger_;
+  std::shared_ptr<const kernels::bundle::trust_store> trust_;
+  mutable std::mutex bundle_mtx_;
+  bundle_counts bundle_counts_;
   std::chrono::milliseconds drain_timeout_{10000};
   std::atomic<bool> stopped_{false};
   /// Set when the first stop() has returned; later calls wait for it.
   std::mutex stop_mtx_;
   std::condition_variable stop_cv_;
   bool stop_done_ = false;
+
+  /// Audits, counts and alerts what became of the bundle in `dir`: loaded
+  /// (`reason` empty; `name` is the bundle's) or refused for `reason`.
+  void record_bundle(const std::string& dir, const std::string& name,
+                     const std::string& reason, const std::string& detail);
 
   /// Sends `xs` to `dest` and waits for its reply; after stop, a receiver
   /// that is gone is shutting_down.

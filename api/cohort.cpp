@@ -184,6 +184,22 @@ std::optional<kernel> kernel_named(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<kernel_signature> signature_of(kernel k) {
+  auto* d = kernels::find(static_cast<kernels::kernel_id>(k));
+  if (d == nullptr)
+    return std::nullopt;
+  auto param = [](const kernels::buffer_param& p) {
+    return kernel_param{p.name, static_cast<dtype>(p.type)};
+  };
+  kernel_signature out;
+  for (auto& p : d->signature.inputs)
+    out.inputs.push_back(param(p));
+  out.output = param(d->signature.output);
+  out.scalars = d->signature.scalars;
+  out.origin = d->origin;
+  return out;
+}
+
 kernel register_kernel(kernel_definition def) {
   if (!def.cpu || !def.output_size)
     throw error{errc::invalid_arguments,
@@ -519,6 +535,13 @@ cohort::stats runtime::stats() {
   for (auto& d : s->devices)
     out.per_device.push_back(d.completed);
   return out;
+}
+
+std::vector<std::string> runtime::load_kernel_bundle(const std::string& dir) {
+  auto names = impl_->rt->load_kernel_bundle(dir);
+  if (!names)
+    raise(names.error());
+  return std::move(*names);
 }
 
 std::vector<headroom_view> runtime::headroom(const std::string& tenant) {

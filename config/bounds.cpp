@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "messages/errc.hpp"
 
@@ -133,6 +134,18 @@ caf::error check_bounds(const pb::RuntimeConfig& cfg) {
   for (auto& t : cfg.tenant())
     if (auto err = check_tenant(t))
       return err;
+  auto& kb = cfg.kernel_bundles();
+  for (auto [name, n, most] :
+       {std::tuple{"trusted_key", kb.trusted_key_size(),
+                   bounds::max_bundle_keys},
+        std::tuple{"load", kb.load_size(), bounds::max_bundles},
+        std::tuple{"revoked_key", kb.revoked_key_size(), bounds::max_revoked},
+        std::tuple{"revoked_bundle", kb.revoked_bundle_size(),
+                   bounds::max_revoked}})
+    if (n > most)
+      return bad(std::string{"kernel_bundles."} + name + " has " +
+                 std::to_string(n) + " entries, at most " +
+                 std::to_string(most));
   if (cfg.max_attempts() > bounds::max_attempts)
     return bad("max_attempts is " + std::to_string(cfg.max_attempts()) +
                ", at most " + std::to_string(bounds::max_attempts));

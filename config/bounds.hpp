@@ -30,6 +30,10 @@ struct config_bounds {
   static constexpr uint32_t max_ms = 3'600'000;
   /// Placements of one item.
   static constexpr uint32_t max_attempts = 1000;
+  /// kernel_bundles: trusted keys and bundles to load; revoked entries.
+  static constexpr int max_bundle_keys = 64;
+  static constexpr int max_bundles = 64;
+  static constexpr int max_revoked = 4096;
   /// CAF's scheduler: worker threads, messages per turn, poll attempts and
   /// intervals, and sleeps (one second).
   static constexpr uint32_t max_threads = 256;

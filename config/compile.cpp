@@ -26,6 +26,13 @@ caf::expected<settings> compile(const pb::RuntimeConfig& cfg) {
   if (!alerts)
     return alerts.error();
   out.alerts = std::move(*alerts);
+  auto trust = kernels::bundle::trust_from_config(cfg.kernel_bundles());
+  if (!trust)
+    return trust.error();
+  out.trust =
+      std::make_shared<const kernels::bundle::trust_store>(std::move(*trust));
+  auto& load = cfg.kernel_bundles().load();
+  out.bundles.assign(load.begin(), load.end());
   return out;
 }
 

@@ -7,6 +7,7 @@
 // pools); the audit section is the audit library's (audit_options_of).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "actors/supervisor.hpp"
 #include "audit/audit_log.hpp"
 #include "devices/memory/pool_resource.hpp"
+#include "kernels/bundle/bundle.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/quota.hpp"
 
@@ -31,6 +33,10 @@ struct settings {
   /// nothing).
   std::string audit_path;
   actors::alert_rules alerts;
+  /// Whom kernel bundles must be signed by (its key files read), and the
+  /// bundles to load at start.
+  std::shared_ptr<const kernels::bundle::trust_store> trust;
+  std::vector<std::string> bundles;
 };
 
 /// Checks the bounds of `cfg` and compiles every section that needs no

@@ -132,30 +132,68 @@ const kernel_def* find(kernel_id id) {
 }
 
 std::optional<kernel_id> register_kernel(kernel_def def, std::string& why) {
-  if (why = check_def(def); !why.empty())
+  std::vector<kernel_def> one;
+  one.push_back(std::move(def));
+  auto ids = register_kernels(std::move(one), why);
+  if (!ids)
     return std::nullopt;
+  return ids->front();
+}
+
+std::optional<std::vector<kernel_id>>
+register_kernels(std::vector<kernel_def> defs, std::string& why) {
+  for (auto& d : defs)
+    if (why = check_def(d); !why.empty())
+      return std::nullopt;
+  for (size_t i = 0; i < defs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (defs[i].name == defs[j].name) {
+        why = "kernel '" + defs[i].name + "' is defined twice";
+        return std::nullopt;
+      }
   auto& t = the_table();
   std::lock_guard guard{t.mtx};
-  size_t free_slot = 0;
+  // First decide every id (taken over from the same source, or a free
+  // slot), then publish: a refusal leaves the registry as it was.
+  std::vector<kernel_id> ids(defs.size());
+  std::vector<bool> fresh(defs.size(), true);
+  std::vector<size_t> free_slots;
   for (size_t i = 1; i <= max_kernels; ++i) {
     auto* d = t.defs[i].load(std::memory_order_relaxed);
     if (d == nullptr) {
-      if (free_slot == 0)
-        free_slot = i;
-    } else if (d->name == def.name) {
-      why =
-          "kernel '" + def.name + "' is already registered (" + d->origin + ")";
-      return std::nullopt;
+      free_slots.push_back(i);
+      continue;
+    }
+    for (size_t j = 0; j < defs.size(); ++j) {
+      if (d->name != defs[j].name)
+        continue;
+      if (defs[j].source.empty() || d->source != defs[j].source) {
+        why = "kernel '" + defs[j].name + "' is already registered (" +
+              d->origin + ")";
+        return std::nullopt;
+      }
+      ids[j] = static_cast<kernel_id>(i);
+      fresh[j] = false;
     }
   }
-  if (free_slot == 0) {
-    why = "the kernel registry is full (" + std::to_string(max_kernels) +
-          " kernels per process)";
-    return std::nullopt;
+  size_t next = 0;
+  for (size_t j = 0; j < defs.size(); ++j) {
+    if (!fresh[j])
+      continue;
+    if (next == free_slots.size()) {
+      why = "the kernel registry is full (" + std::to_string(max_kernels) +
+            " kernels per process)";
+      return std::nullopt;
+    }
+    ids[j] = static_cast<kernel_id>(free_slots[next++]);
   }
-  auto& d = t.storage.emplace_back(std::move(def));
-  t.defs[free_slot].store(&d, std::memory_order_release);
-  return static_cast<kernel_id>(free_slot);
+  for (size_t j = 0; j < defs.size(); ++j) {
+    if (!fresh[j])
+      continue;
+    auto& d = t.storage.emplace_back(std::move(defs[j]));
+    t.defs[static_cast<uint8_t>(ids[j])].store(&d, std::memory_order_release);
+  }
+  return ids;
 }
 
 std::vector<kernel_info> registered_kernels() {

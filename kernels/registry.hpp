@@ -80,8 +80,12 @@ struct kernel_def {
   /// devices.
   gpu_code cuda;
   gpu_code hip;
-  /// Where it came from: "built-in", "application", "bundle NAME (key ID)".
+  /// Where it came from: "built-in", "application", "bundle NAME VERSION
+  /// (key ID)".
   std::string origin = "application";
+  /// For a bundle's kernels, the SHA-256 of its manifest: loading the same
+  /// bundle again finds its kernels instead of clashing with them.
+  std::string source;
 };
 
 /// A registered kernel as listings show it.
@@ -102,6 +106,13 @@ inline constexpr unsigned max_kernels = 255;
 /// (a bad name or signature, a missing function, a name taken by another
 /// kernel, the registry full). Thread-safe.
 std::optional<kernel_id> register_kernel(kernel_def def, std::string& why);
+
+/// Registers all of `defs` or none: returns their ids in order, or an empty
+/// optional with `why` set. A definition whose name is registered with the
+/// same non-empty `source` gets the registered kernel's id (a bundle loaded
+/// twice). Thread-safe.
+std::optional<std::vector<kernel_id>>
+register_kernels(std::vector<kernel_def> defs, std::string& why);
 
 /// True for the kernels compiled into Cohort (the named kernel_id values).
 bool is_builtin(kernel_id id);

@@ -46,5 +46,6 @@ using watch_atom = caf::atom_constant<caf::atom("watch")>;
 using device_atom = caf::atom_constant<caf::atom("device")>;
 using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
 using audit_atom = caf::atom_constant<caf::atom("audit")>;
+using bundle_atom = caf::atom_constant<caf::atom("bundle")>;
 
 } // namespace cohort

@@ -29,6 +29,8 @@ enum class audit_kind : uint8_t {
   recovery = 10,
   /// First record of a segment after a rotation.
   rotated = 11,
+  /// A kernel bundle loaded or refused (12 is BATCH, a storage form).
+  kernel_bundle = 13,
 };
 
 /// Returns the kind's name ("admitted", ...).

@@ -55,6 +55,8 @@ const char* to_string(audit_kind kind) {
     return "recovery";
   case audit_kind::rotated:
     return "rotated";
+  case audit_kind::kernel_bundle:
+    return "kernel_bundle";
   }
   return "unknown";
 }

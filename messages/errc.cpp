@@ -73,6 +73,8 @@ std::string to_string(errc x) {
     return "audit_unavailable";
   case errc::kernel_error:
     return "kernel_error";
+  case errc::bundle_refused:
+    return "bundle_refused";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

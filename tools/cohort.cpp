@@ -520,7 +520,7 @@ int main(int argc, char** argv) {
   if (audit_args.verify->parsed() || audit_args.show->parsed() ||
       audit_args.query->parsed())
     return tools::run_audit(audit_args, stdout);
-  if (kernel_args.keygen->parsed() || kernel_args.list->parsed())
+  if (app.got_subcommand("kernel"))
     return tools::run_kernel(kernel_args, stdout);
   if (quota->parsed())
     return cmd_quota(quota_config, quota_tenant);

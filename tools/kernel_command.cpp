@@ -6,8 +6,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "config/compile.hpp"
+#include "kernels/bundle/loader.hpp"
 #include "kernels/bundle/signing.hpp"
 #include "kernels/registry.hpp"
+#include "messages/convert.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::tools {
@@ -72,9 +75,240 @@ std::string json_string(const std::string& s) {
   for (char c : s) {
     if (c == '"' || c == '\\')
       out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      continue;
+    }
     out += c;
   }
   return out + "\"";
+}
+
+// Reads a small file (a key): at most 64 KiB.
+caf::expected<std::string> read_small(const std::string& path) {
+  auto* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr)
+    return make_error(errc::invalid_arguments,
+                      "cannot open '" + path + "': " + std::strerror(errno));
+  std::string out(64 << 10, '\0');
+  auto n = std::fread(out.data(), 1, out.size(), f);
+  bool more = std::fgetc(f) != EOF;
+  std::fclose(f);
+  if (more)
+    return make_error(errc::invalid_arguments,
+                      "'" + path + "' is larger than 64 KiB: not a key");
+  out.resize(n);
+  return out;
+}
+
+int cmd_sign(const std::string& dir, const std::string& key_path,
+             std::FILE* out) {
+  auto pem = read_small(key_path);
+  if (!pem)
+    return bad_input("sign: " + describe(pem.error()));
+  auto key = kernels::bundle::private_key::from_pem(*pem);
+  if (!key)
+    return bad_input("sign: " + key_path + ": " + describe(key.error()));
+  auto sig = kernels::bundle::sign_bundle(dir, *key);
+  if (auto* no = std::get_if<kernels::bundle::refused>(&sig))
+    return bad_input("sign: not signed (" + std::string{to_string(no->reason)} +
+                     "): " + no->detail);
+  // A new signature replaces the old one whole, or not at all.
+  auto path = dir + "/" + kernels::bundle::signature_file;
+  auto tmp = path + ".tmp";
+  ::unlink(tmp.c_str());
+  auto text =
+      kernels::bundle::signature_text(std::get<pb::BundleSignature>(sig));
+  if (auto why = write_new(tmp, text, 0644); !why.empty())
+    return bad_input("sign: " + why);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    auto why = std::string{std::strerror(errno)};
+    ::unlink(tmp.c_str());
+    return bad_input("sign: cannot replace '" + path + "': " + why);
+  }
+  auto manifest = kernels::bundle::read_manifest(dir);
+  std::fprintf(
+      out, "signed %s with key %s (manifest SHA-256 %s)\n", dir.c_str(),
+      key->public_key().id().c_str(),
+      std::holds_alternative<kernels::bundle::manifest_bytes>(manifest)
+          ? std::get<kernels::bundle::manifest_bytes>(manifest).sha256.c_str()
+          : "?");
+  return 0;
+}
+
+// The trust of `verify`: the config's kernel_bundles settings, then the
+// command line's.
+caf::expected<kernels::bundle::trust_store> trust_of(const kernel_cli& k) {
+  pb::KernelBundles kb;
+  if (!k.config.empty()) {
+    auto cfg = load_config(k.config);
+    if (!cfg)
+      return cfg.error();
+    if (auto err = config::check_config(*cfg))
+      return make_error(errc::malformed_config,
+                        k.config + ": " + describe(err));
+    kb = cfg->kernel_bundles();
+  }
+  for (auto& t : k.trusted)
+    kb.add_trusted_key(t);
+  for (auto& r : k.revoked_keys)
+    kb.add_revoked_key(r);
+  for (auto& r : k.revoked_bundles)
+    kb.add_revoked_bundle(r);
+  return kernels::bundle::trust_from_config(kb);
+}
+
+int cmd_verify(const kernel_cli& k, std::FILE* out) {
+  auto trust = trust_of(k);
+  if (!trust)
+    return bad_input("verify: " + describe(trust.error()));
+  auto r = kernels::bundle::load_bundle(k.bundle, *trust);
+  if (auto* no = std::get_if<kernels::bundle::refused>(&r)) {
+    std::fprintf(stderr, "cohort: kernel: verify: refused (%s): %s\n",
+                 to_string(no->reason), no->detail.c_str());
+    return exit_failed;
+  }
+  auto& b = std::get<kernels::bundle::loaded_bundle>(r);
+  std::string names;
+  for (auto& [n, id] : b.kernels)
+    names += (names.empty() ? "" : ", ") + n;
+  std::fprintf(out,
+               "verified %s %s (%s): signed by key %s, manifest SHA-256 %s, "
+               "every blob matches its digest, its code loads; kernels: "
+               "%s\n",
+               b.name.c_str(), b.version.c_str(), k.bundle.c_str(),
+               b.key_id.c_str(), b.manifest_sha256.c_str(), names.c_str());
+  return 0;
+}
+
+const char* blob_kind(pb::BundleBlob::Kind k) {
+  switch (k) {
+  case pb::BundleBlob::CPU_SHARED_OBJECT:
+    return "cpu_shared_object";
+  case pb::BundleBlob::CUDA_PTX:
+    return "cuda_ptx";
+  case pb::BundleBlob::CUDA_CUBIN:
+    return "cuda_cubin";
+  case pb::BundleBlob::CUDA_FATBIN:
+    return "cuda_fatbin";
+  case pb::BundleBlob::HIP_CODE_OBJECT:
+    return "hip_code_object";
+  default:
+    return "unspecified";
+  }
+}
+
+// What a bundle holds, trusting nobody: its manifest, who signed it, and
+// whether each blob matches its digest.
+int cmd_inspect(const std::string& dir, bool json, std::FILE* out) {
+  namespace kb = kernels::bundle;
+  auto mf = kb::read_manifest(dir);
+  if (auto* no = std::get_if<kb::refused>(&mf))
+    return bad_input("inspect: " + no->detail);
+  auto& manifest = std::get<kb::manifest_bytes>(mf);
+  auto parsed = kb::parse_manifest(manifest.text);
+  if (auto* no = std::get_if<kb::refused>(&parsed))
+    return bad_input("inspect: " + dir + ": " + no->detail);
+  auto& m = std::get<pb::KernelBundle>(parsed);
+  auto sf = kb::read_signature(dir);
+  std::string signer = "unsigned";
+  if (auto* no = std::get_if<kb::refused>(&sf))
+    signer = "unreadable signature: " + no->detail;
+  else if (auto& sig = std::get<std::optional<pb::BundleSignature>>(sf))
+    signer = "key " + sig->key_id();
+  std::vector<std::string> blob_status;
+  bool all_match = true;
+  for (auto& b : m.blob()) {
+    auto bytes = kb::read_blob(dir, b);
+    auto* no = std::get_if<kb::refused>(&bytes);
+    blob_status.push_back(no == nullptr ? "matches" : no->detail);
+    all_match = all_match && no == nullptr;
+  }
+  if (json) {
+    std::fprintf(out,
+                 "{\"name\":%s,\"version\":%s,\"manifest_sha256\":\"%s\","
+                 "\"signed_by\":%s,\"blobs_match\":%s,\"blobs\":[",
+                 json_string(m.name()).c_str(),
+                 json_string(m.version()).c_str(), manifest.sha256.c_str(),
+                 json_string(signer).c_str(), all_match ? "true" : "false");
+    for (int i = 0; i < m.blob_size(); ++i) {
+      auto& b = m.blob(i);
+      std::fprintf(out,
+                   "%s{\"path\":%s,\"kind\":\"%s\",\"size\":%llu,"
+                   "\"sha256\":%s,\"status\":%s}",
+                   i == 0 ? "" : ",", json_string(b.path()).c_str(),
+                   blob_kind(b.kind()), (unsigned long long)b.size(),
+                   json_string(b.sha256()).c_str(),
+                   json_string(blob_status[size_t(i)]).c_str());
+    }
+    std::fprintf(out, "],\"kernels\":[");
+    for (int i = 0; i < m.kernel_size(); ++i) {
+      auto& k = m.kernel(i);
+      std::string ins;
+      for (auto& in : k.input())
+        ins += std::string{ins.empty() ? "" : ","} +
+               "{\"name\":" + json_string(in.name()) +
+               ",\"dtype\":" + json_string(in.dtype()) + "}";
+      std::fprintf(out,
+                   "%s{\"name\":%s,\"inputs\":[%s],\"output\":%s,"
+                   "\"output_size\":%s,\"cpu\":%s,\"cuda\":%s,\"hip\":%s}",
+                   i == 0 ? "" : ",", json_string(k.name()).c_str(),
+                   ins.c_str(), json_string(k.output().dtype()).c_str(),
+                   json_string(k.output_size()).c_str(),
+                   json_string(k.cpu_blob() + ":" + k.cpu_symbol()).c_str(),
+                   k.cuda().blob().empty() ? "false" : "true",
+                   k.hip().blob().empty() ? "false" : "true");
+    }
+    std::fprintf(out, "]}\n");
+    return 0;
+  }
+  std::fprintf(out,
+               "bundle %s %s (%s)\n  manifest SHA-256 %s\n  signed by %s "
+               "(not checked against any trust: `cohort kernel verify` does)\n"
+               "blobs:\n",
+               m.name().c_str(), m.version().c_str(), dir.c_str(),
+               manifest.sha256.c_str(), signer.c_str());
+  for (int i = 0; i < m.blob_size(); ++i) {
+    auto& b = m.blob(i);
+    std::fprintf(out, "  %-32s %-17s %10llu bytes  %s\n", b.path().c_str(),
+                 blob_kind(b.kind()), (unsigned long long)b.size(),
+                 blob_status[size_t(i)].c_str());
+  }
+  std::fprintf(out, "kernels:\n");
+  for (auto& k : m.kernel()) {
+    std::string ins;
+    for (auto& in : k.input())
+      ins += (ins.empty() ? "" : ", ") + in.name() + ":" + in.dtype();
+    std::fprintf(out, "  %s(%s) -> %s[%s]  cpu %s:%s%s%s\n", k.name().c_str(),
+                 ins.c_str(), k.output().dtype().c_str(),
+                 k.output_size().c_str(), k.cpu_blob().c_str(),
+                 k.cpu_symbol().c_str(),
+                 k.cuda().blob().empty() ? "" : "  cuda",
+                 k.hip().blob().empty() ? "" : "  hip");
+    for (auto& r : k.require())
+      std::fprintf(out, "      require %s\n", r.c_str());
+  }
+  return 0;
+}
+
+// `list --config FILE`: the config's bundles load first, as a node would
+// load them (refusals reported, not fatal).
+int load_config_bundles(const std::string& path) {
+  auto cfg = load_config(path);
+  if (!cfg)
+    return bad_input("list: " + describe(cfg.error()));
+  auto settings = config::compile(*cfg);
+  if (!settings)
+    return bad_input("list: " + path + ": " + describe(settings.error()));
+  for (auto& dir : settings->bundles) {
+    auto r = kernels::bundle::load_bundle(dir, *settings->trust);
+    if (auto* no = std::get_if<kernels::bundle::refused>(&r))
+      std::fprintf(stderr, "cohort: kernel: list: bundle %s refused (%s): %s\n",
+                   dir.c_str(), to_string(no->reason), no->detail.c_str());
+  }
+  return 0;
 }
 
 std::string params(const std::vector<kernels::buffer_param>& ps) {
@@ -133,15 +367,54 @@ void add_kernel_command(CLI::App& parent, kernel_cli& k) {
                 "mode 0600) and PREFIX.pub; prints the key id");
   k.keygen->add_option("PREFIX", k.prefix, "where the two files go")
       ->required();
+  k.sign = kernel->add_subcommand(
+      "sign", "sign a bundle's manifest (after checking that it parses and "
+              "that every blob matches its digest): writes "
+              "BUNDLE/manifest.sig");
+  k.sign->add_option("BUNDLE", k.bundle, "the bundle's directory")->required();
+  k.sign->add_option("--key", k.key, "the private key (PREFIX.key)")
+      ->required();
+  k.verify = kernel->add_subcommand(
+      "verify", "check a bundle as a node would before loading it: "
+                "signature, trusted and revoked keys, revoked bundles, blob "
+                "digests, its code loading; exit 1 when refused");
+  k.verify->add_option("BUNDLE", k.bundle, "the bundle's directory")
+      ->required();
+  k.verify->add_option("--config", k.config,
+                       "a runtime config whose kernel_bundles settings apply");
+  k.verify->add_option("--trusted", k.trusted,
+                       "a trusted public key file (repeatable)");
+  k.verify->add_option("--revoked-key", k.revoked_keys,
+                       "a revoked key id (repeatable)");
+  k.verify->add_option("--revoked-bundle", k.revoked_bundles,
+                       "a revoked manifest SHA-256 (repeatable)");
+  k.inspect = kernel->add_subcommand(
+      "inspect", "what a bundle holds, trusting nobody: manifest digest, "
+                 "signing key, blobs and whether each matches its digest, "
+                 "kernels");
+  k.inspect->add_option("BUNDLE", k.bundle, "the bundle's directory")
+      ->required();
+  k.inspect->add_flag("--json", k.json, "one JSON object");
   k.list = kernel->add_subcommand(
       "list", "the kernels of the registry: name, typed inputs and output, "
               "GPU code, origin");
   k.list->add_flag("--json", k.json, "one JSON object per kernel and line");
+  k.list->add_option("--config", k.config,
+                     "load this runtime config's kernel bundles first");
 }
 
 int run_kernel(const kernel_cli& k, std::FILE* out) {
   if (k.keygen->parsed())
     return cmd_keygen(k.prefix, out);
+  if (k.sign->parsed())
+    return cmd_sign(k.bundle, k.key, out);
+  if (k.verify->parsed())
+    return cmd_verify(k, out);
+  if (k.inspect->parsed())
+    return cmd_inspect(k.bundle, k.json, out);
+  if (!k.config.empty())
+    if (int rc = load_config_bundles(k.config); rc != 0)
+      return rc;
   return cmd_list(k.json, out);
 }
 

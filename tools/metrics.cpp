@@ -7,6 +7,8 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
 
+#include "kernels/bundle/bundle.hpp"
+
 namespace cohort::tools {
 
 namespace {
@@ -104,6 +106,7 @@ caf::expected<metrics_input> read_metrics(actors::runtime& rt) {
   if (auto audit = rt.audit_stats())
     in.audit = std::move(*audit);
   in.xids = rt.xid_errors();
+  in.bundles = rt.kernel_bundles();
   return in;
 }
 
@@ -406,6 +409,22 @@ metrics_exporter::render(const metrics_input& in,
         "Audit records dropped while the log could not be written and its "
         "memory for unwritten records was full",
         MetricType::Counter, double(a.dropped));
+  }
+  {
+    family{out, "cohort_kernel_bundles_loaded_total",
+           "Kernel bundles loaded (signature, trust and digests checked)",
+           MetricType::Counter}
+        .add({}, double(in.bundles.loaded));
+    // Every reason, 0 included: a rate over a series that appears only at
+    // the first refusal would miss that refusal.
+    family refused{out, "cohort_kernel_bundle_refusals_total",
+                   "Kernel bundles refused, by reason", MetricType::Counter};
+    for (unsigned i = 0; i < kernels::bundle::refusal_count; ++i) {
+      std::string why = to_string(static_cast<kernels::bundle::refusal>(i));
+      auto n = in.bundles.refused.find(why);
+      refused.add({{"reason", why}},
+                  n == in.bundles.refused.end() ? 0.0 : double(n->second));
+    }
   }
   {
     family firing{out, "cohort_alerts_firing",

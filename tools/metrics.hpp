@@ -29,6 +29,8 @@ struct metrics_input {
   std::optional<cohort::audit_stats> audit;
   /// Per device: Xid errors and the last code.
   std::vector<std::pair<uint64_t, uint32_t>> xids;
+  /// Kernel bundles loaded and refused.
+  actors::bundle_counts bundles;
 };
 
 /// Reads a runtime's counters (a few actor round trips).

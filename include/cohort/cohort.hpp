@@ -176,6 +176,19 @@ struct kernel_param {
   dtype type = dtype::f32;
 };
 
+/// What a kernel takes and produces, as registered.
+struct kernel_signature {
+  std::vector<kernel_param> inputs;
+  kernel_param output;
+  /// The kernel_args fields it reads ("alpha", "m", ...).
+  std::vector<std::string> scalars;
+  /// "built-in", "application", "bundle NAME VERSION (key ID)".
+  std::string origin;
+};
+
+/// The signature of `k`; empty for a value no kernel has.
+std::optional<kernel_signature> signature_of(kernel k);
+
 /// Where a registered kernel's CPU implementation writes its output: the
 /// elements the output rule asked for, zeroed, of the declared type.
 class output_span {
@@ -561,6 +574,14 @@ public:
 
   /// Counters so far (after stop(), the final ones).
   cohort::stats stats();
+
+  /// Loads the signed kernel bundle in directory `dir` (docs/kernels.md,
+  /// "Signed bundles") under the trust settings of this runtime's config
+  /// (`kernel_bundles`) and returns its kernels' names; `kernel_named`
+  /// finds them. Loading a bundle again returns the same kernels. Audited
+  /// either way. Throws cohort::error: bundle_refused ("REASON: what was
+  /// wrong"; also counted and alerted) or shutting_down after stop().
+  std::vector<std::string> load_kernel_bundle(const std::string& dir);
 
   /// Stops admitting (waiting items end with shutting_down), lets items in
   /// flight finish for up to the config's shutdown_drain_ms, ends what is

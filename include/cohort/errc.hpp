@@ -88,6 +88,10 @@ enum class errc : uint8_t {
   /// A registered kernel's own code failed on the item (its CPU
   /// implementation threw): the item's end, not retried elsewhere.
   kernel_error,
+  /// A kernel bundle was refused: unsigned, signed by an unknown or revoked
+  /// key, revoked itself, tampered with, malformed, or its code did not
+  /// load. The message starts with the reason's name.
+  bundle_refused,
 };
 
 /// Returns the enumerator's name ("cancelled", ...).

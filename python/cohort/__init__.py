@@ -151,6 +151,13 @@ class Runtime:
         """What each tenant (or `tenant`) may still use, per device."""
         return self._rt.headroom(tenant)
 
+    def load_kernel_bundle(self, dir):
+        """Loads the signed kernel bundle in directory `dir` under the trust
+        settings of the runtime's config (kernel_bundles) and returns its
+        kernels' names, which `run` and `submit` then take. Raises Error
+        (errc "bundle_refused") when the bundle is refused."""
+        return self._rt.load_kernel_bundle(str(dir))
+
     def dry_run(self, steps, from_now=False):
         """A dry run of allocation steps (dicts: tenant, device, bytes,
         kernel, label, or free) against the grants and quotas."""

@@ -49,12 +49,30 @@ cohort::buffer wrap_array(py::array_t<T, py::array::c_style> arr) {
 // An input array as a buffer: float32 and C-contiguous without a copy;
 // float64 and float16 converted to float32 (a copy); integer and bool arrays
 // keep their type (the built-in kernels refuse them by name).
-cohort::buffer to_buffer(py::handle obj) {
+template <class T> cohort::buffer cast_array(const py::array& arr) {
+  return wrap_array<T>(
+      py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(arr));
+}
+
+// An input for a kernel slot of element type `want`: an array of the same
+// kind (floating point for f32 and f64, integers for the integer types) is
+// converted to it, where no value can change (integers only widen); any
+// other array keeps its own type, so that admission names the mismatch.
+cohort::buffer to_buffer(py::handle obj, std::optional<cohort::dtype> want) {
   auto arr = py::array::ensure(obj);
   if (!arr)
     throw py::type_error("an input is not an array (NumPy or array-like)");
   auto dt = arr.dtype();
   auto kind = dt.kind();
+  bool integer = kind == 'i' || kind == 'u' || kind == 'b';
+  if (want == cohort::dtype::f64 && kind == 'f')
+    return cast_array<double>(arr);
+  if (want == cohort::dtype::i64 && integer &&
+      !(kind == 'u' && dt.itemsize() == 8))
+    return cast_array<int64_t>(arr);
+  if (want == cohort::dtype::i32 && integer &&
+      (dt.itemsize() < 4 || (kind == 'i' && dt.itemsize() == 4)))
+    return cast_array<int32_t>(arr);
   if (kind == 'f')
     return wrap_array<float>(
         py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(
@@ -130,7 +148,8 @@ cohort::work make_work(const std::string& kernel, const py::list& inputs,
   if (!kn)
     throw py::value_error("unknown kernel '" + kernel +
                           "' (axpy, dot, nrm2, reduce_sum, inclusive_scan, "
-                          "gemv, gemm, topk_cosine)");
+                          "gemv, gemm, topk_cosine, or a registered one)");
+  auto sig = cohort::signature_of(*kn);
   cohort::work w;
   w.id = id;
   w.tenant = tenant;
@@ -141,8 +160,14 @@ cohort::work make_work(const std::string& kernel, const py::list& inputs,
   w.args.k = k;
   w.args.top_k = top_k;
   w.gang = gang;
-  for (auto in : inputs)
-    w.inputs.push_back(to_buffer(in));
+  size_t slot = 0;
+  for (auto in : inputs) {
+    std::optional<cohort::dtype> want;
+    if (sig && slot < sig->inputs.size())
+      want = sig->inputs[slot].type;
+    w.inputs.push_back(to_buffer(in, want));
+    ++slot;
+  }
   return w;
 }
 
@@ -271,6 +296,10 @@ public:
     x["fallbacks"] = s.fallbacks;
     x["per_device"] = s.per_device;
     return x;
+  }
+
+  std::vector<std::string> load_kernel_bundle(const std::string& dir) {
+    return live().load_kernel_bundle(dir);
   }
 
   py::list headroom(const std::string& tenant) {
@@ -403,6 +432,8 @@ PYBIND11_MODULE(_cohort, m) {
       .def("devices", &py_runtime::devices)
       .def("stats", &py_runtime::stats)
       .def("headroom", &py_runtime::headroom)
+      .def("load_kernel_bundle", &py_runtime::load_kernel_bundle,
+           py::arg("dir"), py::call_guard<py::gil_scoped_release>())
       .def("dry_run", &py_runtime::dry_run)
       .def("audit_path", &py_runtime::audit_path)
       .def("stop", &py_runtime::stop)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cohort/cohort.hpp"
+#include "tests/kernels/bundle/bundle_fixture.hpp"
 
 namespace {
 
@@ -184,4 +185,80 @@ TEST_CASE("bad definitions are refused when registered", "[api][kernels]") {
   d.name = "Bad Name";
   CHECK_THAT(refused(d), Catch::Contains("not valid"));
   CHECK_FALSE(cohort::kernel_named("Bad Name"));
+}
+
+// A signed bundle, as an embedding application meets it: named in the
+// config, or loaded at run time; its kernels found by name and run with
+// typed buffers; a refusal as a cohort::error.
+TEST_CASE("a signed bundle's kernels run through the public API",
+          "[api][kernels][bundle]") {
+  cohort::test::temp_dir dir;
+  auto key = cohort::kernels::bundle::private_key::generate();
+  REQUIRE(key);
+  auto good = dir.file("good");
+  cohort::test::make_bundle(good, "apigood",
+                            cohort::test::acme_kernels_text("api"), &*key);
+  auto unsigned_dir = dir.file("unsigned");
+  cohort::test::make_bundle(unsigned_dir, "apiunsigned",
+                            cohort::test::acme_kernels_text("apiu"), nullptr);
+  auto pub = cohort::test::write_public_key(dir, *key);
+  cohort::options opts;
+  opts.config_text = R"(
+    devices { cpu_workers: 1 gpus: false
+              sim_gpu { name: "sim0" memory_mib: 256 streams: 2 speed: 1 } }
+    tenant { tenant: "default" kernels: "api.scale_add" devices: "*" }
+    audit_path: ")" + dir.file("audit.log") +
+                     R"("
+    kernel_bundles { trusted_key: ")" +
+                     pub + R"(" load: ")" + good + R"(" }
+  )";
+  auto rt = cohort::runtime::start(opts);
+  auto k = cohort::kernel_named("api.scale_add");
+  REQUIRE(k);
+  std::set<std::string> devices;
+  for (uint64_t i = 1; i <= 12; ++i) {
+    cohort::work w;
+    w.id = i;
+    w.kernel = *k;
+    w.args.alpha = 0.5;
+    w.inputs = {cohort::buffer{std::vector<double>{2, 4, 8}},
+                cohort::buffer{std::vector<double>{1, 1, 1}}};
+    auto o = rt.run(w);
+    REQUIRE(o.ok());
+    REQUIRE(o->values.type() == cohort::dtype::f64);
+    auto z = o->values.view<double>();
+    CHECK(std::vector<double>(z.begin(), z.end()) ==
+          std::vector<double>{2, 3, 5});
+    devices.insert(o->device);
+  }
+  CHECK_FALSE(devices.empty());
+  // The manifest's rule refuses unequal lengths at admission.
+  cohort::work bad;
+  bad.id = 100;
+  bad.kernel = *k;
+  bad.inputs = {cohort::buffer{std::vector<double>{2, 4}},
+                cohort::buffer{std::vector<double>{1}}};
+  auto o = rt.run(bad);
+  CHECK(o.code() == cohort::errc::invalid_arguments);
+  CHECK_THAT(o.message(), Catch::Contains("require 'x == y' does not hold"));
+  // Loading at run time: the same bundle again is fine; an unsigned one is
+  // refused, and nothing of it registered.
+  CHECK(rt.load_kernel_bundle(good) ==
+        std::vector<std::string>{"api.scale_add", "api.histogram",
+                                 "api.checked_sum"});
+  try {
+    rt.load_kernel_bundle(unsigned_dir);
+    FAIL("an unsigned bundle loaded");
+  } catch (const cohort::error& e) {
+    CHECK(e.code() == cohort::errc::bundle_refused);
+    CHECK_THAT(e.what(), Catch::Contains("unsigned"));
+  }
+  CHECK_FALSE(cohort::kernel_named("apiu.scale_add"));
+  rt.stop();
+  try {
+    rt.load_kernel_bundle(good);
+    FAIL("loaded after stop");
+  } catch (const cohort::error& e) {
+    CHECK(e.code() == cohort::errc::shutting_down);
+  }
 }

@@ -210,3 +210,74 @@ def test_bad_configs_and_closed_runtimes(tmp_path):
         rt.run("reduce_sum", [np.ones(4, dtype=np.float32)])
     assert e.value.errc == "shutting_down"
     assert cohort.version().count(".") == 2
+
+
+def _signed_bundle(tmp_path, sign=True):
+    """A bundle of one kernel from the test bundles' C shared object, signed
+    with a new key by `cohort kernel sign`; returns (directory, public key)."""
+    import hashlib
+    import os
+    import shutil
+    import subprocess
+    binary = os.environ.get("COHORT_BINARY")
+    shared = os.environ.get("COHORT_ACME_KERNELS")
+    if not binary or not shared:
+        pytest.skip("SKIPPED: needs COHORT_BINARY and COHORT_ACME_KERNELS "
+                    "(meson test sets them)")
+    subprocess.run([binary, "kernel", "keygen", str(tmp_path / "k")],
+                   check=True, capture_output=True)
+    d = tmp_path / "bundle"
+    (d / "cpu").mkdir(parents=True)
+    shutil.copy(shared, d / "cpu" / "libacme.so")
+    data = (d / "cpu" / "libacme.so").read_bytes()
+    (d / "manifest.textproto").write_text(
+        'name: "pyacme"\nversion: "1"\n'
+        f'blob {{ path: "cpu/libacme.so" '
+        f'sha256: "{hashlib.sha256(data).hexdigest()}" size: {len(data)} '
+        'kind: CPU_SHARED_OBJECT }\n'
+        'kernel { name: "py.scale_add" input { name: "x" dtype: "f64" } '
+        'input { name: "y" dtype: "f64" } output { dtype: "f64" } '
+        'scalar: "alpha" output_size: "x" require: "x == y" '
+        'cpu_blob: "cpu/libacme.so" cpu_symbol: "acme_scale_add" }\n')
+    if sign:
+        subprocess.run([binary, "kernel", "sign", str(d), "--key",
+                        str(tmp_path / "k.key")], check=True,
+                       capture_output=True)
+    return d, tmp_path / "k.pub"
+
+
+def _bundle_runtime(tmp_path, pub):
+    return cohort.Runtime(
+        config_text=f'''
+            devices {{ cpu_workers: 1 gpus: false }}
+            tenant {{ tenant: "default" kernels: "*" devices: "*" }}
+            kernel_bundles {{ trusted_key: "{pub}" }}''',
+        audit_path=tmp_path / "audit.log")
+
+
+def test_signed_bundle_kernel_takes_float64(tmp_path):
+    d, pub = _signed_bundle(tmp_path)
+    with _bundle_runtime(tmp_path, pub) as rt:
+        assert rt.load_kernel_bundle(str(d)) == ["py.scale_add"]
+        r = rt.run("py.scale_add", [np.array([1.0, 2.0]), [3, 4.5]],
+                   alpha=2.0)
+        assert r.values.dtype == np.float64
+        assert list(r.values) == [5.0, 8.5]
+        # The manifest's rule, at admission.
+        with pytest.raises(cohort.Error) as e:
+            rt.run("py.scale_add", [np.ones(3), np.ones(2)])
+        assert e.value.errc == "invalid_arguments"
+        assert "require 'x == y' does not hold" in str(e.value)
+
+
+def test_tampered_bundle_is_refused(tmp_path):
+    d, pub = _signed_bundle(tmp_path)
+    so = d / "cpu" / "libacme.so"
+    data = bytearray(so.read_bytes())
+    data[len(data) // 2] ^= 1
+    so.write_bytes(bytes(data))
+    with _bundle_runtime(tmp_path, pub) as rt:
+        with pytest.raises(cohort.Error) as e:
+            rt.load_kernel_bundle(str(d))
+        assert e.value.errc == "bundle_refused"
+        assert "tampered_blob" in str(e.value)

@@ -1,4 +1,5 @@
-// `cohort kernel keygen|list`: key files made once and never overwritten,
+// `cohort kernel keygen|sign|verify|inspect|list`: key files made once and
+// never overwritten, bundles signed, inspected and verified as a node would,
 // and the registry's kernels listed with their typed signatures.
 #include <catch2/catch.hpp>
 
@@ -10,6 +11,7 @@
 
 #include "kernels/bundle/signing.hpp"
 #include "kernels/registry.hpp"
+#include "tests/kernels/bundle/bundle_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tools/kernel_command.hpp"
@@ -100,4 +102,112 @@ TEST_CASE("kernel list prints every kernel with its signature",
     lines += c == '\n';
   CHECK(lines == kernels::registered_kernels().size());
   CHECK(kernel_in_process({"list", "--bogus"}).status == tools::exit_bad_input);
+}
+
+namespace {
+
+// `cohort kernel ARGS` run as its own program (loading a bundle registers
+// its kernels in the process that loads it).
+cli_result kernel_cmd(const std::string& args) {
+  return run_command(std::string{COHORT_BINARY} + " kernel " + args);
+}
+
+} // namespace
+
+TEST_CASE("kernel sign, inspect and verify a bundle as a node would",
+          "[tools][kernel][bundle]") {
+  temp_dir dir;
+  auto prefix = dir.file("release");
+  REQUIRE(kernel_in_process({"keygen", prefix}).status == 0);
+  auto key = kernels::bundle::private_key::from_pem(slurp(prefix + ".key"));
+  REQUIRE(key);
+  auto id = key->public_key().id();
+  auto b = dir.file("acme");
+  make_bundle(b, "acme", acme_kernels_text("cli"), nullptr);
+  auto pub = prefix + ".pub";
+
+  // Unsigned: inspect says so; verify refuses.
+  auto ins = kernel_cmd("inspect " + b);
+  REQUIRE(ins.status == 0);
+  CHECK_THAT(ins.output, Catch::Contains("bundle acme 1.0.0"));
+  CHECK_THAT(ins.output, Catch::Contains("signed by unsigned"));
+  CHECK_THAT(ins.output, Catch::Contains("cpu/libacme.so"));
+  CHECK_THAT(ins.output, Catch::Contains("matches"));
+  CHECK_THAT(ins.output, Catch::Contains("cli.scale_add(x:f64, y:f64) -> "
+                                         "f64[x]"));
+  CHECK_THAT(ins.output, Catch::Contains("require x == y"));
+  auto v = kernel_cmd("verify " + b + " --trusted " + pub);
+  CHECK(v.status == tools::exit_failed);
+  CHECK_THAT(v.output, Catch::Contains("refused (unsigned)"));
+
+  auto signed_ = kernel_cmd("sign " + b + " --key " + prefix + ".key");
+  REQUIRE(signed_.status == 0);
+  CHECK_THAT(signed_.output, Catch::Contains("with key " + id));
+  v = kernel_cmd("verify " + b + " --trusted " + pub);
+  INFO(v.output);
+  CHECK(v.status == 0);
+  CHECK_THAT(v.output, Catch::Contains("verified acme 1.0.0"));
+  CHECK_THAT(v.output,
+             Catch::Contains("cli.scale_add, cli.histogram, cli.checked_sum"));
+  // JSON: the manifest's digest, the signer.
+  ins = kernel_cmd("inspect --json " + b);
+  REQUIRE(ins.status == 0);
+  CHECK_THAT(ins.output, Catch::Contains("\"signed_by\":\"key " + id + "\""));
+  CHECK_THAT(ins.output, Catch::Contains("\"blobs_match\":true"));
+  auto sha_at = ins.output.find("\"manifest_sha256\":\"");
+  REQUIRE(sha_at != std::string::npos);
+  auto sha = ins.output.substr(sha_at + 19, 64);
+
+  // Revoked, by key and by bundle.
+  v = kernel_cmd("verify " + b + " --trusted " + pub + " --revoked-key " + id);
+  CHECK(v.status == tools::exit_failed);
+  CHECK_THAT(v.output, Catch::Contains("refused (revoked_key)"));
+  v = kernel_cmd("verify " + b + " --trusted " + pub + " --revoked-bundle " +
+                 sha);
+  CHECK(v.status == tools::exit_failed);
+  CHECK_THAT(v.output, Catch::Contains("refused (revoked_bundle)"));
+  // No trust at all.
+  v = kernel_cmd("verify " + b);
+  CHECK(v.status == tools::exit_failed);
+  CHECK_THAT(v.output, Catch::Contains("refused (unknown_key)"));
+
+  // The config's trust and bundles: list shows the bundle's kernels.
+  auto cfg = write(dir, "node.textproto",
+                   "kernel_bundles { trusted_key: \"" + pub + "\" load: \"" +
+                       b + "\" }\n");
+  v = kernel_cmd("verify " + b + " --config " + cfg);
+  CHECK(v.status == 0);
+  auto list = kernel_cmd("list --config " + cfg);
+  REQUIRE(list.status == 0);
+  CHECK_THAT(list.output, Catch::Contains("cli.histogram"));
+  CHECK_THAT(list.output,
+             Catch::Contains("bundle acme 1.0.0 (key " + id + ")"));
+
+  // A blob changed after signing: inspect shows how, verify refuses, and
+  // sign will not sign it.
+  auto so = read_bytes(b + "/cpu/libacme.so");
+  so[so.size() / 3] ^= 4;
+  write_bytes(b + "/cpu/libacme.so", so);
+  ins = kernel_cmd("inspect " + b);
+  CHECK(ins.status == 0);
+  CHECK_THAT(ins.output, Catch::Contains("blob 'cpu/libacme.so' has SHA-256"));
+  v = kernel_cmd("verify " + b + " --config " + cfg);
+  CHECK(v.status == tools::exit_failed);
+  CHECK_THAT(v.output, Catch::Contains("refused (tampered_blob)"));
+  list = kernel_cmd("list --config " + cfg);
+  CHECK(list.status == 0);
+  CHECK_THAT(list.output, Catch::Contains("refused (tampered_blob)"));
+  CHECK_THAT(list.output, !Catch::Contains("cli.histogram"));
+  auto resign = kernel_cmd("sign " + b + " --key " + prefix + ".key");
+  CHECK(resign.status == tools::exit_bad_input);
+  CHECK_THAT(resign.output, Catch::Contains("not signed (tampered_blob)"));
+
+  // Bad input: no manifest, a public key given as the signing key.
+  CHECK(kernel_cmd("inspect " + dir.file("nowhere")).status ==
+        tools::exit_bad_input);
+  CHECK(kernel_cmd("sign " + b + " --key " + pub).status ==
+        tools::exit_bad_input);
+  CHECK(
+      kernel_cmd("verify " + b + " --trusted " + dir.file("none.pub")).status ==
+      tools::exit_bad_input);
 }

@@ -1,0 +1,126 @@
+// Kernel bundles: time to sign, verify (read, signature, parse, digests)
+// and load (shared object from memory, registration) a bundle of 10 kernels;
+// the figure issue 19 asks for. Each round is a new bundle (new kernel
+// names: a process holds 255 kernels, so at most 24 rounds).
+//
+//   build/bench/bench_bundles [ROUNDS]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <unistd.h>
+
+#include "kernels/bundle/bundle.hpp"
+#include "kernels/bundle/loader.hpp"
+
+namespace {
+
+using namespace cohort::kernels::bundle;
+using clock_type = std::chrono::steady_clock;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream{path, std::ios::binary | std::ios::trunc} << bytes;
+}
+
+// A bundle of `kernels` kernels named ROUND.kI, each the shared object's
+// acme_scale_add.
+void make(const std::string& dir, int round, int kernels,
+          const std::string& so) {
+  std::filesystem::create_directories(dir + "/cpu");
+  write_file(dir + "/cpu/lib.so", so);
+  auto digest =
+      to_hex(sha256({reinterpret_cast<const uint8_t*>(so.data()), so.size()}));
+  std::string m = "name: \"bench" + std::to_string(round) +
+                  "\"\nversion: \"1\"\nblob { path: \"cpu/lib.so\" sha256: \"" +
+                  digest + "\" size: " + std::to_string(so.size()) +
+                  " kind: CPU_SHARED_OBJECT }\n";
+  for (int i = 0; i < kernels; ++i)
+    m += "kernel { name: \"bench" + std::to_string(round) + ".k" +
+         std::to_string(i) +
+         "\" input { name: \"x\" dtype: \"f64\" } input { name: \"y\" dtype: "
+         "\"f64\" } output { dtype: \"f64\" } scalar: \"alpha\" output_size: "
+         "\"x\" require: \"x == y\" flops: \"2 * x\" cpu_blob: \"cpu/lib.so\" "
+         "cpu_symbol: \"acme_scale_add\" }\n";
+  write_file(dir + "/manifest.textproto", m);
+}
+
+double us_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::micro>(clock_type::now() - t0)
+      .count();
+}
+
+void row(const char* what, std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  std::printf("%-34s %10.1f %10.1f %10.1f\n", what, xs[xs.size() / 2],
+              xs.front(), xs.back());
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  int rounds = argc > 1 ? std::atoi(argv[1]) : 20;
+  if (rounds < 1 || rounds > 24) {
+    std::fprintf(stderr, "bench_bundles: ROUNDS must be 1..24\n");
+    return 2;
+  }
+  const int kernels = 10;
+  auto so = read_file(COHORT_ACME_KERNELS);
+  if (so.empty()) {
+    std::fprintf(stderr, "bench_bundles: cannot read %s\n",
+                 COHORT_ACME_KERNELS);
+    return 2;
+  }
+  char tmpl[] = "/tmp/cohort-bench-bundles-XXXXXX";
+  std::string root = ::mkdtemp(tmpl);
+  auto key = private_key::generate();
+  if (!key)
+    return 2;
+  trust_store trust;
+  trust.keys.push_back(key->public_key());
+  std::vector<double> sign_us, verify_us, load_us, total_us;
+  for (int r = 0; r < rounds; ++r) {
+    auto dir = root + "/b" + std::to_string(r);
+    make(dir, r, kernels, so);
+    auto t0 = clock_type::now();
+    auto sig = sign_bundle(dir, *key);
+    sign_us.push_back(us_since(t0));
+    write_file(dir + "/manifest.sig",
+               signature_text(std::get<cohort::pb::BundleSignature>(sig)));
+    auto t1 = clock_type::now();
+    auto checked = check_bundle(dir, trust);
+    verify_us.push_back(us_since(t1));
+    auto t2 = clock_type::now();
+    auto loaded = load_checked(std::get<checked_bundle>(checked));
+    load_us.push_back(us_since(t2));
+    total_us.push_back(us_since(t1));
+    if (!std::holds_alternative<loaded_bundle>(loaded)) {
+      std::fprintf(stderr, "bench_bundles: refused: %s\n",
+                   std::get<refused>(loaded).detail.c_str());
+      return 1;
+    }
+  }
+  std::filesystem::remove_all(root);
+  std::printf("bundle of %d kernels, shared object %zu bytes, %d rounds "
+              "(microseconds)\n",
+              kernels, so.size(), rounds);
+  std::printf("%-34s %10s %10s %10s\n", "phase", "median", "min", "max");
+  row("sign (parse, digests, Ed25519)", sign_us);
+  row("verify (read, signature, digests)", verify_us);
+  row("load (dlopen from memory, register)", load_us);
+  row("verify + load", total_us);
+  return 0;
+}

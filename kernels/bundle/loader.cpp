@@ -1,0 +1,250 @@
+#include "kernels/bundle/loader.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cohort/kernel_abi.h"
+#include "kernels/bundle/rule.hpp"
+#include "kernels/registry.hpp"
+
+namespace cohort::kernels::bundle {
+
+namespace {
+
+static_assert(int(dtype::f32) == COHORT_F32 && int(dtype::f64) == COHORT_F64 &&
+              int(dtype::i32) == COHORT_I32 && int(dtype::i64) == COHORT_I64 &&
+              int(dtype::u8) == COHORT_U8);
+
+// Loads a shared object from memory: written to an anonymous file
+// (memfd), opened through /proc/self/fd. The bytes are the ones whose
+// digest was checked; reading the file again could load other bytes.
+void* open_shared_object(const std::string& bundle, const std::string& path,
+                         const std::string& bytes, std::string& why) {
+  auto label = "cohort-bundle:" + bundle + ":" + path;
+  int fd = ::memfd_create(label.c_str(), MFD_CLOEXEC);
+  if (fd < 0) {
+    why = "blob '" + path + "': memfd_create: " + std::strerror(errno);
+    return nullptr;
+  }
+  size_t put = 0;
+  while (put < bytes.size()) {
+    auto n = ::write(fd, bytes.data() + put, bytes.size() - put);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      why = "blob '" + path +
+            "': cannot write it to memory: " + std::strerror(errno);
+      ::close(fd);
+      return nullptr;
+    }
+    put += size_t(n);
+  }
+  auto where = "/proc/self/fd/" + std::to_string(fd);
+  void* handle = ::dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ::close(fd);
+  if (handle == nullptr) {
+    auto* err = ::dlerror();
+    why = "blob '" + path +
+          "' does not load: " + (err != nullptr ? err : "dlopen failed");
+  }
+  return handle;
+}
+
+struct kernel_rules {
+  std::string name;
+  rule output_size;
+  std::vector<rule> require;
+  std::optional<rule> flops;
+};
+
+// The checks of one call, as the registry's `check` returns them.
+std::string check_call(const kernel_rules& r, const kernel_args& a,
+                       input_lengths in) {
+  std::string why;
+  for (auto& req : r.require) {
+    auto v = req.eval(a, in, why);
+    if (!v)
+      return r.name + ": " + why;
+    if (*v == 0)
+      return r.name + ": require '" + req.text() + "' does not hold";
+  }
+  auto out = r.output_size.eval(a, in, why);
+  if (!out)
+    return r.name + ": output_size: " + why;
+  if (*out < 0)
+    return r.name + ": output_size '" + r.output_size.text() + "' is " +
+           std::to_string(*out) + ", negative";
+  return {};
+}
+
+kernel_def make_def(const pb::BundleKernel& k, cohort_cpu_kernel fn,
+                    const checked_bundle& b) {
+  kernel_def d;
+  d.name = k.name();
+  std::vector<std::string> names;
+  for (auto& in : k.input()) {
+    d.signature.inputs.push_back({in.name(), *parse_dtype(in.dtype())});
+    names.push_back(in.name());
+  }
+  d.signature.output = {k.output().name().empty() ? "out" : k.output().name(),
+                        *parse_dtype(k.output().dtype())};
+  d.signature.scalars.assign(k.scalar().begin(), k.scalar().end());
+  // parse_manifest parsed every rule already: these parses cannot fail.
+  std::string why;
+  auto rules = std::make_shared<kernel_rules>(kernel_rules{
+      k.name(), *rule::parse(k.output_size(), names, why), {}, {}});
+  for (auto& r : k.require())
+    rules->require.push_back(*rule::parse(r, names, why));
+  if (!k.flops().empty())
+    rules->flops = rule::parse(k.flops(), names, why);
+  d.check = [rules](const kernel_args& a, input_lengths in) {
+    return check_call(*rules, a, in);
+  };
+  d.output_elements = [rules](const kernel_args& a, input_lengths in) {
+    std::string why;
+    auto v = rules->output_size.eval(a, in, why);
+    return v && *v > 0 ? uint64_t(*v) : uint64_t{0};
+  };
+  if (rules->flops)
+    d.cost = [rules](const kernel_args& a, input_lengths in) {
+      std::string why;
+      auto v = rules->flops->eval(a, in, why);
+      return kernel_cost{v && *v > 0 ? double(*v) : 0.0, 0.0};
+    };
+  auto out_type = d.signature.output.type;
+  d.cpu = [rules, fn, out_type](const kernel_args& a, typed_inputs in) {
+    small_vector<cohort_buffer, 8> bufs;
+    input_shape lens;
+    for (auto& v : in) {
+      bufs.push_back({v.data, v.size, int32_t(v.type)});
+      lens.push_back(v.size);
+    }
+    std::string why;
+    auto n = rules->output_size.eval(a, input_lengths{lens}, why);
+    kernel_output out;
+    out.resize(out_type, n && *n > 0 ? uint64_t(*n) : 0);
+    char err[512] = "";
+    cohort_kernel_call call{};
+    call.abi_version = COHORT_KERNEL_ABI_VERSION;
+    call.input_count = uint32_t(bufs.size());
+    call.inputs = bufs.data();
+    call.output = out_type == dtype::f32 ? static_cast<void*>(out.values.data())
+                                         : static_cast<void*>(out.raw.data());
+    call.output_length = out.elements();
+    call.output_dtype = int32_t(out_type);
+    call.alpha = a.alpha;
+    call.m = a.m;
+    call.n = a.n;
+    call.k = a.k;
+    call.top_k = a.top_k;
+    call.error = err;
+    call.error_size = sizeof err;
+    if (int rc = fn(&call); rc != 0) {
+      err[sizeof err - 1] = '\0';
+      throw kernel_failure(rules->name + ": " +
+                           (err[0] != '\0'
+                                ? std::string{err}
+                                : "failed with code " + std::to_string(rc)));
+    }
+    return out;
+  };
+  d.origin = "bundle " + b.manifest.name() + " " + b.manifest.version() +
+             " (key " + b.key_id + ")";
+  d.source = b.manifest_sha256;
+  return d;
+}
+
+// The ids of `b`'s kernels when the same manifest was loaded before.
+std::optional<std::vector<kernel_id>> loaded_before(const checked_bundle& b) {
+  std::vector<kernel_id> ids;
+  for (auto& k : b.manifest.kernel()) {
+    auto id = parse_kernel(k.name());
+    auto* d = id ? find(*id) : nullptr;
+    if (d == nullptr || d->source != b.manifest_sha256)
+      return std::nullopt;
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
+// Serializes loads: two threads loading the same bundle must not both
+// open its shared objects.
+std::mutex load_mutex;
+
+} // namespace
+
+std::variant<loaded_bundle, refused> load_checked(const checked_bundle& b) {
+  std::lock_guard guard{load_mutex};
+  loaded_bundle out;
+  out.name = b.manifest.name();
+  out.version = b.manifest.version();
+  out.key_id = b.key_id;
+  out.manifest_sha256 = b.manifest_sha256;
+  auto fill = [&](const std::vector<kernel_id>& ids) {
+    for (int i = 0; i < b.manifest.kernel_size(); ++i)
+      out.kernels.emplace_back(b.manifest.kernel(i).name(), ids[size_t(i)]);
+  };
+  if (auto ids = loaded_before(b)) {
+    out.fresh = false;
+    fill(*ids);
+    return out;
+  }
+  for (auto& k : b.manifest.kernel())
+    if (!k.cuda().blob().empty() || !k.hip().blob().empty())
+      return refused{refusal::load_failed,
+                     "kernel '" + k.name() +
+                         "': GPU code in bundles is not supported yet (the "
+                         "CUDA and HIP module paths are not built); ship "
+                         "the CPU implementation alone"};
+  std::map<std::string, void*> objects;
+  auto unload = [&] {
+    for (auto& [path, h] : objects)
+      ::dlclose(h);
+  };
+  std::vector<kernel_def> defs;
+  for (auto& k : b.manifest.kernel()) {
+    auto& h = objects[k.cpu_blob()];
+    std::string why;
+    if (h == nullptr)
+      h = open_shared_object(b.manifest.name(), k.cpu_blob(),
+                             b.blobs.at(k.cpu_blob()), why);
+    if (h == nullptr) {
+      objects.erase(k.cpu_blob());
+      unload();
+      return refused{refusal::load_failed, why};
+    }
+    auto* sym = ::dlsym(h, k.cpu_symbol().c_str());
+    if (sym == nullptr) {
+      unload();
+      return refused{refusal::load_failed,
+                     "kernel '" + k.name() + "': blob '" + k.cpu_blob() +
+                         "' has no symbol '" + k.cpu_symbol() + "'"};
+    }
+    defs.push_back(make_def(k, reinterpret_cast<cohort_cpu_kernel>(sym), b));
+  }
+  std::string why;
+  auto ids = register_kernels(std::move(defs), why);
+  if (!ids) {
+    unload();
+    return refused{refusal::conflict, why};
+  }
+  // The objects stay loaded for the life of the process, like the kernels.
+  fill(*ids);
+  return out;
+}
+
+std::variant<loaded_bundle, refused> load_bundle(const std::string& dir,
+                                                 const trust_store& trust) {
+  auto checked = check_bundle(dir, trust);
+  if (auto* r = std::get_if<refused>(&checked))
+    return *r;
+  return load_checked(std::get<checked_bundle>(checked));
+}
+
+} // namespace cohort::kernels::bundle

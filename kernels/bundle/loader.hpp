@@ -1,0 +1,37 @@
+// Loading a checked bundle: its CPU shared objects into the process, its
+// kernels into the registry, all or none.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "kernels/bundle/bundle.hpp"
+#include "kernels/kernel_args.hpp"
+
+namespace cohort::kernels::bundle {
+
+/// A bundle whose kernels are registered.
+struct loaded_bundle {
+  std::string name;
+  std::string version;
+  std::string key_id;
+  std::string manifest_sha256;
+  /// Its kernels' names and ids, in the manifest's order.
+  std::vector<std::pair<std::string, kernel_id>> kernels;
+  /// False when an earlier load of the same manifest had registered them.
+  bool fresh = true;
+};
+
+/// Loads `b`'s shared objects (from memory: the bytes whose digests were
+/// checked, never the files again) and registers its kernels. A bundle
+/// loaded before (the same manifest) gets its kernels back without loading
+/// anything. Thread-safe.
+std::variant<loaded_bundle, refused> load_checked(const checked_bundle& b);
+
+/// check_bundle, then load_checked.
+std::variant<loaded_bundle, refused> load_bundle(const std::string& dir,
+                                                 const trust_store& trust);
+
+} // namespace cohort::kernels::bundle

@@ -1,0 +1,102 @@
+// Test bundles: a directory holding the C kernels of acme_kernels.c as its
+// shared object, a manifest naming them under a prefix of the test's
+// choosing (kernel names are process-wide), and a signature.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "kernels/bundle/bundle.hpp"
+#include "kernels/bundle/signing.hpp"
+#include "tests/runtime_fixture.hpp"
+
+namespace cohort::test {
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream{path, std::ios::binary | std::ios::trunc} << bytes;
+}
+
+/// The manifest's kernels: PREFIX.scale_add (f64 x, y -> f64, alpha * x +
+/// y, x and y of one length), PREFIX.histogram (u8 -> 256 i64 bins) and
+/// PREFIX.checked_sum (i32 -> one i64; fails on a negative value).
+inline std::string acme_kernels_text(const std::string& prefix) {
+  return R"(kernel {
+  name: ")" +
+         prefix + R"(.scale_add"
+  input { name: "x" dtype: "f64" }
+  input { name: "y" dtype: "f64" }
+  output { name: "z" dtype: "f64" }
+  scalar: "alpha"
+  output_size: "x"
+  require: "x == y"
+  flops: "2 * x"
+  cpu_blob: "cpu/libacme.so"
+  cpu_symbol: "acme_scale_add"
+}
+kernel {
+  name: ")" +
+         prefix + R"(.histogram"
+  input { name: "bytes" dtype: "u8" }
+  output { name: "bins" dtype: "i64" }
+  output_size: "256"
+  cpu_blob: "cpu/libacme.so"
+  cpu_symbol: "acme_histogram"
+}
+kernel {
+  name: ")" +
+         prefix + R"(.checked_sum"
+  input { name: "values" dtype: "i32" }
+  output { dtype: "i64" }
+  output_size: "1"
+  require: "values > 0"
+  cpu_blob: "cpu/libacme.so"
+  cpu_symbol: "acme_checked_sum"
+}
+)";
+}
+
+/// A bundle in `dir`: the shared object at cpu/libacme.so, a manifest
+/// (name `name`, kernels `kernels`, blob digest and size filled in) and,
+/// when `key` is given, manifest.sig.
+inline void make_bundle(const std::string& dir, const std::string& name,
+                        const std::string& kernels,
+                        const kernels::bundle::private_key* key) {
+  namespace fs = std::filesystem;
+  fs::create_directories(fs::path{dir} / "cpu");
+  auto so = read_bytes(COHORT_ACME_KERNELS);
+  REQUIRE(!so.empty());
+  write_bytes(dir + "/cpu/libacme.so", so);
+  auto digest = kernels::bundle::to_hex(kernels::bundle::sha256(
+      {reinterpret_cast<const uint8_t*>(so.data()), so.size()}));
+  auto manifest = "name: \"" + name + "\"\nversion: \"1.0.0\"\n" +
+                  "blob { path: \"cpu/libacme.so\" sha256: \"" + digest +
+                  "\" size: " + std::to_string(so.size()) +
+                  " kind: CPU_SHARED_OBJECT }\n" + kernels;
+  write_bytes(dir + "/manifest.textproto", manifest);
+  if (key != nullptr) {
+    auto sig = kernels::bundle::sign_bundle(dir, *key);
+    REQUIRE(std::holds_alternative<pb::BundleSignature>(sig));
+    write_bytes(dir + "/manifest.sig", kernels::bundle::signature_text(
+                                           std::get<pb::BundleSignature>(sig)));
+  }
+}
+
+/// A public key file for `key` in `dir`; returns its path.
+inline std::string write_public_key(const temp_dir& dir,
+                                    const kernels::bundle::private_key& key,
+                                    const std::string& name = "signer.pub") {
+  auto path = dir.file(name);
+  write_bytes(path, key.public_key().to_pem());
+  return path;
+}
+
+} // namespace cohort::test
