@@ -237,6 +237,25 @@ kernel register_kernel(kernel_definition def) {
                                       kernels::input_lengths in) {
       return kernels::kernel_cost{f(args_of(a), in), 0};
     };
+  auto gpu = [&](gpu_module& m) {
+    kernels::gpu_code c;
+    c.kind = static_cast<kernels::gpu_code::format>(m.kind);
+    if (c.kind == kernels::gpu_code::format::ptx && !m.image.empty() &&
+        m.image.back() != 0)
+      m.image.push_back(0);
+    c.image = std::make_shared<const std::vector<uint8_t>>(std::move(m.image));
+    c.function = std::move(m.function);
+    c.block = m.block;
+    if (m.threads)
+      c.launch_elements = [f = std::move(m.threads),
+                           args_of](const kernels::kernel_args& a,
+                                    kernels::input_lengths in) {
+        return f(args_of(a), in);
+      };
+    return c;
+  };
+  d.cuda = gpu(def.cuda);
+  d.hip = gpu(def.hip);
   auto out_type = d.signature.output.type;
   d.cpu = [f = def.cpu, args_of, out_type, size = d.output_elements](
               const kernels::kernel_args& a, kernels::typed_inputs in) {

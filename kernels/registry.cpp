@@ -83,6 +83,16 @@ bool valid_name(std::string_view s) {
   return true;
 }
 
+bool valid_entry_point(std::string_view s) {
+  if (s.empty() || s.size() > 128 || (s[0] >= '0' && s[0] <= '9'))
+    return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_'))
+      return false;
+  return true;
+}
+
 std::string check_def(const kernel_def& d) {
   if (!valid_name(d.name))
     return "kernel name '" + d.name +
@@ -106,13 +116,26 @@ std::string check_def(const kernel_def& d) {
   if (!d.cpu)
     return who + "needs a CPU implementation (CPU workers, simulated GPUs "
                  "and fallback run it)";
-  // The CUDA and HIP module paths (driver-API module load and launch) are
-  // not built yet: refusing GPU code beats accepting it and never using it.
-  if (d.cuda.kind != gpu_code::format::none ||
-      d.hip.kind != gpu_code::format::none)
-    return who + "GPU code for registered kernels is not supported yet; "
-                 "register the CPU implementation (CPU workers and simulated "
-                 "GPUs run it)";
+  for (bool cuda : {true, false}) {
+    auto& g = cuda ? d.cuda : d.hip;
+    auto backend = std::string{cuda ? "CUDA" : "HIP"};
+    if (g.kind == gpu_code::format::none)
+      continue;
+    if (cuda == (g.kind == gpu_code::format::hip_code_object))
+      return who + backend + " code must be " +
+             (cuda ? "PTX, a cubin or a fatbin" : "a HIP code object");
+    if (!g.image || g.image->empty())
+      return who + backend + " code has an empty image";
+    // The driver reads PTX as a C string.
+    if (g.kind == gpu_code::format::ptx && g.image->back() != 0)
+      return who + "PTX must end with a NUL byte";
+    if (!valid_entry_point(g.function))
+      return who + backend + " entry point '" + g.function +
+             "' is not a C identifier";
+    if (g.block == 0 || g.block > 1024)
+      return who + backend + " block of " + std::to_string(g.block) +
+             " threads; 1 to 1024 are allowed";
+  }
   return {};
 }
 

@@ -2,7 +2,10 @@
 
 #include <cstdio>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
+
+#include <cuda.h>
 
 #include "kernels/cuda/launch.hpp"
 
@@ -21,6 +24,14 @@ gpu::status classify(cudaError_t err) {
   case cudaErrorInvalidResourceHandle:
   case cudaErrorInvalidDeviceFunction:
   case cudaErrorNoKernelImageForDevice:
+  // A module the driver refused (the driver API's CUresult codes for these
+  // are the same numbers: CUDA_ERROR_INVALID_IMAGE, _INVALID_PTX, ...).
+  case cudaErrorInvalidKernelImage:
+  case cudaErrorInvalidPtx:
+  case cudaErrorUnsupportedPtxVersion:
+  case cudaErrorJitCompilerNotFound:
+  case cudaErrorSymbolNotFound:
+  case cudaErrorInvalidSource:
     return status::invalid_value;
   case cudaErrorNoDevice:
   case cudaErrorInvalidDevice:
@@ -88,6 +99,39 @@ std::string format_uuid(const cudaUUID_t& id) {
                 b[10], b[11], b[12], b[13], b[14], b[15]);
   return buf;
 }
+
+// The driver API's module calls, reached through the runtime
+// (cudaGetDriverEntryPointByVersion) so that the plugin links no libcuda:
+// on a machine without a driver it still loads and reports no device.
+struct driver_modules {
+  decltype(&cuModuleLoadDataEx) load = nullptr;
+  decltype(&cuModuleGetFunction) get_function = nullptr;
+  decltype(&cuModuleUnload) unload = nullptr;
+  decltype(&cuLaunchKernel) launch = nullptr;
+
+  // cudaSuccess once every entry point is found.
+  cudaError_t resolve() {
+    auto find = [](const char* name, auto& fn) {
+      void* p = nullptr;
+      cudaDriverEntryPointQueryResult found{};
+      auto err = cudaGetDriverEntryPointByVersion(name, &p, 12000,
+                                                  cudaEnableDefault, &found);
+      if (err != cudaSuccess)
+        return err;
+      if (found != cudaDriverEntryPointSuccess || p == nullptr)
+        return cudaErrorSymbolNotFound;
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+      return cudaSuccess;
+    };
+    for (auto err :
+         {find("cuModuleLoadDataEx", load),
+          find("cuModuleGetFunction", get_function),
+          find("cuModuleUnload", unload), find("cuLaunchKernel", launch)})
+      if (err != cudaSuccess)
+        return err;
+    return cudaSuccess;
+  }
+};
 
 class runtime_api final : public gpu::api {
 public:
@@ -251,6 +295,58 @@ public:
     return rc(kernels::cuda::launch(a, ctx));
   }
 
+  gpu::result module_load(const void* image, size_t bytes, gpu::module_t& m,
+                          std::string& log) override {
+    static_cast<void>(bytes); // PTX is NUL-terminated, cubin and fatbin
+                              // carry their size
+    if (auto err = modules())
+      return rc(err);
+    // The JIT's error log, for PTX that does not compile.
+    char error_log[4096] = "";
+    CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
+                           CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* values[] = {error_log, reinterpret_cast<void*>(sizeof error_log)};
+    // A primary context current on this thread (cudaSetDevice alone does
+    // not create it).
+    if (auto err = cudaFree(nullptr); err != cudaSuccess)
+      return rc(err);
+    CUmodule mod = nullptr;
+    auto res = driver_.load(&mod, image, 2, opts, values);
+    error_log[sizeof error_log - 1] = '\0';
+    log = error_log;
+    m = mod;
+    return rc(static_cast<cudaError_t>(res));
+  }
+
+  gpu::result module_function(gpu::module_t m, const char* name,
+                              gpu::function_t& f) override {
+    if (auto err = modules())
+      return rc(err);
+    CUfunction fn = nullptr;
+    auto res = driver_.get_function(&fn, static_cast<CUmodule>(m), name);
+    f = fn;
+    return rc(static_cast<cudaError_t>(res));
+  }
+
+  gpu::result module_unload(gpu::module_t m) override {
+    if (auto err = modules())
+      return rc(err);
+    return rc(
+        static_cast<cudaError_t>(driver_.unload(static_cast<CUmodule>(m))));
+  }
+
+  gpu::result launch_function(gpu::function_t f, uint32_t grid, uint32_t block,
+                              const void* args, size_t bytes,
+                              gpu::stream_t s) override {
+    static_cast<void>(bytes);
+    if (auto err = modules())
+      return rc(err);
+    void* params[] = {const_cast<void*>(args)};
+    return rc(static_cast<cudaError_t>(driver_.launch(
+        static_cast<CUfunction>(f), grid, 1, 1, block, 1, 1, 0,
+        reinterpret_cast<CUstream>(stream_of(s)), params, nullptr)));
+  }
+
   gpu::result on_stream_done(gpu::stream_t s, gpu::host_fn fn,
                              void* user) override {
     return rc(cudaLaunchHostFunc(stream_of(s), fn, user));
@@ -277,6 +373,16 @@ public:
   }
 
 private:
+  // Resolves the driver's module calls once.
+  cudaError_t modules() {
+    std::call_once(modules_once_, [this] { modules_err_ = driver_.resolve(); });
+    return modules_err_;
+  }
+
+  std::once_flag modules_once_;
+  cudaError_t modules_err_ = cudaSuccess;
+  driver_modules driver_;
+
   struct blas_entry {
     cublasHandle_t handle = nullptr;
     int device = 0;

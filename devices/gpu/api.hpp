@@ -69,6 +69,9 @@ struct properties {
 
 using stream_t = void*;
 using event_t = void*;
+/// A loaded code module (CUmodule, hipModule_t) and one of its functions.
+using module_t = void*;
+using function_t = void*;
 
 /// Called by the runtime (from one of its threads) once everything enqueued
 /// on a stream before it has finished.
@@ -132,6 +135,22 @@ public:
                                size_t& bytes) = 0;
   /// Enqueues the kernel of `a` on stream `s` (index `stream` of the device).
   virtual result launch(const kernels::gpu::launch_args& a, stream_t s) = 0;
+
+  /// Loads a module image into the current device's context: CUDA PTX
+  /// (compiled by the driver's JIT), cubin or fatbin; a HIP code object.
+  /// On failure `log` holds what the loader or JIT said, when it said
+  /// anything.
+  virtual result module_load(const void* image, size_t bytes, module_t& m,
+                             std::string& log) = 0;
+  /// The entry point `name` of a loaded module.
+  virtual result module_function(module_t m, const char* name,
+                                 function_t& f) = 0;
+  virtual result module_unload(module_t m) = 0;
+  /// Enqueues `f` on `s` over `grid` blocks of `block` threads, with one
+  /// argument: the `bytes` at `args` (a struct passed by value).
+  virtual result launch_function(function_t f, uint32_t grid, uint32_t block,
+                                 const void* args, size_t bytes,
+                                 stream_t s) = 0;
 
   /// Enqueues `fn(user)` on `s`: it runs once earlier work there is done.
   /// `fn` must not call the runtime.

@@ -6,6 +6,7 @@
 
 #include "devices/gpu/gpu_memory_resource.hpp"
 #include "devices/topology.hpp"
+#include "kernels/registry.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::devices::gpu {
@@ -31,15 +32,27 @@ const char* source_path(const char* file) {
 // Where each buffer of one chain lives in its device block and its staging
 // block. Stage outputs stay in the device block; the next stage reads them
 // there. Staging holds the host inputs, then the last stage's output.
+// A built-in kernel runs through the backend's launch wrappers (la); a
+// registered one through its module's entry point, with a cohort_gpu_call.
 struct stage_layout {
   kernels::gpu::launch_args la;
-  size_t in_off[2] = {0, 0};
-  size_t in_bytes[2] = {0, 0};
-  size_t stage_in[2] = {0, 0};
-  bool from_previous[2] = {false, false};
+  bool registered = false;
+  size_t n_in = 0;
+  uint64_t in_len[COHORT_MAX_INPUTS] = {};
+  kernels::dtype in_type[COHORT_MAX_INPUTS] = {};
+  size_t in_off[COHORT_MAX_INPUTS] = {};
+  size_t in_bytes[COHORT_MAX_INPUTS] = {};
+  size_t stage_in[COHORT_MAX_INPUTS] = {};
+  bool from_previous[COHORT_MAX_INPUTS] = {};
   size_t out_off = 0;
+  uint64_t out_elements = 0;
+  kernels::dtype out_type = kernels::dtype::f32;
   size_t idx_off = 0;
   size_t scratch_off = 0;
+
+  size_t out_bytes() const {
+    return out_elements * kernels::element_size(out_type);
+  }
 };
 
 struct chain_layout {
@@ -48,9 +61,18 @@ struct chain_layout {
   size_t stage_out = 0;
   size_t stage_idx = 0;
   size_t stage_total = 0;
-  uint64_t out_values = 0;
   uint64_t out_indices = 0;
 };
+
+// Blocks of `block` threads covering `threads`; 0 when there is nothing to
+// run, and false when the grid would pass the 2^31 - 1 blocks a launch takes.
+bool grid_for(uint64_t threads, uint32_t block, uint32_t& grid) {
+  auto blocks = (threads + block - 1) / block;
+  if (blocks > uint64_t{0x7fffffff})
+    return false;
+  grid = uint32_t(blocks);
+  return true;
+}
 
 template <class T> T* at(void* base, size_t offset) {
   return reinterpret_cast<T*>(static_cast<char*>(base) + offset);
@@ -174,6 +196,9 @@ gpu_device::~gpu_device() {
   for (auto& [ticket, rec] : records_)
     release(rec, true);
   records_.clear();
+  for (auto& [id, m] : modules_)
+    rt_->module_unload(m.module);
+  modules_.clear();
   if (memory_) {
     // Slabs go back to the driver (which waits for the device), then the
     // fence events, then the streams.
@@ -204,6 +229,76 @@ caf::error gpu_device::fail(result rc, std::string_view what, int line) {
   if (is_sticky(rc.code) && !lost_)
     lost_ = err;
   return err;
+}
+
+caf::error gpu_device::function_of(kernels::kernel_id id, function_t& f) {
+  if (auto i = modules_.find(uint8_t(id)); i != modules_.end()) {
+    f = i->second.function;
+    return caf::none;
+  }
+  auto* def = kernels::find(id);
+  bool hip = info().kind == device_kind::hip_gpu;
+  if (def == nullptr || !(hip ? def->hip : def->cuda).present())
+    return make_error(errc::kernel_fault, info().name + ": kernel " +
+                                              std::string{kernels::name(id)} +
+                                              " has no " +
+                                              (hip ? "HIP" : "CUDA") + " code");
+  auto& code = hip ? def->hip : def->cuda;
+  auto what = std::string{hip ? "the HIP code object" : "the CUDA module"} +
+              " of " + def->name;
+  loaded_module m;
+  std::string log;
+  if (auto rc = rt_->module_load(code.image->data(), code.image->size(),
+                                 m.module, log);
+      rc.failed())
+    return COHORT_GPU_FAIL(rc, "loading " + what +
+                                   (log.empty() ? "" : " (" + log + ")"));
+  if (auto rc =
+          rt_->module_function(m.module, code.function.c_str(), m.function);
+      rc.failed()) {
+    rt_->module_unload(m.module);
+    return COHORT_GPU_FAIL(rc, "finding entry point '" + code.function +
+                                   "' in " + what);
+  }
+  modules_.emplace(uint8_t(id), m);
+  f = m.function;
+  return caf::none;
+}
+
+caf::error gpu_device::launch_registered(kernels::kernel_id id,
+                                         const kernels::kernel_args& args,
+                                         const cohort_gpu_call& call,
+                                         stream_t s) {
+  function_t f = nullptr;
+  if (auto err = function_of(id, f))
+    return err;
+  auto* def = kernels::find(id);
+  auto& code = info().kind == device_kind::hip_gpu ? def->hip : def->cuda;
+  auto name = std::string{kernels::name(id)};
+  auto bytes = call.output_length *
+               kernels::element_size(kernels::dtype(call.output_dtype));
+  if (bytes > 0)
+    if (auto rc = rt_->zero_device(call.output, bytes, s); rc.failed())
+      return COHORT_GPU_FAIL(rc, "zeroing the output of " + name);
+  auto threads = call.output_length;
+  if (code.launch_elements) {
+    uint64_t lens[COHORT_MAX_INPUTS];
+    std::copy(call.lengths, call.lengths + call.input_count, lens);
+    threads = code.launch_elements(args, {lens, call.input_count});
+  }
+  uint32_t grid = 0;
+  if (!grid_for(threads, code.block, grid))
+    return make_error(errc::invalid_arguments,
+                      info().name + ": " + name + " asks for " +
+                          std::to_string(threads) +
+                          " threads, more than one launch takes");
+  if (grid == 0)
+    return caf::none;
+  if (auto rc =
+          rt_->launch_function(f, grid, code.block, &call, sizeof call, s);
+      rc.failed())
+    return COHORT_GPU_FAIL(rc, "launching " + name);
+  return caf::none;
 }
 
 caf::error gpu_device::create_streams(int line) {
@@ -307,48 +402,66 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
   size_t dev = 0;
   size_t stage = 0;
   uint64_t previous = 0;
+  auto previous_type = kernels::dtype::f32;
   for (auto& st : chain) {
     stage_layout sl;
     auto& la = sl.la;
     la.id = st.id;
     la.args = st.args;
-    auto n_in = std::min<size_t>(st.inputs.size(), 2);
-    for (size_t i = 0; i < n_in; ++i) {
+    sl.registered = !kernels::is_builtin(st.id);
+    sl.n_in = std::min<size_t>(st.inputs.size(),
+                               sl.registered ? COHORT_MAX_INPUTS : 2);
+    kernels::input_shape lens;
+    for (size_t i = 0; i < sl.n_in; ++i) {
       sl.from_previous[i] = st.from_previous == int32_t(i);
-      la.in_len[i] = sl.from_previous[i] ? previous : st.inputs[i].size;
+      sl.in_len[i] = sl.from_previous[i] ? previous : st.inputs[i].size;
+      sl.in_type[i] = sl.from_previous[i] ? previous_type : st.inputs[i].type;
+      lens.push_back(sl.in_len[i]);
+      if (i < 2)
+        la.in_len[i] = sl.in_len[i];
       if (sl.from_previous[i])
         continue;
-      sl.in_bytes[i] = la.in_len[i] * sizeof(float);
+      sl.in_bytes[i] = sl.in_len[i] * kernels::element_size(sl.in_type[i]);
       sl.in_off[i] = dev;
       dev = align_up(dev + sl.in_bytes[i], device_align);
       sl.stage_in[i] = stage;
       stage = align_up(stage + sl.in_bytes[i], staging_align);
     }
     size_t scratch = 0;
-    if (auto rc = rt_->scratch_bytes(la, scratch); rc.failed())
-      return COHORT_GPU_FAIL(rc, "sizing the scratch of " +
-                                     std::string{kernels::name(st.id)});
-    l.out_values = kernels::gpu::output_values(la);
-    l.out_indices = st.id == kernels::kernel_id::topk_cosine ? l.out_values : 0;
+    if (sl.registered) {
+      sl.out_elements = kernels::output_elements(st.id, st.args,
+                                                 kernels::input_lengths{lens});
+      sl.out_type = kernels::output_type(st.id);
+    } else {
+      if (auto rc = rt_->scratch_bytes(la, scratch); rc.failed())
+        return COHORT_GPU_FAIL(rc, "sizing the scratch of " +
+                                       std::string{kernels::name(st.id)});
+      sl.out_elements = kernels::gpu::output_values(la);
+    }
+    l.out_indices =
+        st.id == kernels::kernel_id::topk_cosine ? sl.out_elements : 0;
     sl.out_off = dev;
-    dev = align_up(dev + l.out_values * sizeof(float), device_align);
+    dev = align_up(dev + sl.out_bytes(), device_align);
     sl.idx_off = dev;
     dev = align_up(dev + l.out_indices * sizeof(int64_t), device_align);
     sl.scratch_off = dev;
     dev = align_up(dev + scratch, device_align);
     la.scratch_bytes = scratch;
-    previous = l.out_values;
+    previous = sl.out_elements;
+    previous_type = sl.out_type;
     l.stages.push_back(sl);
   }
+  auto& final_stage = l.stages.back();
   l.device_total = std::max(dev, device_align);
   l.stage_out = stage;
-  stage = align_up(stage + l.out_values * sizeof(float), staging_align);
+  stage = align_up(stage + final_stage.out_bytes(), staging_align);
   l.stage_idx = stage;
   l.stage_total =
       std::max(stage + l.out_indices * sizeof(int64_t), staging_align);
   launch_record rec;
   rec.stream = stream;
-  rec.out_values = l.out_values;
+  rec.out_values = final_stage.out_elements;
+  rec.out_type = final_stage.out_type;
   rec.out_indices = l.out_indices;
   rec.stage_out = l.stage_out;
   rec.stage_idx = l.stage_idx;
@@ -386,20 +499,21 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     }
   if (rc = rt_->event_record(rec.start, s); rc.failed())
     return abort(rc, "recording the start event", __LINE__);
-  float* previous_out = nullptr;
+  void* previous_out = nullptr;
   for (size_t j = 0; j < l.stages.size(); ++j) {
     auto& sl = l.stages[j];
     auto& la = sl.la;
-    for (size_t i = 0; i < std::min<size_t>(chain[j].inputs.size(), 2); ++i) {
+    const void* in_ptr[COHORT_MAX_INPUTS] = {};
+    for (size_t i = 0; i < sl.n_in; ++i) {
       if (sl.from_previous[i]) {
-        la.in[i] = previous_out;
+        in_ptr[i] = previous_out;
         continue;
       }
       auto* staged = at<char>(rec.staging.data, sl.stage_in[i]);
       if (sl.in_bytes[i] > 0)
         std::memcpy(staged, chain[j].inputs[i].data, sl.in_bytes[i]);
-      auto* dst = at<float>(rec.block, sl.in_off[i]);
-      la.in[i] = dst;
+      auto* dst = at<char>(rec.block, sl.in_off[i]);
+      in_ptr[i] = dst;
       if (sl.in_bytes[i] > 0)
         if (rc = rt_->copy_to_device(dst, staged, sl.in_bytes[i], s);
             rc.failed())
@@ -407,7 +521,34 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
                        "copying input " + std::to_string(i) + " to the device",
                        __LINE__);
     }
-    la.out = at<float>(rec.block, sl.out_off);
+    auto* out = at<char>(rec.block, sl.out_off);
+    if (sl.registered) {
+      cohort_gpu_call call{};
+      for (size_t i = 0; i < sl.n_in; ++i) {
+        call.inputs[i] = in_ptr[i];
+        call.lengths[i] = sl.in_len[i];
+        call.dtypes[i] = int32_t(sl.in_type[i]);
+      }
+      call.input_count = uint32_t(sl.n_in);
+      call.output = out;
+      call.output_length = sl.out_elements;
+      call.output_dtype = int32_t(sl.out_type);
+      call.alpha = la.args.alpha;
+      call.m = la.args.m;
+      call.n = la.args.n;
+      call.k = la.args.k;
+      call.top_k = la.args.top_k;
+      if (auto err = launch_registered(la.id, la.args, call, s)) {
+        if (!lost_)
+          release(rec, true);
+        return err;
+      }
+      previous_out = out;
+      continue;
+    }
+    for (size_t i = 0; i < std::min<size_t>(sl.n_in, 2); ++i)
+      la.in[i] = static_cast<const float*>(in_ptr[i]);
+    la.out = reinterpret_cast<float*>(out);
     la.out_indices = la.id == kernels::kernel_id::topk_cosine
                          ? at<int64_t>(rec.block, sl.idx_off)
                          : nullptr;
@@ -416,17 +557,16 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     if (rc = rt_->launch(la, s); rc.failed())
       return abort(rc, "launching " + std::string{kernels::name(la.id)},
                    __LINE__);
-    previous_out = la.out;
+    previous_out = out;
   }
-  auto& last = l.stages.back().la;
-  if (l.out_values > 0)
+  if (final_stage.out_bytes() > 0)
     if (rc = rt_->copy_to_host(at<char>(rec.staging.data, l.stage_out),
-                               last.out, l.out_values * sizeof(float), s);
+                               previous_out, final_stage.out_bytes(), s);
         rc.failed())
       return abort(rc, "copying the output to the host", __LINE__);
   if (l.out_indices > 0)
     if (rc = rt_->copy_to_host(at<char>(rec.staging.data, l.stage_idx),
-                               last.out_indices,
+                               final_stage.la.out_indices,
                                l.out_indices * sizeof(int64_t), s);
         rc.failed())
       return abort(rc, "copying the indices to the host", __LINE__);
@@ -476,8 +616,15 @@ caf::expected<launch_result> gpu_device::do_collect(uint64_t ticket) {
   }
   launch_result res;
   res.device_time = std::chrono::nanoseconds{ns};
-  auto* values = at<float>(rec.staging.data, rec.stage_out);
-  res.output.values.assign(values, values + rec.out_values);
+  if (rec.out_type == kernels::dtype::f32) {
+    auto* values = at<float>(rec.staging.data, rec.stage_out);
+    res.output.values.assign(values, values + rec.out_values);
+  } else {
+    auto* raw = at<uint8_t>(rec.staging.data, rec.stage_out);
+    res.output.type = rec.out_type;
+    res.output.raw.assign(raw, raw + rec.out_values *
+                                         kernels::element_size(rec.out_type));
+  }
   auto* idx = at<int64_t>(rec.staging.data, rec.stage_idx);
   res.output.indices.assign(idx, idx + rec.out_indices);
   release(rec, false);
@@ -560,6 +707,8 @@ caf::error gpu_device::do_reset() {
   staging_.clear(false);
   free_events_.clear();
   streams_.clear();
+  // Modules went with the context too: loaded again on next use.
+  modules_.clear();
   // The pool's slabs and fence events went with the context.
   memory_->reset(true);
   auto was_lost = std::move(lost_);

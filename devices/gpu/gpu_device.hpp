@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cohort/kernel_abi.h"
 #include "devices/device.hpp"
 #include "devices/gpu/api.hpp"
 #include "devices/gpu/gpu_stream_ordering.hpp"
@@ -97,11 +98,23 @@ private:
     staging_block staging;
     event_t start = nullptr;
     event_t stop = nullptr;
+    /// The last stage's output: its elements and type, and topk_cosine's
+    /// row indices.
     uint64_t out_values = 0;
+    kernels::dtype out_type = kernels::dtype::f32;
     uint64_t out_indices = 0;
     size_t stage_out = 0;
     size_t stage_idx = 0;
   };
+
+  /// A registered kernel's entry point on this device, its module loaded on
+  /// first use; the error says why when the module or function failed.
+  caf::error function_of(kernels::kernel_id id, function_t& f);
+  /// Zeroes a registered kernel's output and enqueues its entry point on
+  /// `s` over the threads its launch rule asks for.
+  caf::error launch_registered(kernels::kernel_id id,
+                               const kernels::kernel_args& args,
+                               const cohort_gpu_call& call, stream_t s);
 
   /// Outlives the device while completion callbacks may still arrive.
   struct callback_hub {
@@ -154,6 +167,13 @@ private:
   std::vector<health::gpu_event> events_;
   /// Non-fatal events not yet taken.
   std::vector<std::string> warnings_;
+  /// Registered kernels' modules loaded into this device's context, and
+  /// their entry points; a reset destroys them with the context.
+  struct loaded_module {
+    module_t module = nullptr;
+    function_t function = nullptr;
+  };
+  std::unordered_map<uint8_t, loaded_module> modules_;
 };
 
 } // namespace cohort::devices::gpu

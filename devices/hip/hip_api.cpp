@@ -19,6 +19,11 @@ gpu::status classify(hipError_t err) {
   case hipErrorInvalidHandle:
   case hipErrorInvalidDeviceFunction:
   case hipErrorNoBinaryForGpu:
+  // A code object the runtime refused, or an entry point it lacks.
+  case hipErrorInvalidImage:
+  case hipErrorInvalidKernelFile:
+  case hipErrorNotFound:
+  case hipErrorSharedObjectInitFailed:
     return status::invalid_value;
   case hipErrorNoDevice:
   case hipErrorInvalidDevice:
@@ -206,6 +211,42 @@ public:
     kernels::hip::stream_context ctx;
     ctx.stream = stream_of(s);
     return rc(kernels::hip::launch(a, ctx));
+  }
+
+  gpu::result module_load(const void* image, size_t bytes, gpu::module_t& m,
+                          std::string& log) override {
+    static_cast<void>(bytes); // a code object (ELF) carries its size
+    log.clear();
+    hipModule_t mod = nullptr;
+    auto err = hipModuleLoadData(&mod, image);
+    m = mod;
+    return rc(err);
+  }
+
+  gpu::result module_function(gpu::module_t m, const char* name,
+                              gpu::function_t& f) override {
+    hipFunction_t fn = nullptr;
+    auto err = hipModuleGetFunction(&fn, static_cast<hipModule_t>(m), name);
+    f = fn;
+    return rc(err);
+  }
+
+  gpu::result module_unload(gpu::module_t m) override {
+    return rc(hipModuleUnload(static_cast<hipModule_t>(m)));
+  }
+
+  gpu::result launch_function(gpu::function_t f, uint32_t grid, uint32_t block,
+                              const void* args, size_t bytes,
+                              gpu::stream_t s) override {
+    // The argument as one packed buffer (`extra`): the form every HIP
+    // release takes.
+    size_t size = bytes;
+    void* config[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(args),
+                      HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                      HIP_LAUNCH_PARAM_END};
+    return rc(hipModuleLaunchKernel(static_cast<hipFunction_t>(f), grid, 1, 1,
+                                    block, 1, 1, 0, stream_of(s), nullptr,
+                                    config));
   }
 
   gpu::result on_stream_done(gpu::stream_t s, gpu::host_fn fn,

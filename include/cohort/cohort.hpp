@@ -217,6 +217,24 @@ private:
   dtype type_;
 };
 
+/// GPU code of a kernel for one backend (docs/kernels.md, "GPU code"): a
+/// module image the driver loads (CUDA PTX, a cubin or a fatbin; a HIP code
+/// object) and its entry point, `extern "C" __global__ void
+/// NAME(cohort_gpu_call)` (<cohort/kernel_abi.h>), launched over `threads`
+/// threads in blocks of `block`.
+struct gpu_module {
+  enum class format : uint8_t { none, ptx, cubin, fatbin, hip_code_object };
+  format kind = format::none;
+  /// The image (PTX may leave out its terminating NUL).
+  std::vector<uint8_t> image;
+  std::string function;
+  /// Threads per block, 1 to 1024.
+  uint32_t block = 256;
+  /// Threads the launch needs; one per output element when empty.
+  std::function<uint64_t(const kernel_args&, std::span<const uint64_t>)>
+      threads;
+};
+
 /// A kernel an application brings (docs/kernels.md, "Your own kernels").
 /// CPU workers, simulated GPUs and CPU fallback run `cpu`; a real GPU runs
 /// only kernels with code for it, so an item of a kernel without GPU code
@@ -247,6 +265,10 @@ struct kernel_definition {
   std::function<void(const kernel_args&, std::span<const buffer> inputs,
                      output_span out)>
       cpu;
+  /// GPU code; a real GPU of a backend without it never gets the kernel's
+  /// items. Optional.
+  gpu_module cuda;
+  gpu_module hip;
 };
 
 /// Registers `def` with the process's kernel registry and returns its

@@ -63,6 +63,33 @@ typedef struct cohort_kernel_call {
 /* The type of a kernel's function. */
 typedef int (*cohort_cpu_kernel)(const cohort_kernel_call* call);
 
+/* Most input buffers a kernel takes. */
+#define COHORT_MAX_INPUTS 8
+
+/* The one argument of a kernel's GPU entry point (CUDA or HIP), passed by
+ * value; every pointer is device memory:
+ *
+ *   extern "C" __global__ void my_kernel(cohort_gpu_call call);
+ *
+ * Cohort launches ceil(threads / block) blocks of `block` threads, where
+ * `threads` is the manifest's rule (the output's length when it has none):
+ * the kernel checks its own index against the lengths. The output is
+ * zeroed before the launch. */
+typedef struct cohort_gpu_call {
+  const void* inputs[COHORT_MAX_INPUTS];
+  uint64_t lengths[COHORT_MAX_INPUTS];
+  int32_t dtypes[COHORT_MAX_INPUTS];
+  uint32_t input_count;
+  void* output;
+  uint64_t output_length;
+  int32_t output_dtype;
+  double alpha;
+  uint64_t m;
+  uint64_t n;
+  uint64_t k;
+  uint32_t top_k;
+} cohort_gpu_call;
+
 #ifdef __cplusplus
 }
 #endif

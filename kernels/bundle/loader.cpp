@@ -61,6 +61,9 @@ struct kernel_rules {
   rule output_size;
   std::vector<rule> require;
   std::optional<rule> flops;
+  /// The GPU launches' thread counts (CUDA, HIP), when the manifest gives
+  /// them.
+  std::optional<rule> threads[2];
 };
 
 // The checks of one call, as the registry's `check` returns them.
@@ -80,7 +83,61 @@ std::string check_call(const kernel_rules& r, const kernel_args& a,
   if (*out < 0)
     return r.name + ": output_size '" + r.output_size.text() + "' is " +
            std::to_string(*out) + ", negative";
+  // A launch rule that cannot be evaluated would launch nothing and return
+  // zeros: refused here, at admission, instead.
+  for (auto& t : r.threads) {
+    if (!t)
+      continue;
+    auto n = t->eval(a, in, why);
+    if (!n)
+      return r.name + ": threads: " + why;
+    if (*n < 0)
+      return r.name + ": threads '" + t->text() + "' is " + std::to_string(*n) +
+             ", negative";
+  }
   return {};
+}
+
+// The GPU code of one backend: the checked blob's bytes (PTX gets the NUL
+// the driver reads it up to), the entry point, the launch rule.
+gpu_code gpu_code_of(const pb::BundleGpuCode& g, const checked_bundle& b,
+                     const std::shared_ptr<kernel_rules>& rules, int backend) {
+  gpu_code c;
+  if (g.blob().empty())
+    return c;
+  for (auto& blob : b.manifest.blob()) {
+    if (blob.path() != g.blob())
+      continue;
+    switch (blob.kind()) {
+    case pb::BundleBlob::CUDA_PTX:
+      c.kind = gpu_code::format::ptx;
+      break;
+    case pb::BundleBlob::CUDA_CUBIN:
+      c.kind = gpu_code::format::cubin;
+      break;
+    case pb::BundleBlob::CUDA_FATBIN:
+      c.kind = gpu_code::format::fatbin;
+      break;
+    default:
+      c.kind = gpu_code::format::hip_code_object;
+    }
+  }
+  auto& bytes = b.blobs.at(g.blob());
+  auto image =
+      std::make_shared<std::vector<uint8_t>>(bytes.begin(), bytes.end());
+  if (c.kind == gpu_code::format::ptx && image->back() != 0)
+    image->push_back(0);
+  c.image = std::move(image);
+  c.function = g.function();
+  c.block = g.block() == 0 ? 256 : g.block();
+  if (rules->threads[backend])
+    c.launch_elements = [rules, backend](const kernel_args& a,
+                                         input_lengths in) {
+      std::string why;
+      auto v = rules->threads[backend]->eval(a, in, why);
+      return v && *v > 0 ? uint64_t(*v) : uint64_t{0};
+    };
+  return c;
 }
 
 kernel_def make_def(const pb::BundleKernel& k, cohort_cpu_kernel fn,
@@ -103,6 +160,10 @@ kernel_def make_def(const pb::BundleKernel& k, cohort_cpu_kernel fn,
     rules->require.push_back(*rule::parse(r, names, why));
   if (!k.flops().empty())
     rules->flops = rule::parse(k.flops(), names, why);
+  if (!k.cuda().threads().empty())
+    rules->threads[0] = rule::parse(k.cuda().threads(), names, why);
+  if (!k.hip().threads().empty())
+    rules->threads[1] = rule::parse(k.hip().threads(), names, why);
   d.check = [rules](const kernel_args& a, input_lengths in) {
     return check_call(*rules, a, in);
   };
@@ -154,6 +215,8 @@ kernel_def make_def(const pb::BundleKernel& k, cohort_cpu_kernel fn,
     }
     return out;
   };
+  d.cuda = gpu_code_of(k.cuda(), b, rules, 0);
+  d.hip = gpu_code_of(k.hip(), b, rules, 1);
   d.origin = "bundle " + b.manifest.name() + " " + b.manifest.version() +
              " (key " + b.key_id + ")";
   d.source = b.manifest_sha256;
@@ -195,13 +258,6 @@ std::variant<loaded_bundle, refused> load_checked(const checked_bundle& b) {
     fill(*ids);
     return out;
   }
-  for (auto& k : b.manifest.kernel())
-    if (!k.cuda().blob().empty() || !k.hip().blob().empty())
-      return refused{refusal::load_failed,
-                     "kernel '" + k.name() +
-                         "': GPU code in bundles is not supported yet (the "
-                         "CUDA and HIP module paths are not built); ship "
-                         "the CPU implementation alone"};
   std::map<std::string, void*> objects;
   auto unload = [&] {
     for (auto& [path, h] : objects)

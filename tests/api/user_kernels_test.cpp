@@ -185,6 +185,31 @@ TEST_CASE("bad definitions are refused when registered", "[api][kernels]") {
   d.name = "Bad Name";
   CHECK_THAT(refused(d), Catch::Contains("not valid"));
   CHECK_FALSE(cohort::kernel_named("Bad Name"));
+  // GPU code: the backend's formats, an entry point, a block size.
+  d.name = "test.api_gpu_bad";
+  d.cuda.kind = cohort::gpu_module::format::hip_code_object;
+  d.cuda.image = {1, 2, 3};
+  d.cuda.function = "f";
+  CHECK_THAT(refused(d), Catch::Contains("PTX, a cubin or a fatbin"));
+  d.cuda.kind = cohort::gpu_module::format::ptx;
+  d.cuda.function = "no way";
+  CHECK_THAT(refused(d), Catch::Contains("not a C identifier"));
+  d.cuda.function = "f";
+  d.cuda.block = 0;
+  CHECK_THAT(refused(d), Catch::Contains("1 to 1024"));
+  d.cuda.block = 256;
+  d.cuda.image.clear();
+  CHECK_THAT(refused(d), Catch::Contains("empty image"));
+  CHECK_FALSE(cohort::kernel_named("test.api_gpu_bad"));
+  // PTX without its NUL is accepted (the API adds it); the signature says
+  // where the kernel came from.
+  d.cuda.image = {'.', 'v'};
+  auto k = cohort::register_kernel(d);
+  auto sig = cohort::signature_of(k);
+  REQUIRE(sig);
+  CHECK(sig->origin == "application");
+  CHECK(sig->inputs.size() == 1);
+  CHECK(sig->inputs[0].name == "x");
 }
 
 // A signed bundle, as an embedding application meets it: named in the

@@ -445,6 +445,152 @@ result fake_gpu_api::launch(const kernels::gpu::launch_args& a,
   });
 }
 
+bool fake_gpu_api::inside(int dev, const void* p, size_t bytes) const {
+  if (bytes == 0)
+    return true;
+  auto& blocks = devs_[dev].blocks;
+  auto i = blocks.upper_bound(const_cast<void*>(p));
+  if (i == blocks.begin())
+    return false;
+  --i;
+  auto* base = static_cast<const char*>(i->first);
+  auto* q = static_cast<const char*>(p);
+  return q >= base && q + bytes <= base + i->second;
+}
+
+void fake_gpu_api::define_function(const std::string& name, fake_function fn) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  functions_[name] = std::move(fn);
+}
+
+std::vector<fake_gpu_api::function_launch>
+fake_gpu_api::function_launches() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return function_launches_;
+}
+
+size_t fake_gpu_api::live_modules() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return modules_.size();
+}
+
+result fake_gpu_api::module_load(const void* image, size_t bytes,
+                                 devices::gpu::module_t& m, std::string& log) {
+  ++module_loads_;
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (auto rc = sticky_of(current()); rc.failed())
+    return rc;
+  std::string text{static_cast<const char*>(image), bytes};
+  while (!text.empty() && text.back() == '\0')
+    text.pop_back();
+  std::string magic = module_magic;
+  if (text.compare(0, magic.size(), magic) != 0) {
+    log = "fake JIT: not a fake module image (it starts with '" +
+          text.substr(0, 16) + "')";
+    return fail(status::invalid_value);
+  }
+  auto mod = std::make_unique<fake_module>();
+  mod->dev = current();
+  size_t at = magic.size();
+  while (at < text.size()) {
+    auto end = text.find('\n', at);
+    auto line = text.substr(at, end == std::string::npos ? end : end - at);
+    if (!line.empty())
+      mod->functions.push_back(std::make_unique<std::string>(line));
+    if (end == std::string::npos)
+      break;
+    at = end + 1;
+  }
+  m = mod.get();
+  modules_.emplace(mod.get(), std::move(mod));
+  return {};
+}
+
+result fake_gpu_api::module_function(devices::gpu::module_t m, const char* name,
+                                     devices::gpu::function_t& f) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = modules_.find(static_cast<fake_module*>(m));
+  if (i == modules_.end() || i->second->dev != current())
+    return fail(status::invalid_value);
+  for (auto& fn : i->second->functions)
+    if (*fn == name) {
+      f = fn.get();
+      return {};
+    }
+  // CUDA_ERROR_NOT_FOUND, sorted like the vendors' code.
+  return fail(status::invalid_value);
+}
+
+result fake_gpu_api::module_unload(devices::gpu::module_t m) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (modules_.erase(static_cast<fake_module*>(m)) == 0)
+    return fail(status::invalid_value);
+  return {};
+}
+
+result fake_gpu_api::launch_function(devices::gpu::function_t f, uint32_t grid,
+                                     uint32_t block, const void* args,
+                                     size_t bytes, devices::gpu::stream_t s) {
+  int dev = static_cast<stream*>(s)->dev;
+  status fault;
+  bool hang;
+  function_launch rec;
+  fake_function fn;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    // The handle must belong to a live module of this device.
+    const std::string* name = nullptr;
+    for (auto& [p, mod] : modules_)
+      for (auto& fname : mod->functions)
+        if (fname.get() == f && mod->dev == dev)
+          name = fname.get();
+    if (name == nullptr || bytes != sizeof(cohort_gpu_call) || grid == 0 ||
+        block == 0 || block > 1024)
+      return fail(status::invalid_value);
+    std::memcpy(&rec.call, args, sizeof rec.call);
+    auto& c = rec.call;
+    if (c.input_count > COHORT_MAX_INPUTS)
+      return fail(status::invalid_value);
+    for (uint32_t i = 0; i < c.input_count; ++i)
+      if (!inside(dev, c.inputs[i],
+                  c.lengths[i] *
+                      kernels::element_size(kernels::dtype(c.dtypes[i]))))
+        return fail(status::invalid_value);
+    if (!inside(dev, c.output,
+                c.output_length *
+                    kernels::element_size(kernels::dtype(c.output_dtype))))
+      return fail(status::invalid_value);
+    rec.function = *name;
+    rec.grid = grid;
+    rec.block = block;
+    rec.arg_bytes = bytes;
+    function_launches_.push_back(rec);
+    if (auto i = functions_.find(*name); i != functions_.end())
+      fn = i->second;
+    fault = next_fault_;
+    next_fault_ = status::ok;
+    hang = hang_next_;
+    hang_next_ = false;
+  }
+  // The arguments are copied at launch, as the drivers do.
+  return enqueue(s, [this, dev, call = rec.call, fn, fault, hang] {
+    if (hang) {
+      std::unique_lock<std::mutex> guard{mtx_};
+      hung_cv_.wait(guard, [&] { return hung_released_; });
+    }
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (fault != status::ok)
+        devs_[dev].sticky = fault;
+      if (devs_[dev].sticky != status::ok)
+        return;
+    }
+    if (fn)
+      fn(call);
+    ++kernels_run_;
+  });
+}
+
 result fake_gpu_api::on_stream_done(devices::gpu::stream_t s,
                                     devices::gpu::host_fn fn, void* user) {
   return enqueue(s, [fn, user] { fn(user); });
@@ -479,6 +625,9 @@ result fake_gpu_api::device_reset() {
     delete e;
   d.events.clear();
   d.used = 0;
+  // Modules went with the context.
+  for (auto i = modules_.begin(); i != modules_.end();)
+    i = i->second->dev == current() ? modules_.erase(i) : std::next(i);
   if (!sticky_survives_reset_)
     d.sticky = status::ok;
   // Registrations went with the context (the fake keeps one table for all

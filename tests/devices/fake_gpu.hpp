@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "cohort/kernel_abi.h"
 #include "devices/gpu/api.hpp"
 #include "devices/health/health.hpp"
 
@@ -74,6 +75,31 @@ public:
   /// The device memory at `p` (tests read what kernels left there).
   bool is_zero(const void* p, size_t bytes) const;
 
+  // -- modules ----------------------------------------------------------------
+
+  /// A fake module image: this line, then one entry point's name per line.
+  static constexpr const char* module_magic = "FAKE MODULE\n";
+  /// What a module function does when launched: the fake's stand-in for
+  /// device code, run on the stream's thread over fake device memory (host
+  /// memory), once per launch (not per thread).
+  using fake_function = std::function<void(const cohort_gpu_call&)>;
+  /// Defines the stand-in for entry point `name` (launching an entry point
+  /// without one runs nothing).
+  void define_function(const std::string& name, fake_function fn);
+  /// One launch of a module function, as the runtime was asked for it.
+  struct function_launch {
+    std::string function;
+    uint32_t grid = 0;
+    uint32_t block = 0;
+    size_t arg_bytes = 0;
+    cohort_gpu_call call{};
+  };
+  std::vector<function_launch> function_launches() const;
+  /// Modules loaded (module_load) and not unloaded or reset away.
+  size_t live_modules() const;
+  /// Module loads so far, successful or not.
+  uint64_t module_loads() const { return module_loads_; }
+
   // -- api ----------------------------------------------------------------
 
   const char* vendor() const override { return "FAKE"; }
@@ -112,6 +138,17 @@ public:
                                      size_t& bytes) override;
   devices::gpu::result launch(const kernels::gpu::launch_args& a,
                               devices::gpu::stream_t s) override;
+  devices::gpu::result module_load(const void* image, size_t bytes,
+                                   devices::gpu::module_t& m,
+                                   std::string& log) override;
+  devices::gpu::result module_function(devices::gpu::module_t m,
+                                       const char* name,
+                                       devices::gpu::function_t& f) override;
+  devices::gpu::result module_unload(devices::gpu::module_t m) override;
+  devices::gpu::result launch_function(devices::gpu::function_t f,
+                                       uint32_t grid, uint32_t block,
+                                       const void* args, size_t bytes,
+                                       devices::gpu::stream_t s) override;
   devices::gpu::result on_stream_done(devices::gpu::stream_t s,
                                       devices::gpu::host_fn fn,
                                       void* user) override;
@@ -142,7 +179,19 @@ private:
   devices::gpu::result sticky_of(int dev) const;
   int current() const;
 
+  struct fake_module {
+    int dev = 0;
+    /// Entry points; function_t handles point at these strings.
+    std::vector<std::unique_ptr<std::string>> functions;
+  };
+  /// Whether [p, p + bytes) lies inside one live block of `dev` (mtx_ held).
+  bool inside(int dev, const void* p, size_t bytes) const;
+
   std::vector<device_state> devs_;
+  std::map<fake_module*, std::unique_ptr<fake_module>> modules_;
+  std::map<std::string, fake_function> functions_;
+  std::vector<function_launch> function_launches_;
+  std::atomic<uint64_t> module_loads_{0};
   mutable std::mutex mtx_;
   std::condition_variable hung_cv_;
   bool hung_released_ = false;

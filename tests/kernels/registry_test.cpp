@@ -156,12 +156,36 @@ TEST_CASE("bad kernel definitions are refused with a reason",
   d.signature.scalars = {"beta"};
   CHECK(refused(d));
   CHECK(why.find("'beta'") != std::string::npos);
+  // GPU code: the right format per backend, an image, an entry point, a
+  // block size.
+  auto ptx = std::make_shared<const std::vector<uint8_t>>(
+      std::vector<uint8_t>{'.', 'v', 0});
   d = row_sums("test.gpu");
-  d.cuda.kind = gpu_code::format::ptx;
-  d.cuda.image = std::make_shared<const std::vector<uint8_t>>(3, 0);
+  d.cuda.kind = gpu_code::format::hip_code_object;
+  d.cuda.image = ptx;
   d.cuda.function = "f";
   CHECK(refused(d));
-  CHECK(why.find("not supported yet") != std::string::npos);
+  CHECK(why.find("PTX, a cubin or a fatbin") != std::string::npos);
+  d.cuda.kind = gpu_code::format::ptx;
+  d.cuda.image = std::make_shared<const std::vector<uint8_t>>(
+      std::vector<uint8_t>{'.', 'v'});
+  CHECK(refused(d));
+  CHECK(why.find("NUL") != std::string::npos);
+  d.cuda.image = ptx;
+  d.cuda.function = "f()";
+  CHECK(refused(d));
+  CHECK(why.find("not a C identifier") != std::string::npos);
+  d.cuda.function = "f";
+  d.cuda.block = 2048;
+  CHECK(refused(d));
+  CHECK(why.find("1 to 1024") != std::string::npos);
+  d.cuda.block = 128;
+  d.hip.kind = gpu_code::format::cubin;
+  d.hip.image = ptx;
+  d.hip.function = "f";
+  CHECK(refused(d));
+  CHECK(why.find("HIP code object") != std::string::npos);
+  CHECK_FALSE(parse_kernel("test.gpu"));
   CHECK_FALSE(parse_kernel("test.no_cpu"));
 }
 

@@ -90,6 +90,22 @@ inline void make_bundle(const std::string& dir, const std::string& name,
   }
 }
 
+/// Adds a blob to the bundle in `dir`: the file at `path` (inside it) and
+/// its line in the manifest (before the kernels). Sign afterwards.
+inline void add_blob(const std::string& dir, const std::string& path,
+                     const std::string& bytes, const std::string& kind) {
+  auto file = std::filesystem::path{dir} / path;
+  std::filesystem::create_directories(file.parent_path());
+  write_bytes(file, bytes);
+  auto m = read_bytes(dir + "/manifest.textproto");
+  auto digest = kernels::bundle::to_hex(kernels::bundle::sha256(
+      {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
+  m.insert(m.find("kernel {"),
+           "blob { path: \"" + path + "\" sha256: \"" + digest + "\" size: " +
+               std::to_string(bytes.size()) + " kind: " + kind + " }\n");
+  write_bytes(dir + "/manifest.textproto", m);
+}
+
 /// A public key file for `key` in `dir`; returns its path.
 inline std::string write_public_key(const temp_dir& dir,
                                     const kernels::bundle::private_key& key,

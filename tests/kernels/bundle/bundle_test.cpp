@@ -251,27 +251,38 @@ TEST_CASE("a trusted signer's mistakes are refused at load",
     CHECK(r.reason == refusal::malformed);
     CHECK_THAT(r.detail, Catch::Contains("not a valid path"));
   }
-  SECTION("GPU code, which bundles cannot carry yet") {
-    auto text = test::acme_kernels_text("bt4");
-    text.replace(text.find("  cpu_symbol: \"acme_histogram\""), 0,
-                 "  cuda { blob: \"cpu/k.ptx\" function: \"hist\" }\n");
-    test::make_bundle(b, "acme", text, nullptr);
-    // A PTX blob for it, listed and signed.
-    test::write_bytes(b + "/cpu/k.ptx", ".version 8.0\n");
-    auto m = test::read_bytes(b + "/manifest.textproto");
-    auto ptx = std::string{".version 8.0\n"};
-    m.insert(m.find("kernel {"),
-             "blob { path: \"cpu/k.ptx\" sha256: \"" +
-                 to_hex(sha256({reinterpret_cast<const uint8_t*>(ptx.data()),
-                                ptx.size()})) +
-                 "\" size: 13 kind: CUDA_PTX }\n");
-    test::write_bytes(b + "/manifest.textproto", m);
-    sign_raw(b, key);
-    auto r = refusal_of(load_bundle(b, trusting(key)));
-    CHECK(r.reason == refusal::load_failed);
-    CHECK_THAT(r.detail, Catch::Contains("not supported yet"));
-  }
   CHECK_FALSE(parse_kernel("bt4.scale_add"));
+}
+
+TEST_CASE("a bundle's GPU code is registered with its launch rule",
+          "[kernels][bundle]") {
+  temp_dir dir;
+  auto key = new_key();
+  auto b = dir.file("acme");
+  auto text = test::acme_kernels_text("bt8");
+  text.replace(text.find("  cpu_symbol: \"acme_histogram\""), 0,
+               "  cuda { blob: \"gpu/k.ptx\" function: \"hist\" block: 128 "
+               "threads: \"ceil_div(bytes, 4)\" }\n");
+  test::make_bundle(b, "acme", text, nullptr);
+  // A PTX blob for it, listed and signed (the driver's JIT, not the
+  // loader, judges PTX: tests/devices/gpu_device_test.cpp).
+  auto ptx = std::string{".version 8.0\n"};
+  test::add_blob(b, "gpu/k.ptx", ptx, "CUDA_PTX");
+  sign_raw(b, key);
+  auto got = loaded_of(load_bundle(b, trusting(key)));
+  auto id = got.kernels[1].second;
+  CHECK(has_gpu_code(id, true));
+  CHECK_FALSE(has_gpu_code(id, false));
+  CHECK_FALSE(has_gpu_code(got.kernels[0].second, true));
+  auto& cuda = find(id)->cuda;
+  CHECK(cuda.kind == gpu_code::format::ptx);
+  CHECK(cuda.function == "hist");
+  CHECK(cuda.block == 128);
+  // The image is the blob's bytes and the NUL the driver reads PTX up to.
+  REQUIRE(cuda.image->size() == ptx.size() + 1);
+  CHECK(cuda.image->back() == 0);
+  std::vector<uint64_t> lens{10};
+  CHECK(cuda.launch_elements({}, input_lengths{lens}) == 3);
 }
 
 TEST_CASE("a bundle whose kernel names are taken is refused whole",
