@@ -26,7 +26,8 @@ ninja -C "$build_dir"
 
 programs=(
   tests/cohort_tests tests/libfake_nvml.so tests/audit_crash_writer
-  tests/asan_overflow tools/cohort bench/bench_kernels bench/pool/bench_pool
+  tests/asan_overflow tests/libacme_kernels.so tests/acme_kernels.ptx
+  tools/cohort bench/bench_kernels bench/pool/bench_pool
   examples/embed examples/quotas devices/libcohort-cuda.so
 )
 stage=$(mktemp -d)
@@ -45,6 +46,7 @@ done
 skip='^(ld-linux|libc|libm|libdl|librt|libpthread|libresolv|libstdc\+\+|libgcc_s|libcuda|libcublas|libcublasLt|libcudart|libnvidia)\.'
 declare -A seen=()
 for f in "${files[@]}"; do
+  [[ "$f" == *.ptx ]] && continue # data, not a program
   while read -r name path; do
     [[ "$name" =~ $skip ]] && continue
     [ -n "${seen[$name]:-}" ] && continue

@@ -785,7 +785,7 @@ TEST_CASE("the runtime places a registered kernel with CUDA code on the GPU",
 
 TEST_CASE("a signed bundle's PTX runs on a real CUDA GPU",
           "[devices][gpu][kernels][bundle]") {
-  std::string ptx_path = COHORT_ACME_PTX;
+  auto ptx_path = test::built_file(COHORT_ACME_PTX);
   if (ptx_path.empty()) {
     WARN("SKIPPED: no CUDA toolchain at build time, so no PTX to load");
     return;

@@ -14,6 +14,19 @@
 
 namespace cohort::test {
 
+/// A file the build made next to the test program: at `path` as the build
+/// saw it, or (a build unpacked elsewhere, as on a GPU machine) next to
+/// the running program under the same name.
+inline std::string built_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty() || fs::exists(path, ec))
+    return path;
+  auto here = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  auto near = here / fs::path{path}.filename();
+  return fs::exists(near, ec) ? near.string() : path;
+}
+
 inline std::string read_bytes(const std::string& path) {
   std::ifstream in{path, std::ios::binary};
   std::ostringstream s;
@@ -72,7 +85,7 @@ inline void make_bundle(const std::string& dir, const std::string& name,
                         const kernels::bundle::private_key* key) {
   namespace fs = std::filesystem;
   fs::create_directories(fs::path{dir} / "cpu");
-  auto so = read_bytes(COHORT_ACME_KERNELS);
+  auto so = read_bytes(built_file(COHORT_ACME_KERNELS));
   REQUIRE(!so.empty());
   write_bytes(dir + "/cpu/libacme.so", so);
   auto digest = kernels::bundle::to_hex(kernels::bundle::sha256(
