@@ -83,16 +83,6 @@ bool valid_name(std::string_view s) {
   return true;
 }
 
-bool valid_entry_point(std::string_view s) {
-  if (s.empty() || s.size() > 128 || (s[0] >= '0' && s[0] <= '9'))
-    return false;
-  for (char c : s)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9') || c == '_'))
-      return false;
-  return true;
-}
-
 std::string check_def(const kernel_def& d) {
   if (!valid_name(d.name))
     return "kernel name '" + d.name +
@@ -129,7 +119,7 @@ std::string check_def(const kernel_def& d) {
     // The driver reads PTX as a C string.
     if (g.kind == gpu_code::format::ptx && g.image->back() != 0)
       return who + "PTX must end with a NUL byte";
-    if (!valid_entry_point(g.function))
+    if (!valid_c_identifier(g.function))
       return who + backend + " entry point '" + g.function +
              "' is not a C identifier";
     if (g.block == 0 || g.block > 1024)
@@ -140,6 +130,16 @@ std::string check_def(const kernel_def& d) {
 }
 
 } // namespace
+
+bool valid_c_identifier(std::string_view s) {
+  if (s.empty() || s.size() > 128 || (s[0] >= '0' && s[0] <= '9'))
+    return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_'))
+      return false;
+  return true;
+}
 
 bool is_builtin(kernel_id id) {
   auto raw = static_cast<uint8_t>(id);

@@ -114,6 +114,10 @@ std::optional<kernel_id> register_kernel(kernel_def def, std::string& why);
 std::optional<std::vector<kernel_id>>
 register_kernels(std::vector<kernel_def> defs, std::string& why);
 
+/// True for a C identifier of at most 128 characters: a GPU entry point, a
+/// shared object's symbol.
+bool valid_c_identifier(std::string_view s);
+
 /// True for the kernels compiled into Cohort (the named kernel_id values).
 bool is_builtin(kernel_id id);
 

@@ -12,6 +12,7 @@
 
 #include "kernels/bundle/rule.hpp"
 #include "kernels/dtype.hpp"
+#include "kernels/registry.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 
@@ -155,17 +156,6 @@ bool valid_version(std::string_view s) {
   return true;
 }
 
-// A C identifier (a symbol, an entry point) or an input's name.
-bool valid_identifier(std::string_view s) {
-  if (s.empty() || s.size() > 128 || (s[0] >= '0' && s[0] <= '9'))
-    return false;
-  for (char c : s)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9') || c == '_'))
-      return false;
-  return true;
-}
-
 bool is_hex(std::string_view s, size_t n) {
   if (s.size() != n)
     return false;
@@ -203,7 +193,7 @@ check_kernel(const pb::BundleKernel& k,
   static constexpr std::string_view reserved[] = {
       "m", "n", "k", "top_k", "alpha", "min", "max", "ceil_div"};
   for (auto& in : k.input()) {
-    if (!valid_identifier(in.name()))
+    if (!valid_c_identifier(in.name()))
       return who + "input name '" + in.name() +
              "' is not an identifier (letters, digits, '_')";
     for (auto r : reserved)
@@ -247,7 +237,7 @@ check_kernel(const pb::BundleKernel& k,
     return who + "cpu_blob '" + k.cpu_blob() +
            "' is not a CPU_SHARED_OBJECT blob of the bundle (CPU workers, "
            "simulated GPUs and fallback need a CPU implementation)";
-  if (!valid_identifier(k.cpu_symbol()))
+  if (!valid_c_identifier(k.cpu_symbol()))
     return who + "cpu_symbol '" + k.cpu_symbol() + "' is not a C identifier";
   for (bool cuda : {true, false}) {
     auto& g = cuda ? k.cuda() : k.hip();
@@ -261,7 +251,7 @@ check_kernel(const pb::BundleKernel& k,
              (cuda ? "CUDA_PTX, CUDA_CUBIN or CUDA_FATBIN"
                    : "HIP_CODE_OBJECT") +
              " blob of the bundle";
-    if (!valid_identifier(g.function()))
+    if (!valid_c_identifier(g.function()))
       return who + backend + ".function '" + g.function() +
              "' is not a C identifier";
     if (g.block() > 1024)

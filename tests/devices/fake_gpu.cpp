@@ -396,16 +396,7 @@ result fake_gpu_api::launch(const kernels::gpu::launch_args& a,
     hang_next_ = false;
     // Every pointer must lie inside one live block of this device.
     auto inside = [&](const void* p, size_t bytes) {
-      if (bytes == 0)
-        return true;
-      auto& blocks = devs_[dev].blocks;
-      auto i = blocks.upper_bound(const_cast<void*>(p));
-      if (i == blocks.begin())
-        return false;
-      --i;
-      auto* base = static_cast<const char*>(i->first);
-      auto* q = static_cast<const char*>(p);
-      return q >= base && q + bytes <= base + i->second;
+      return this->inside(dev, p, bytes);
     };
     size_t n_in = kernels::input_count(a.id);
     for (size_t i = 0; i < n_in; ++i)
