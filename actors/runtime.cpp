@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 
 #include "devices/cpu/cpu_device.hpp"
+#include "devices/gpu/bundle_isolation.hpp"
 #include "devices/gpu/discover.hpp"
 #include "devices/memory/device_memory.hpp"
 #include "devices/topology.hpp"
@@ -181,6 +182,13 @@ std::string loaded_detail(const std::string& dir,
              (b.fresh ? "" : ", loaded before") + "): ";
   for (size_t i = 0; i < b.kernels.size(); ++i)
     out += (i == 0 ? "" : ", ") + b.kernels[i].first;
+  if (!b.probed.loaded.empty()) {
+    out += "; loaded first in isolation: ";
+    for (size_t i = 0; i < b.probed.loaded.size(); ++i)
+      out += (i == 0 ? "" : ", ") + b.probed.loaded[i];
+  }
+  for (auto& note : b.probed.notes)
+    out += "; " + note;
   return out;
 }
 
@@ -208,9 +216,15 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   // their kernels. What became of each is recorded once the audit and
   // alert actors run.
   std::vector<std::pair<std::string, bundle_result>> bundles;
+  // Where the isolated loader is and which GPU plugins it loads with: found
+  // (plugins loaded) only when a bundle is loaded.
+  std::shared_ptr<const kernels::bundle::isolation> isolation;
+  if (!settings->bundles.empty())
+    isolation = std::make_shared<const kernels::bundle::isolation>(
+        devices::gpu::bundle_isolation(settings->bundle_load_timeout));
   for (auto& dir : settings->bundles)
-    bundles.emplace_back(dir,
-                         kernels::bundle::load_bundle(dir, *settings->trust));
+    bundles.emplace_back(
+        dir, kernels::bundle::load_bundle(dir, *settings->trust, *isolation));
   auto lease = config::compile_quotas(cfg, infos);
   if (!lease)
     return lease.error();
@@ -260,6 +274,8 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   rt->alerts_ = sys.spawn(alert_impl, settings->alerts, rt->balancer_,
                           rt->supervisor_, rt->quota_, rt->audit_);
   rt->trust_ = settings->trust;
+  rt->isolation_ = std::move(isolation);
+  rt->bundle_timeout_ = settings->bundle_load_timeout;
   for (auto& [dir, r] : bundles) {
     if (auto* no = std::get_if<kernels::bundle::refused>(&r))
       rt->record_bundle(dir, "", to_string(no->reason), no->detail);
@@ -478,7 +494,15 @@ caf::expected<std::vector<std::string>>
 runtime::load_kernel_bundle(const std::string& dir) {
   if (stopped_)
     return make_error(errc::shutting_down, "the runtime has stopped");
-  auto r = kernels::bundle::load_bundle(dir, *trust_);
+  std::shared_ptr<const kernels::bundle::isolation> iso;
+  {
+    std::lock_guard guard{bundle_mtx_};
+    if (!isolation_)
+      isolation_ = std::make_shared<const kernels::bundle::isolation>(
+          devices::gpu::bundle_isolation(bundle_timeout_));
+    iso = isolation_;
+  }
+  auto r = kernels::bundle::load_bundle(dir, *trust_, *iso);
   if (auto* no = std::get_if<kernels::bundle::refused>(&r)) {
     auto reason = std::string{to_string(no->reason)};
     record_bundle(dir, "", reason, no->detail);

@@ -25,6 +25,7 @@
 
 namespace cohort::kernels::bundle {
 struct trust_store;
+struct isolation;
 } // namespace cohort::kernels::bundle
 
 namespace cohort::actors {
@@ -253,6 +254,10 @@ private:
   pb::RuntimeConfig cfg_;
   std::shared_ptr<devices::memory::tenant_ledger> ledger_;
   std::shared_ptr<const kernels::bundle::trust_store> trust_;
+  /// How bundles load in isolation: the helper, the plugins, the timeout;
+  /// found when the first bundle loads (under bundle_mtx_).
+  std::shared_ptr<const kernels::bundle::isolation> isolation_;
+  std::chrono::milliseconds bundle_timeout_{60'000};
   mutable std::mutex bundle_mtx_;
   bundle_counts bundle_counts_;
   std::chrono::milliseconds drain_timeout_{10000};

@@ -165,7 +165,9 @@ caf::error check_bounds(const pb::RuntimeConfig& cfg) {
                   cfg.supervision().circuit().open_ms()},
         std::pair{"alerts.eval_interval_ms", cfg.alerts().eval_interval_ms()},
         std::pair{"alerts.device_unavailable_ms",
-                  cfg.alerts().device_unavailable_ms()}})
+                  cfg.alerts().device_unavailable_ms()},
+        std::pair{"kernel_bundles.load_timeout_ms",
+                  cfg.kernel_bundles().load_timeout_ms()}})
     if (ms > bounds::max_ms)
       return too_long(name, ms);
   if (auto err = check_scheduler(cfg.scheduler()))

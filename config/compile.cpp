@@ -33,6 +33,8 @@ caf::expected<settings> compile(const pb::RuntimeConfig& cfg) {
       std::make_shared<const kernels::bundle::trust_store>(std::move(*trust));
   auto& load = cfg.kernel_bundles().load();
   out.bundles.assign(load.begin(), load.end());
+  if (auto ms = cfg.kernel_bundles().load_timeout_ms(); ms != 0)
+    out.bundle_load_timeout = std::chrono::milliseconds{ms};
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include "audit/audit_log.hpp"
 #include "devices/memory/pool_resource.hpp"
 #include "kernels/bundle/bundle.hpp"
+#include "kernels/bundle/isolation.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/quota.hpp"
 
@@ -37,6 +38,9 @@ struct settings {
   /// bundles to load at start.
   std::shared_ptr<const kernels::bundle::trust_store> trust;
   std::vector<std::string> bundles;
+  /// How long a bundle's load in isolation may take.
+  std::chrono::milliseconds bundle_load_timeout =
+      kernels::bundle::default_probe_timeout;
 };
 
 /// Checks the bounds of `cfg` and compiles every section that needs no

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "kernels/builtin.hpp"
+#include "kernels/geo.hpp"
 
 namespace cohort::kernels {
 
@@ -67,6 +68,15 @@ table& the_table() {
     for (auto id : builtin::all) {
       auto& d = t->storage.emplace_back(builtin_def(id));
       t->defs[static_cast<uint8_t>(id)].store(&d, std::memory_order_release);
+    }
+    // The geo kernels take the next ids: registered kernels through and
+    // through (their GPU code is a module the core carries).
+    auto slot = size_t(static_cast<uint8_t>(
+                    builtin::all[std::size(builtin::all) - 1])) +
+                1;
+    for (auto& def : geo::definitions()) {
+      auto& d = t->storage.emplace_back(std::move(def));
+      t->defs[slot++].store(&d, std::memory_order_release);
     }
     return t;
   }();

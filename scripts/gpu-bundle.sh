@@ -27,8 +27,9 @@ ninja -C "$build_dir"
 programs=(
   tests/cohort_tests tests/libfake_nvml.so tests/audit_crash_writer
   tests/asan_overflow tests/libacme_kernels.so tests/acme_kernels.ptx
-  tools/cohort bench/bench_kernels bench/pool/bench_pool
+  tools/cohort bench/bench_kernels bench/pool/bench_pool bench/bench_geo
   examples/embed examples/quotas devices/libcohort-cuda.so
+  devices/cohort-kernel-probe
 )
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

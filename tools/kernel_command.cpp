@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config/compile.hpp"
+#include "devices/gpu/bundle_isolation.hpp"
 #include "kernels/bundle/loader.hpp"
 #include "kernels/bundle/signing.hpp"
 #include "kernels/registry.hpp"
@@ -139,8 +140,10 @@ int cmd_sign(const std::string& dir, const std::string& key_path,
 }
 
 // The trust of `verify`: the config's kernel_bundles settings, then the
-// command line's.
-caf::expected<kernels::bundle::trust_store> trust_of(const kernel_cli& k) {
+// command line's; `timeout` becomes the config's load timeout, if it sets
+// one.
+caf::expected<kernels::bundle::trust_store>
+trust_of(const kernel_cli& k, std::chrono::milliseconds& timeout) {
   pb::KernelBundles kb;
   if (!k.config.empty()) {
     auto cfg = load_config(k.config);
@@ -150,6 +153,8 @@ caf::expected<kernels::bundle::trust_store> trust_of(const kernel_cli& k) {
       return make_error(errc::malformed_config,
                         k.config + ": " + describe(err));
     kb = cfg->kernel_bundles();
+    if (kb.load_timeout_ms() != 0)
+      timeout = std::chrono::milliseconds{kb.load_timeout_ms()};
   }
   for (auto& t : k.trusted)
     kb.add_trusted_key(t);
@@ -161,10 +166,12 @@ caf::expected<kernels::bundle::trust_store> trust_of(const kernel_cli& k) {
 }
 
 int cmd_verify(const kernel_cli& k, std::FILE* out) {
-  auto trust = trust_of(k);
+  auto timeout = kernels::bundle::default_probe_timeout;
+  auto trust = trust_of(k, timeout);
   if (!trust)
     return bad_input("verify: " + describe(trust.error()));
-  auto r = kernels::bundle::load_bundle(k.bundle, *trust);
+  auto r = kernels::bundle::load_bundle(
+      k.bundle, *trust, devices::gpu::bundle_isolation(timeout));
   if (auto* no = std::get_if<kernels::bundle::refused>(&r)) {
     std::fprintf(stderr, "cohort: kernel: verify: refused (%s): %s\n",
                  to_string(no->reason), no->detail.c_str());
@@ -174,12 +181,18 @@ int cmd_verify(const kernel_cli& k, std::FILE* out) {
   std::string names;
   for (auto& [n, id] : b.kernels)
     names += (names.empty() ? "" : ", ") + n;
+  std::string loaded;
+  for (auto& l : b.probed.loaded)
+    loaded += (loaded.empty() ? "" : ", ") + l;
   std::fprintf(out,
                "verified %s %s (%s): signed by key %s, manifest SHA-256 %s, "
-               "every blob matches its digest, its code loads; kernels: "
-               "%s\n",
+               "every blob matches its digest, its code loads in isolation "
+               "(%s); kernels: %s\n",
                b.name.c_str(), b.version.c_str(), k.bundle.c_str(),
-               b.key_id.c_str(), b.manifest_sha256.c_str(), names.c_str());
+               b.key_id.c_str(), b.manifest_sha256.c_str(), loaded.c_str(),
+               names.c_str());
+  for (auto& note : b.probed.notes)
+    std::fprintf(out, "  not checked: %s\n", note.c_str());
   return 0;
 }
 
@@ -303,7 +316,9 @@ int load_config_bundles(const std::string& path) {
   if (!settings)
     return bad_input("list: " + path + ": " + describe(settings.error()));
   for (auto& dir : settings->bundles) {
-    auto r = kernels::bundle::load_bundle(dir, *settings->trust);
+    auto r = kernels::bundle::load_bundle(
+        dir, *settings->trust,
+        devices::gpu::bundle_isolation(settings->bundle_load_timeout));
     if (auto* no = std::get_if<kernels::bundle::refused>(&r))
       std::fprintf(stderr, "cohort: kernel: list: bundle %s refused (%s): %s\n",
                    dir.c_str(), to_string(no->reason), no->detail.c_str());

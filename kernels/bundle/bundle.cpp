@@ -287,6 +287,10 @@ const char* to_string(refusal r) {
     return "load_failed";
   case refusal::conflict:
     return "conflict";
+  case refusal::load_crashed:
+    return "load_crashed";
+  case refusal::load_hung:
+    return "load_hung";
   }
   return "unknown";
 }

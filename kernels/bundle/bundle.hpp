@@ -52,13 +52,19 @@ enum class refusal : uint8_t {
   /// A blob's size or digest differs from the manifest's.
   tampered_blob,
   /// Verified, but its code did not load (a shared object or symbol
-  /// missing, GPU code the driver refused).
+  /// missing, GPU code the driver refused, no isolated loader).
   load_failed,
   /// A kernel's name is taken by another kernel, or the registry is full.
   conflict,
+  /// Loading its code in isolation crashed the child process
+  /// (isolation.hpp): the node did not load it.
+  load_crashed,
+  /// Loading its code in isolation did not finish within the timeout; the
+  /// child was killed.
+  load_hung,
 };
 
-inline constexpr unsigned refusal_count = 10;
+inline constexpr unsigned refusal_count = 12;
 
 /// "unreadable", "malformed", "unsigned", "unknown_key", ...
 const char* to_string(refusal r);

@@ -242,7 +242,8 @@ std::mutex load_mutex;
 
 } // namespace
 
-std::variant<loaded_bundle, refused> load_checked(const checked_bundle& b) {
+std::variant<loaded_bundle, refused> load_checked(const checked_bundle& b,
+                                                  const isolation& iso) {
   std::lock_guard guard{load_mutex};
   loaded_bundle out;
   out.name = b.manifest.name();
@@ -258,6 +259,12 @@ std::variant<loaded_bundle, refused> load_checked(const checked_bundle& b) {
     fill(*ids);
     return out;
   }
+  // Nothing of the bundle runs in this process before a child has loaded
+  // all of it and lived.
+  auto probed = probe(b, iso);
+  if (auto* no = std::get_if<refused>(&probed))
+    return *no;
+  out.probed = std::move(std::get<probe_report>(probed));
   std::map<std::string, void*> objects;
   auto unload = [&] {
     for (auto& [path, h] : objects)
@@ -296,11 +303,12 @@ std::variant<loaded_bundle, refused> load_checked(const checked_bundle& b) {
 }
 
 std::variant<loaded_bundle, refused> load_bundle(const std::string& dir,
-                                                 const trust_store& trust) {
+                                                 const trust_store& trust,
+                                                 const isolation& iso) {
   auto checked = check_bundle(dir, trust);
   if (auto* r = std::get_if<refused>(&checked))
     return *r;
-  return load_checked(std::get<checked_bundle>(checked));
+  return load_checked(std::get<checked_bundle>(checked), iso);
 }
 
 } // namespace cohort::kernels::bundle

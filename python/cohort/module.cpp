@@ -267,11 +267,24 @@ public:
     return to_py(o->value());
   }
 
-  void cancel(uint64_t id) { live().cancel(id); }
+  // Every call that waits on the runtime's actors lets go of the GIL: an
+  // actor thread may need it meanwhile (dropping the last reference to a
+  // NumPy input an item held).
+  void cancel(uint64_t id) {
+    auto& rt = live();
+    py::gil_scoped_release nogil;
+    rt.cancel(id);
+  }
 
   py::list devices() {
     py::list out;
-    for (auto& d : live().devices()) {
+    std::vector<cohort::device_view> devs;
+    {
+      auto& rt = live();
+      py::gil_scoped_release nogil;
+      devs = rt.devices();
+    }
+    for (auto& d : devs) {
       py::dict x;
       x["name"] = d.name;
       x["kind"] = d.kind;
@@ -286,7 +299,12 @@ public:
   }
 
   py::dict stats() {
-    auto s = live().stats();
+    cohort::stats s;
+    {
+      auto& rt = live();
+      py::gil_scoped_release nogil;
+      s = rt.stats();
+    }
     py::dict x;
     x["admitted"] = s.admitted;
     x["rejected"] = s.rejected;
@@ -304,7 +322,13 @@ public:
 
   py::list headroom(const std::string& tenant) {
     py::list out;
-    for (auto& t : live().headroom(tenant)) {
+    std::vector<cohort::headroom_view> rooms;
+    {
+      auto& rt = live();
+      py::gil_scoped_release nogil;
+      rooms = rt.headroom(tenant);
+    }
+    for (auto& t : rooms) {
       py::dict x;
       x["tenant"] = t.tenant;
       x["inflight"] = t.inflight;
@@ -346,7 +370,13 @@ public:
       st.bytes = d.contains("bytes") ? d["bytes"].cast<uint64_t>() : 0;
       plan.push_back(std::move(st));
     }
-    auto r = live().dry_run(plan, from_now);
+    auto& rt = live();
+    std::optional<cohort::dry_run_report> held;
+    {
+      py::gil_scoped_release nogil;
+      held.emplace(rt.dry_run(plan, from_now));
+    }
+    auto& r = *held;
     py::dict x;
     x["ok"] = r.ok;
     py::list out;

@@ -287,3 +287,50 @@ TEST_CASE("a signed bundle's kernels run through the public API",
     CHECK(e.code() == cohort::errc::shutting_down);
   }
 }
+
+TEST_CASE("the geo kernels run end to end on CPU workers and simulated GPUs",
+          "[api][kernels][geo]") {
+  auto pip = cohort::kernel_named("geo.point_in_polygon");
+  auto seg = cohort::kernel_named("geo.segment_intersection");
+  REQUIRE(pip);
+  REQUIRE(seg);
+  scratch_dir dir;
+  for (auto [cpu, sims] : {std::pair{1u, 0u}, std::pair{0u, 2u}}) {
+    auto rt = start(dir, cpu, sims);
+    // A square with a square hole; points inside, in the hole, on an edge,
+    // outside.
+    cohort::work w;
+    w.id = 1;
+    w.kernel = *pip;
+    w.inputs = {cohort::buffer{std::vector<double>{1, 1, 5, 5, 10, 5, 11, 5}},
+                cohort::buffer{std::vector<double>{0, 0, 10, 0, 10, 10, 0, 10,
+                                                   3, 3, 7, 3, 7, 7, 3, 7}},
+                cohort::buffer{std::vector<int64_t>{0, 4, 8}},
+                cohort::buffer{std::vector<int64_t>{0, 2}},
+                cohort::buffer{std::vector<int64_t>{0, 0, 0, 0}}};
+    auto o = rt.run(w);
+    REQUIRE(o.ok());
+    REQUIRE(o->values.type() == cohort::dtype::i32);
+    auto where = o->values.view<int32_t>();
+    CHECK(std::vector<int32_t>(where.begin(), where.end()) ==
+          std::vector<int32_t>{1, 0, 2, 0});
+    CHECK(o->device.rfind(sims > 0 ? "sim" : "cpu", 0) == 0);
+    cohort::work s;
+    s.id = 2;
+    s.kernel = *seg;
+    s.inputs = {cohort::buffer{std::vector<double>{0, 0, 10, 10, 0, 0, 5, 0}},
+                cohort::buffer{std::vector<double>{0, 10, 10, 0, 5, 0, 9, 0}}};
+    o = rt.run(s);
+    REQUIRE(o.ok());
+    auto rel = o->values.view<int32_t>();
+    CHECK(std::vector<int32_t>(rel.begin(), rel.end()) ==
+          std::vector<int32_t>{1, 2});
+    // A shape the kernel cannot take: refused at admission, clearly.
+    s.id = 3;
+    s.inputs[1] = cohort::buffer{std::vector<double>{0, 10, 10, 0}};
+    o = rt.run(s);
+    CHECK(o.code() == cohort::errc::invalid_arguments);
+    CHECK_THAT(o.message(), Catch::Contains("pair by pair"));
+    rt.stop();
+  }
+}

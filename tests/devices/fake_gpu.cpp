@@ -1,5 +1,9 @@
 #include "tests/devices/fake_gpu.hpp"
 
+#include <unistd.h>
+
+#include <csignal>
+
 #include "kernels/catalog.hpp"
 
 #include <chrono>
@@ -486,6 +490,11 @@ result fake_gpu_api::module_load(const void* image, size_t bytes,
   while (at < text.size()) {
     auto end = text.find('\n', at);
     auto line = text.substr(at, end == std::string::npos ? end : end - at);
+    if (line == "!crash")
+      std::raise(SIGSEGV);
+    if (line == "!hang")
+      for (;;)
+        ::pause();
     if (!line.empty())
       mod->functions.push_back(std::make_unique<std::string>(line));
     if (end == std::string::npos)

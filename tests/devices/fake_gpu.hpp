@@ -78,6 +78,9 @@ public:
   // -- modules ----------------------------------------------------------------
 
   /// A fake module image: this line, then one entry point's name per line.
+  /// A line `!crash` makes loading it crash the process (SIGSEGV), `!hang`
+  /// makes it never return: a JIT or loader gone wrong, for the tests of
+  /// loading in isolation (only ever loaded in a child process).
   static constexpr const char* module_magic = "FAKE MODULE\n";
   /// What a module function does when launched: the fake's stand-in for
   /// device code, run on the stream's thread over fake device memory (host

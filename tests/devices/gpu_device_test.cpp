@@ -3,12 +3,15 @@
 // runtime; and the real CUDA and HIP runtimes on a machine without GPUs.
 #include <catch2/catch.hpp>
 
+#include <random>
+
 #include <caf/all.hpp>
 
 #include "actors/device_actor.hpp"
 #include "actors/runtime.hpp"
 #include "devices/gpu/discover.hpp"
 #include "devices/gpu/staging.hpp"
+#include "kernels/geo.hpp"
 #include "kernels/random_data.hpp"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
@@ -872,5 +875,93 @@ TEST_CASE("a signed bundle's PTX runs on a real CUDA GPU",
   for (auto v : bytes)
     ++want[v];
   CHECK(std::vector<int64_t>(bins.begin(), bins.end()) == want);
+  (*rt)->stop();
+}
+
+TEST_CASE("the geo kernels run on a real CUDA GPU and agree with the CPU bit "
+          "for bit",
+          "[devices][gpu][kernels][geo]") {
+  auto pip = kernels::parse_kernel("geo.point_in_polygon");
+  auto seg = kernels::parse_kernel("geo.segment_intersection");
+  REQUIRE(pip);
+  REQUIRE(seg);
+  if (!kernels::has_gpu_code(*pip, true)) {
+    WARN("SKIPPED: no CUDA toolchain at build time, so no geo module");
+    return;
+  }
+  auto found = gpu::discover({});
+  size_t cuda = 0;
+  for (auto& d : found.devices)
+    cuda += d->info().kind == device_kind::cuda_gpu;
+  found.devices.clear();
+  if (cuda == 0) {
+    WARN("SKIPPED: no CUDA GPU on this machine");
+    return;
+  }
+  test::temp_dir dir;
+  auto cfg = test::make_config(dir, 1, {});
+  cfg.mutable_devices()->set_gpus(true);
+  cfg.mutable_tenant(0)->clear_devices();
+  cfg.mutable_tenant(0)->add_devices("cuda");
+  system_config sc;
+  caf::actor_system sys{sc};
+  auto rt = actors::runtime::start(sys, cfg);
+  REQUIRE(rt);
+  // Integer grid coordinates (every degenerate case) and real ones.
+  std::mt19937_64 rng{3};
+  std::uniform_int_distribution<int> grid{-6, 6};
+  std::uniform_real_distribution<double> real{-6, 6};
+  size_t n = 1 << 18;
+  std::vector<double> a, b;
+  for (size_t i = 0; i < n; ++i)
+    for (int k = 0; k < 4; ++k) {
+      a.push_back(i % 2 ? real(rng) : grid(rng));
+      b.push_back(i % 2 ? real(rng) : grid(rng));
+    }
+  std::vector<double> vertices = {0, 0, 4, 0, 4, 4,  0,  4,  1,  1,  3,
+                                  1, 3, 3, 1, 3, -5, -5, -1, -5, -3, -1};
+  std::vector<int64_t> rings = {0, 4, 8, 11}, polygons = {0, 2, 3}, which;
+  std::vector<double> points;
+  for (size_t i = 0; i < n; ++i) {
+    points.push_back(i % 2 ? real(rng) : grid(rng));
+    points.push_back(i % 2 ? real(rng) : grid(rng));
+    which.push_back(int64_t(i % 2));
+  }
+  work_item s;
+  s.id = 1;
+  s.tenant = "t";
+  s.kernel = *seg;
+  s.inputs = {host_buffer{a}, host_buffer{b}};
+  auto r = (*rt)->run(s);
+  REQUIRE(r);
+  CHECK(r->device.rfind("cuda", 0) == 0);
+  std::vector<kernels::typed_view> sin{
+      {a.data(), a.size(), kernels::dtype::f64},
+      {b.data(), b.size(), kernels::dtype::f64}};
+  auto want_out = kernels::geo::segment_intersection_cpu(sin);
+  auto want = want_out.as<int32_t>();
+  auto got = r->output.as<int32_t>();
+  CHECK(std::vector<int32_t>(got.begin(), got.end()) ==
+        std::vector<int32_t>(want.begin(), want.end()));
+  work_item p;
+  p.id = 2;
+  p.tenant = "t";
+  p.kernel = *pip;
+  p.inputs = {host_buffer{points}, host_buffer{vertices}, host_buffer{rings},
+              host_buffer{polygons}, host_buffer{which}};
+  r = (*rt)->run(p);
+  REQUIRE(r);
+  CHECK(r->device.rfind("cuda", 0) == 0);
+  std::vector<kernels::typed_view> pin{
+      {points.data(), points.size(), kernels::dtype::f64},
+      {vertices.data(), vertices.size(), kernels::dtype::f64},
+      {rings.data(), rings.size(), kernels::dtype::i64},
+      {polygons.data(), polygons.size(), kernels::dtype::i64},
+      {which.data(), which.size(), kernels::dtype::i64}};
+  auto where_out = kernels::geo::point_in_polygon_cpu(pin);
+  auto where = where_out.as<int32_t>();
+  auto gwhere = r->output.as<int32_t>();
+  CHECK(std::vector<int32_t>(gwhere.begin(), gwhere.end()) ==
+        std::vector<int32_t>(where.begin(), where.end()));
   (*rt)->stop();
 }

@@ -22,8 +22,10 @@
 #include <vector>
 
 #include "kernels/catalog.hpp"
+#include "kernels/geo.hpp"
 #include "kernels/gpu/blas1_device.hpp"
 #include "kernels/gpu/dense_device.hpp"
+#include "kernels/gpu/geo_entry.hpp"
 #include "kernels/gpu/launch_checks.hpp"
 #include "kernels/gpu/topk_cosine_device.hpp"
 #include "kernels/gpu/topk_cosine_plan.hpp"
@@ -363,4 +365,73 @@ TEST_CASE("topk_cosine keys, batches and ties", "[kernels][gpu-emulation]") {
       }
     }
   }
+}
+
+TEST_CASE("the geo entry points cover every element and agree with the CPU "
+          "bit for bit",
+          "[kernels][gpu-emulation][geo]") {
+  std::mt19937_64 rng{7};
+  std::uniform_int_distribution<int> coord{-5, 5};
+  auto c = [&] { return double(coord(rng)); };
+  // 1000 segment pairs over a grid not a multiple of the block.
+  const uint64_t pairs = 1000;
+  std::vector<double> a, b;
+  for (uint64_t i = 0; i < pairs; ++i) {
+    a.insert(a.end(), {c(), c(), c(), c()});
+    b.insert(b.end(), {c(), c(), c(), c()});
+  }
+  std::vector<int32_t> out(pairs, -7);
+  cohort_gpu_call call{};
+  call.inputs[0] = a.data();
+  call.inputs[1] = b.data();
+  call.lengths[0] = a.size();
+  call.lengths[1] = b.size();
+  call.input_count = 2;
+  call.output = out.data();
+  call.output_length = pairs;
+  launch(dim3(unsigned((pairs + 127) / 128)), dim3(128),
+         &cohort_geo_segment_intersection, call);
+  std::vector<typed_view> in{{a.data(), a.size(), dtype::f64},
+                             {b.data(), b.size(), dtype::f64}};
+  auto cpu_out = geo::segment_intersection_cpu(in);
+  auto cpu = cpu_out.as<int32_t>();
+  CHECK(std::vector<int32_t>(cpu.begin(), cpu.end()) == out);
+
+  // Points against two polygons, one with a hole.
+  std::vector<double> vertices = {0, 0, 4, 0, 4, 4,  0,  4,  1,  1,  3,
+                                  1, 3, 3, 1, 3, -5, -5, -1, -5, -3, -1};
+  std::vector<int64_t> rings = {0, 4, 8, 11};
+  std::vector<int64_t> polygons = {0, 2, 3};
+  const uint64_t points = 777;
+  std::vector<double> pts;
+  std::vector<int64_t> which;
+  for (uint64_t i = 0; i < points; ++i) {
+    pts.insert(pts.end(), {c(), c()});
+    which.push_back(int64_t(i % 3) - (i % 50 == 0 ? 5 : 0)); // some invalid
+  }
+  std::vector<int32_t> where(points, -7);
+  cohort_gpu_call pc{};
+  const void* ins[] = {pts.data(), vertices.data(), rings.data(),
+                       polygons.data(), which.data()};
+  uint64_t lens[] = {pts.size(), vertices.size(), rings.size(), polygons.size(),
+                     which.size()};
+  for (int i = 0; i < 5; ++i) {
+    pc.inputs[i] = ins[i];
+    pc.lengths[i] = lens[i];
+  }
+  pc.input_count = 5;
+  pc.output = where.data();
+  pc.output_length = points;
+  launch(dim3(unsigned((points + 255) / 256)), dim3(256),
+         &cohort_geo_point_in_polygon, pc);
+  std::vector<typed_view> pin{{pts.data(), pts.size(), dtype::f64},
+                              {vertices.data(), vertices.size(), dtype::f64},
+                              {rings.data(), rings.size(), dtype::i64},
+                              {polygons.data(), polygons.size(), dtype::i64},
+                              {which.data(), which.size(), dtype::i64}};
+  auto want_out = geo::point_in_polygon_cpu(pin);
+  auto want = want_out.as<int32_t>();
+  CHECK(std::vector<int32_t>(want.begin(), want.end()) == where);
+  CHECK(std::count(where.begin(), where.end(), geo::invalid) > 0);
+  CHECK(std::count(where.begin(), where.end(), geo::interior) > 0);
 }

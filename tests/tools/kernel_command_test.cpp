@@ -148,7 +148,19 @@ TEST_CASE("kernel sign, inspect and verify a bundle as a node would",
   CHECK(v.status == 0);
   CHECK_THAT(v.output, Catch::Contains("verified acme 1.0.0"));
   CHECK_THAT(v.output,
+             Catch::Contains("loads in isolation (cpu/libacme.so on cpu)"));
+  CHECK_THAT(v.output,
              Catch::Contains("cli.scale_add, cli.histogram, cli.checked_sum"));
+  // A shared object whose constructor crashes: verify refuses it, and says
+  // where it crashed, without crashing itself.
+  auto crash = dir.file("crash");
+  make_bundle(crash, "crash", acme_kernels_text("clicrash"), &*key,
+              COHORT_UNRULY_CRASH);
+  v = kernel_cmd("verify " + crash + " --trusted " + pub);
+  CHECK(v.status == tools::exit_failed);
+  CHECK_THAT(v.output, Catch::Contains("refused (load_crashed)") &&
+                           Catch::Contains("crashed (SIGSEGV) while loading "
+                                           "'cpu/libacme.so' on cpu"));
   // JSON: the manifest's digest, the signer.
   ins = kernel_cmd("inspect --json " + b);
   REQUIRE(ins.status == 0);

@@ -8,7 +8,9 @@
 #include <sstream>
 #include <string>
 
+#include "devices/gpu/bundle_isolation.hpp"
 #include "kernels/bundle/bundle.hpp"
+#include "kernels/bundle/loader.hpp"
 #include "kernels/bundle/signing.hpp"
 #include "tests/runtime_fixture.hpp"
 
@@ -80,12 +82,14 @@ kernel {
 /// A bundle in `dir`: the shared object at cpu/libacme.so, a manifest
 /// (name `name`, kernels `kernels`, blob digest and size filled in) and,
 /// when `key` is given, manifest.sig.
+/// `so_file` replaces the acme shared object when given.
 inline void make_bundle(const std::string& dir, const std::string& name,
                         const std::string& kernels,
-                        const kernels::bundle::private_key* key) {
+                        const kernels::bundle::private_key* key,
+                        const std::string& so_file = COHORT_ACME_KERNELS) {
   namespace fs = std::filesystem;
   fs::create_directories(fs::path{dir} / "cpu");
-  auto so = read_bytes(built_file(COHORT_ACME_KERNELS));
+  auto so = read_bytes(built_file(so_file));
   REQUIRE(!so.empty());
   write_bytes(dir + "/cpu/libacme.so", so);
   auto digest = kernels::bundle::to_hex(kernels::bundle::sha256(
@@ -117,6 +121,19 @@ inline void add_blob(const std::string& dir, const std::string& path,
            "blob { path: \"" + path + "\" sha256: \"" + digest + "\" size: " +
                std::to_string(bytes.size()) + " kind: " + kind + " }\n");
   write_bytes(dir + "/manifest.textproto", m);
+}
+
+/// Loads the bundle in `dir` as a node of this process would: in
+/// isolation first, through the helper and plugins the node finds. Without
+/// `gpus`, GPU code is not probed (a test bundle's stand-in PTX would fail
+/// a real driver's JIT).
+inline std::variant<kernels::bundle::loaded_bundle, kernels::bundle::refused>
+load_here(const std::string& dir, const kernels::bundle::trust_store& trust,
+          bool gpus = true) {
+  auto iso = devices::gpu::bundle_isolation();
+  if (!gpus)
+    iso.plugins.clear();
+  return kernels::bundle::load_bundle(dir, trust, iso);
 }
 
 /// A public key file for `key` in `dir`; returns its path.

@@ -78,7 +78,7 @@ TEST_CASE("a signed bundle's C kernels load into the registry and run",
   auto key = new_key();
   auto b = dir.file("acme");
   test::make_bundle(b, "acme", test::acme_kernels_text("bt1"), &key);
-  auto got = loaded_of(load_bundle(b, trusting(key)));
+  auto got = loaded_of(test::load_here(b, trusting(key)));
   CHECK(got.name == "acme");
   CHECK(got.version == "1.0.0");
   CHECK(got.key_id == key.public_key().id());
@@ -132,7 +132,7 @@ TEST_CASE("a signed bundle's C kernels load into the registry and run",
 
   // Loaded again (another runtime of the process, a restart): the same
   // kernels, nothing loaded twice.
-  auto again = loaded_of(load_bundle(b, trusting(key)));
+  auto again = loaded_of(test::load_here(b, trusting(key)));
   CHECK_FALSE(again.fresh);
   CHECK(again.kernels == got.kernels);
 }
@@ -144,30 +144,30 @@ TEST_CASE("bundles that are not signed by a trusted key are refused",
   auto other = new_key();
   auto b = dir.file("acme");
   test::make_bundle(b, "acme", test::acme_kernels_text("bt2"), nullptr);
-  auto r = refusal_of(load_bundle(b, trusting(key)));
+  auto r = refusal_of(test::load_here(b, trusting(key)));
   CHECK(r.reason == refusal::unsigned_bundle);
   CHECK_THAT(r.detail, Catch::Contains("no manifest.sig"));
   sign_raw(b, other);
-  r = refusal_of(load_bundle(b, trusting(key)));
+  r = refusal_of(test::load_here(b, trusting(key)));
   CHECK(r.reason == refusal::unknown_key);
   CHECK_THAT(r.detail, Catch::Contains(other.public_key().id()));
-  CHECK(refusal_of(load_bundle(b, trust_store{})).reason ==
+  CHECK(refusal_of(test::load_here(b, trust_store{})).reason ==
         refusal::unknown_key);
   // Trusted, then revoked.
   auto t = trusting(other);
   t.revoked_keys.insert(other.public_key().id());
-  r = refusal_of(load_bundle(b, t));
+  r = refusal_of(test::load_here(b, t));
   CHECK(r.reason == refusal::revoked_key);
   CHECK_THAT(r.detail, Catch::Contains("revoked"));
   // The bundle itself revoked, by its manifest's digest.
   t = trusting(other);
   t.revoked_bundles.insert(manifest_sha(b));
-  CHECK(refusal_of(load_bundle(b, t)).reason == refusal::revoked_bundle);
+  CHECK(refusal_of(test::load_here(b, t)).reason == refusal::revoked_bundle);
   // Nothing was registered along the way.
   CHECK_FALSE(parse_kernel("bt2.scale_add"));
   // A signature file that is not one.
   test::write_bytes(b + "/manifest.sig", "key_id: \"nothex\"\n");
-  CHECK(refusal_of(load_bundle(b, trusting(other))).reason ==
+  CHECK(refusal_of(test::load_here(b, trusting(other))).reason ==
         refusal::malformed);
 }
 
@@ -179,7 +179,7 @@ TEST_CASE("a bundle changed after signing is refused", "[kernels][bundle]") {
     test::make_bundle(b, "acme", test::acme_kernels_text("bt3"), &key);
     test::write_bytes(b + "/manifest.textproto",
                       test::read_bytes(b + "/manifest.textproto") + "# hi\n");
-    auto r = refusal_of(load_bundle(b, trusting(key)));
+    auto r = refusal_of(test::load_here(b, trusting(key)));
     CHECK(r.reason == refusal::bad_signature);
     CHECK_THAT(r.detail, Catch::Contains("does not match the manifest"));
   }
@@ -188,7 +188,7 @@ TEST_CASE("a bundle changed after signing is refused", "[kernels][bundle]") {
     auto so = test::read_bytes(b + "/cpu/libacme.so");
     so[so.size() / 2] ^= 1;
     test::write_bytes(b + "/cpu/libacme.so", so);
-    auto r = refusal_of(load_bundle(b, trusting(key)));
+    auto r = refusal_of(test::load_here(b, trusting(key)));
     CHECK(r.reason == refusal::tampered_blob);
     CHECK_THAT(r.detail, Catch::Contains("blob 'cpu/libacme.so' has SHA-256"));
   }
@@ -196,7 +196,7 @@ TEST_CASE("a bundle changed after signing is refused", "[kernels][bundle]") {
     test::make_bundle(b, "acme", test::acme_kernels_text("bt3"), &key);
     auto so = test::read_bytes(b + "/cpu/libacme.so");
     test::write_bytes(b + "/cpu/libacme.so", so.substr(0, 100));
-    auto r = refusal_of(load_bundle(b, trusting(key)));
+    auto r = refusal_of(test::load_here(b, trusting(key)));
     CHECK(r.reason == refusal::tampered_blob);
     CHECK_THAT(r.detail, Catch::Contains("has 100 bytes"));
   }
@@ -205,7 +205,7 @@ TEST_CASE("a bundle changed after signing is refused", "[kernels][bundle]") {
     std::filesystem::rename(b + "/cpu/libacme.so", dir.file("elsewhere.so"));
     std::filesystem::create_symlink(dir.file("elsewhere.so"),
                                     b + "/cpu/libacme.so");
-    auto r = refusal_of(load_bundle(b, trusting(key)));
+    auto r = refusal_of(test::load_here(b, trusting(key)));
     CHECK(r.reason == refusal::unreadable);
     CHECK_THAT(r.detail, Catch::Contains("symbolic link"));
   }
@@ -213,14 +213,14 @@ TEST_CASE("a bundle changed after signing is refused", "[kernels][bundle]") {
     test::make_bundle(b, "acme", test::acme_kernels_text("bt3"), &key);
     std::filesystem::remove(b + "/cpu/libacme.so");
     REQUIRE(::mkfifo((b + "/cpu/libacme.so").c_str(), 0600) == 0);
-    auto r = refusal_of(load_bundle(b, trusting(key)));
+    auto r = refusal_of(test::load_here(b, trusting(key)));
     CHECK(r.reason == refusal::unreadable);
     CHECK_THAT(r.detail, Catch::Contains("not a regular file"));
   }
   SECTION("a blob missing") {
     test::make_bundle(b, "acme", test::acme_kernels_text("bt3"), &key);
     std::filesystem::remove(b + "/cpu/libacme.so");
-    CHECK(refusal_of(load_bundle(b, trusting(key))).reason ==
+    CHECK(refusal_of(test::load_here(b, trusting(key))).reason ==
           refusal::unreadable);
   }
   CHECK_FALSE(parse_kernel("bt3.scale_add"));
@@ -235,7 +235,7 @@ TEST_CASE("a trusted signer's mistakes are refused at load",
     auto text = test::acme_kernels_text("bt4");
     text.replace(text.find("acme_histogram"), 14, "acme_histogrom");
     test::make_bundle(b, "acme", text, &key);
-    auto r = refusal_of(load_bundle(b, trusting(key)));
+    auto r = refusal_of(test::load_here(b, trusting(key)));
     CHECK(r.reason == refusal::load_failed);
     CHECK_THAT(r.detail, Catch::Contains("no symbol 'acme_histogrom'"));
   }
@@ -247,7 +247,7 @@ TEST_CASE("a trusted signer's mistakes are refused at load",
       m.replace(at, 14, "../libacme.so");
     test::write_bytes(b + "/manifest.textproto", m);
     sign_raw(b, key);
-    auto r = refusal_of(load_bundle(b, trusting(key)));
+    auto r = refusal_of(test::load_here(b, trusting(key)));
     CHECK(r.reason == refusal::malformed);
     CHECK_THAT(r.detail, Catch::Contains("not a valid path"));
   }
@@ -269,7 +269,7 @@ TEST_CASE("a bundle's GPU code is registered with its launch rule",
   auto ptx = std::string{".version 8.0\n"};
   test::add_blob(b, "gpu/k.ptx", ptx, "CUDA_PTX");
   sign_raw(b, key);
-  auto got = loaded_of(load_bundle(b, trusting(key)));
+  auto got = loaded_of(test::load_here(b, trusting(key), false));
   auto id = got.kernels[1].second;
   CHECK(has_gpu_code(id, true));
   CHECK_FALSE(has_gpu_code(id, false));
@@ -291,13 +291,13 @@ TEST_CASE("a bundle whose kernel names are taken is refused whole",
   auto key = new_key();
   test::make_bundle(dir.file("one"), "one", test::acme_kernels_text("bt5"),
                     &key);
-  loaded_of(load_bundle(dir.file("one"), trusting(key)));
+  loaded_of(test::load_here(dir.file("one"), trusting(key)));
   // Another bundle (another manifest) with a kernel of the same name, and
   // one new kernel: neither registers.
   auto text = test::acme_kernels_text("bt5");
   text.replace(text.find("bt5.histogram"), 13, "bt5.histogran");
   test::make_bundle(dir.file("two"), "two", text, &key);
-  auto r = refusal_of(load_bundle(dir.file("two"), trusting(key)));
+  auto r = refusal_of(test::load_here(dir.file("two"), trusting(key)));
   CHECK(r.reason == refusal::conflict);
   CHECK_THAT(r.detail, Catch::Contains("'bt5.scale_add' is already "
                                        "registered (bundle one 1.0.0"));
@@ -306,7 +306,7 @@ TEST_CASE("a bundle whose kernel names are taken is refused whole",
   text = test::acme_kernels_text("bt5x");
   text.replace(text.find("bt5x.scale_add"), 14, "axpy");
   test::make_bundle(dir.file("three"), "three", text, &key);
-  CHECK(refusal_of(load_bundle(dir.file("three"), trusting(key))).reason ==
+  CHECK(refusal_of(test::load_here(dir.file("three"), trusting(key))).reason ==
         refusal::conflict);
 }
 
