@@ -4,8 +4,10 @@
 # it three ways, pkg-config, meson dependency('cohort') and CMake
 # find_package(cohort), then runs each; also linked with libcohort.a
 # (pkg-config --static), and the docs' CAF program through
-# `pkg-config cohort-caf`. Prints one line per way and exits 1
-# if any failed.
+# `pkg-config cohort-caf`; checks that the installed program finds the
+# installed GPU plugins, and signs and verifies a kernel bundle with it (its
+# code loaded in isolation by the installed cohort-kernel-probe). Prints one
+# line per check and exits 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 build_dir=${COHORT_BUILD_DIR:-build}
@@ -116,6 +118,43 @@ if plugins_check >"$work/plugins.log" 2>&1; then
 else
   cat "$work/plugins.log"
   echo "install-check: plugins: FAILED"
+  failed=1
+fi
+# A signed bundle as its author makes one: a C kernel built against the
+# installed <cohort/kernel_abi.h>, keys and a signature from the installed
+# `cohort kernel`, verified as a node would, which loads it first in
+# isolation through the installed cohort-kernel-probe.
+bundle_check() {
+  local b="$work/bundle" out digest size
+  mkdir -p "$b/cpu"
+  printf '%s\n' '#include <cohort/kernel_abi.h>' \
+    'int twice(const cohort_kernel_call* c) {' \
+    '  const double* x = (const double*)c->inputs[0].data;' \
+    '  double* out = (double*)c->output;' \
+    '  for (uint64_t i = 0; i < c->output_length; ++i) out[i] = 2 * x[i];' \
+    '  return 0;' '}' >"$work/twice.c"
+  cc -shared -fPIC -I "$root/include" "$work/twice.c" -o "$b/cpu/libtwice.so" || return 1
+  digest=$(sha256sum "$b/cpu/libtwice.so" | cut -d' ' -f1)
+  size=$(stat -c %s "$b/cpu/libtwice.so")
+  cat >"$b/manifest.textproto" <<MANIFEST
+name: "install_check" version: "1.0.0"
+blob { path: "cpu/libtwice.so" sha256: "$digest" size: $size kind: CPU_SHARED_OBJECT }
+kernel { name: "install_check.twice" input { name: "x" dtype: "f64" }
+  output { dtype: "f64" } output_size: "x"
+  cpu_blob: "cpu/libtwice.so" cpu_symbol: "twice" }
+MANIFEST
+  (cd / && "$root/bin/cohort" kernel keygen "$work/signer") || return 1
+  (cd / && "$root/bin/cohort" kernel sign "$b" --key "$work/signer.key") || return 1
+  out=$(cd / && "$root/bin/cohort" kernel verify "$b" --trusted "$work/signer.pub") || return 1
+  echo "$out"
+  echo "$out" | grep -qF "loads in isolation (cpu/libtwice.so on cpu)" ||
+    { echo "verify did not load the bundle in isolation"; return 1; }
+}
+if bundle_check >"$work/bundle.log" 2>&1; then
+  echo "install-check: bundle: ok (signed, verified, loaded in isolation by $libdir/cohort/cohort-kernel-probe)"
+else
+  cat "$work/bundle.log"
+  echo "install-check: bundle: FAILED"
   failed=1
 fi
 echo "install-check: installed files:"
