@@ -47,27 +47,14 @@ struct fd_guard {
   }
 };
 
-/// An anonymous file holding `bytes`, above high_fd, offset at 0.
-std::optional<fd_guard> memory_file(const char* label, const std::string& bytes,
+/// `bytes` in an anonymous file (memory_file) above high_fd.
+std::optional<fd_guard> handed_file(const char* label, const std::string& bytes,
                                     std::string& why) {
-  fd_guard made{::memfd_create(label, MFD_CLOEXEC)};
-  if (made.fd < 0) {
-    why = std::string{"memfd_create: "} + std::strerror(errno);
+  fd_guard made{memory_file(label, bytes, why)};
+  if (made.fd < 0)
     return std::nullopt;
-  }
-  size_t put = 0;
-  while (put < bytes.size()) {
-    auto n = ::write(made.fd, bytes.data() + put, bytes.size() - put);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      why = std::string{"cannot write to memory: "} + std::strerror(errno);
-      return std::nullopt;
-    }
-    put += size_t(n);
-  }
   fd_guard high{::fcntl(made.fd, F_DUPFD_CLOEXEC, high_fd)};
-  if (high.fd < 0 || ::lseek(high.fd, 0, SEEK_SET) != 0) {
+  if (high.fd < 0) {
     why = std::string{"cannot move a descriptor: "} + std::strerror(errno);
     return std::nullopt;
   }
@@ -166,7 +153,7 @@ std::optional<refused> make_request(const checked_bundle& b,
   for (auto& o : *req.msg.mutable_object()) {
     std::string why;
     auto label = "cohort-probe:" + o.path();
-    auto f = memory_file(label.c_str(), b.blobs.at(o.path()), why);
+    auto f = handed_file(label.c_str(), b.blobs.at(o.path()), why);
     if (!f)
       return refused{refusal::load_failed,
                      "cannot hand blob '" + o.path() +
@@ -185,6 +172,32 @@ std::string step_text(const BundleProbeEvent& e) {
 
 } // namespace
 
+int memory_file(const char* label, const std::string& bytes, std::string& why) {
+  int fd = ::memfd_create(label, MFD_CLOEXEC);
+  if (fd < 0) {
+    why = std::string{"memfd_create: "} + std::strerror(errno);
+    return -1;
+  }
+  size_t put = 0;
+  while (put < bytes.size()) {
+    auto n = ::write(fd, bytes.data() + put, bytes.size() - put);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      why = std::string{"cannot write to memory: "} + std::strerror(errno);
+      ::close(fd);
+      return -1;
+    }
+    put += size_t(n);
+  }
+  if (::lseek(fd, 0, SEEK_SET) != 0) {
+    why = std::string{"lseek: "} + std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 std::variant<probe_report, refused> probe(const checked_bundle& b,
                                           const isolation& iso) {
   if (iso.helper.empty())
@@ -198,9 +211,9 @@ std::variant<probe_report, refused> probe(const checked_bundle& b,
     return *no;
   std::string why;
   auto in =
-      memory_file("cohort-probe:request", req.msg.SerializeAsString(), why);
-  auto out = memory_file("cohort-probe:report", {}, why);
-  auto err = memory_file("cohort-probe:stderr", {}, why);
+      handed_file("cohort-probe:request", req.msg.SerializeAsString(), why);
+  auto out = handed_file("cohort-probe:report", {}, why);
+  auto err = handed_file("cohort-probe:stderr", {}, why);
   if (!in || !out || !err)
     return refused{refusal::load_failed,
                    "cannot start the isolated load: " + why};

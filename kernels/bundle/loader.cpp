@@ -1,12 +1,9 @@
 #include "kernels/bundle/loader.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <memory>
 #include <mutex>
 
 #include <dlfcn.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cohort/kernel_abi.h"
@@ -27,23 +24,10 @@ static_assert(int(dtype::f32) == COHORT_F32 && int(dtype::f64) == COHORT_F64 &&
 void* open_shared_object(const std::string& bundle, const std::string& path,
                          const std::string& bytes, std::string& why) {
   auto label = "cohort-bundle:" + bundle + ":" + path;
-  int fd = ::memfd_create(label.c_str(), MFD_CLOEXEC);
+  int fd = memory_file(label.c_str(), bytes, why);
   if (fd < 0) {
-    why = "blob '" + path + "': memfd_create: " + std::strerror(errno);
+    why = "blob '" + path + "': " + why;
     return nullptr;
-  }
-  size_t put = 0;
-  while (put < bytes.size()) {
-    auto n = ::write(fd, bytes.data() + put, bytes.size() - put);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      why = "blob '" + path +
-            "': cannot write it to memory: " + std::strerror(errno);
-      ::close(fd);
-      return nullptr;
-    }
-    put += size_t(n);
   }
   auto where = "/proc/self/fd/" + std::to_string(fd);
   void* handle = ::dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -3,6 +3,8 @@
 // when they are float32 and C-contiguous, and results come out as read-only
 // arrays over Cohort's own buffers. cohort/__init__.py builds the Python
 // API (futures, asyncio, shape inference) on top.
+#include <type_traits>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -271,19 +273,12 @@ public:
   // actor thread may need it meanwhile (dropping the last reference to a
   // NumPy input an item held).
   void cancel(uint64_t id) {
-    auto& rt = live();
-    py::gil_scoped_release nogil;
-    rt.cancel(id);
+    waiting([id](cohort::runtime& rt) { rt.cancel(id); });
   }
 
   py::list devices() {
     py::list out;
-    std::vector<cohort::device_view> devs;
-    {
-      auto& rt = live();
-      py::gil_scoped_release nogil;
-      devs = rt.devices();
-    }
+    auto devs = waiting([](cohort::runtime& rt) { return rt.devices(); });
     for (auto& d : devs) {
       py::dict x;
       x["name"] = d.name;
@@ -299,12 +294,7 @@ public:
   }
 
   py::dict stats() {
-    cohort::stats s;
-    {
-      auto& rt = live();
-      py::gil_scoped_release nogil;
-      s = rt.stats();
-    }
+    auto s = waiting([](cohort::runtime& rt) { return rt.stats(); });
     py::dict x;
     x["admitted"] = s.admitted;
     x["rejected"] = s.rejected;
@@ -322,12 +312,8 @@ public:
 
   py::list headroom(const std::string& tenant) {
     py::list out;
-    std::vector<cohort::headroom_view> rooms;
-    {
-      auto& rt = live();
-      py::gil_scoped_release nogil;
-      rooms = rt.headroom(tenant);
-    }
+    auto rooms =
+        waiting([&tenant](cohort::runtime& rt) { return rt.headroom(tenant); });
     for (auto& t : rooms) {
       py::dict x;
       x["tenant"] = t.tenant;
@@ -370,13 +356,9 @@ public:
       st.bytes = d.contains("bytes") ? d["bytes"].cast<uint64_t>() : 0;
       plan.push_back(std::move(st));
     }
-    auto& rt = live();
-    std::optional<cohort::dry_run_report> held;
-    {
-      py::gil_scoped_release nogil;
-      held.emplace(rt.dry_run(plan, from_now));
-    }
-    auto& r = *held;
+    auto r = waiting([&plan, from_now](cohort::runtime& rt) {
+      return rt.dry_run(plan, from_now);
+    });
     py::dict x;
     x["ok"] = r.ok;
     py::list out;
@@ -411,6 +393,15 @@ public:
   }
 
 private:
+  /// fn(runtime) with the GIL let go, for the calls that wait on the
+  /// runtime's actors; the result is made before the GIL is taken back.
+  template <class F>
+  std::invoke_result_t<F&, cohort::runtime&> waiting(F&& fn) {
+    auto& rt = live();
+    py::gil_scoped_release nogil;
+    return fn(rt);
+  }
+
   cohort::runtime& live() {
     if (!rt_)
       throw cohort::error{cohort::errc::shutting_down,
