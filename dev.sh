@@ -96,7 +96,7 @@ sanitize() {
 fuzz() {
   local secs=60
   if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
-  local targets=(config pipeline scenario plan audit admin pool bundle)
+  local targets=(config pipeline scenario plan audit admin pool bundle npy)
   [ $# -eq 0 ] || targets=("$@")
   local dir=$asan_dir t bins=()
   for t in "${targets[@]}"; do bins+=("fuzz/${t}_fuzzer"); done
@@ -146,6 +146,11 @@ case "$verb" in
     setup; build
     "$build_dir/tools/cohort" devices --config examples/pipelines/demo.textproto
     "$build_dir/tools/cohort" run examples/pipelines/demo.textproto "$@"
+    # The geo pipeline over .npy files with a kernel from a signed bundle,
+    # in the folder the build made for it, its outputs checked with NumPy.
+    echo
+    examples/geo/run.sh "$build_dir/tools/cohort" /usr/bin/python3 \
+      "$build_dir/examples/geo" "$@"
     ;;
   test)
     setup; build

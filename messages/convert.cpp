@@ -225,8 +225,9 @@ caf::error check_pipeline(const pb::PipelineSpec& spec,
   };
   if (spec.stage_size() == 0)
     return bad("a pipeline needs at least one stage");
-  if (spec.batches() == 0)
-    return bad("batches must be positive");
+  if (spec.batches() == 0 && spec.batch_rows() == 0)
+    return bad("batches must be positive (or batch_rows set, for stages "
+               "that read files)");
   // Bounded before anything is allocated: the runner keeps a record per
   // item and the inputs of every item in flight.
   if (spec.stage_size() > max_pipeline_stages)
@@ -244,10 +245,35 @@ caf::error check_pipeline(const pb::PipelineSpec& spec,
   for (int i = 0; i < spec.stage_size(); ++i) {
     auto& st = spec.stage(i);
     auto where = "stage " + std::to_string(i + 1) + " ('" + st.name() + "')";
-    if (st.kernel() < 0 || st.kernel() > 255 ||
-        !kernels::is_known(static_cast<uint8_t>(st.kernel())))
+    if (!st.kernel_name().empty()) {
+      // Resolved when the runtime has started (bundles register kernels).
+      if (st.kernel() != pb::KERNEL_UNSPECIFIED)
+        return bad(where + " names its kernel twice (kernel and "
+                           "kernel_name): give one");
+    } else if (st.kernel() < 0 || st.kernel() > 255 ||
+               !kernels::is_known(static_cast<uint8_t>(st.kernel())))
       return bad(where + " names no kernel of the catalog (kernel " +
                  std::to_string(int(st.kernel())) + ")");
+    if (st.input_size() > max_stage_inputs)
+      return bad(where + " has " + std::to_string(st.input_size()) +
+                 " inputs, at most " + std::to_string(max_stage_inputs));
+    for (auto& in : st.input()) {
+      if (in.source_case() == pb::StageInput::SOURCE_NOT_SET ||
+          (in.has_file() && in.file().empty()) ||
+          (in.has_stage() && in.stage().empty()))
+        return bad(where + ": every input names a file or a stage");
+      if (!in.rows_arg().empty() && in.rows_arg() != "m" &&
+          in.rows_arg() != "n" && in.rows_arg() != "k")
+        return bad(where + ": rows_arg is \"m\", \"n\" or \"k\", not \"" +
+                   in.rows_arg() + "\"");
+      if (!in.rows_arg().empty() && (in.whole() || in.has_stage()))
+        return bad(where + ": rows_arg is for a file split into batches, "
+                           "not a whole file or a stage's output");
+      if (in.whole() && in.has_stage())
+        return bad(where + ": whole is for a file, not a stage's output");
+    }
+    if (st.output_columns() > 0 && st.output().empty())
+      return bad(where + ": output_columns without an output file");
     if (!std::isfinite(st.args().alpha()))
       return bad(where + ": alpha must be a finite number");
     if (st.gang() > 64)
@@ -258,7 +284,7 @@ caf::error check_pipeline(const pb::PipelineSpec& spec,
     if (f.kind() == pb::FAULT_UNSPECIFIED || !pb::FaultKind_IsValid(f.kind()) ||
         f.device().empty())
       return bad("every fault needs a device and a kind");
-    if (f.after_batches() > spec.batches())
+    if (spec.batches() > 0 && f.after_batches() > spec.batches())
       return bad("a fault after batch " + std::to_string(f.after_batches()) +
                  " never happens: the pipeline has " +
                  std::to_string(spec.batches()) + " batches");

@@ -37,6 +37,8 @@ caf::error load_text_file(const std::string& path,
 /// pipeline: checked before anything is allocated.
 inline constexpr int max_pipeline_stages = 256;
 inline constexpr uint64_t max_pipeline_items = 10'000'000;
+/// Most inputs one pipeline stage may name.
+inline constexpr int max_stage_inputs = 64;
 inline constexpr uint32_t max_pipeline_window = 65536;
 
 /// Parses protobuf text format `text` into `msg`, as `load_text_file` does a

@@ -130,4 +130,10 @@ std::string describe(const caf::error& err) {
   return out;
 }
 
+std::string detail_of(const caf::error& err) {
+  if (err && err.context().match_elements<std::string>())
+    return err.context().get_as<std::string>(0);
+  return describe(err);
+}
+
 } // namespace cohort

@@ -33,6 +33,10 @@ bool is_device_fault(errc code);
 /// Renders any error as "name: detail" without needing an actor system.
 std::string describe(const caf::error& err);
 
+/// The detail of `err` alone (its message without the code's name), to
+/// wrap into another message; describe(err) when it has none.
+std::string detail_of(const caf::error& err);
+
 /// unknown_tenant for `tenant`, saying that grants are default-deny; `where`
 /// (a device, say) prefixes the message when given.
 caf::error no_grant(const std::string& tenant, const std::string& where = {});

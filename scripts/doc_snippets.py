@@ -16,7 +16,9 @@ it is; an untagged block is an error:
                                   compiled inside a function that has
                                   `caf::actor_system& sys`, `rt` (the
                                   runtime facade), `item`, `items`, `more`
-  <!-- snippet: python -->       run with the build's Python module
+  <!-- snippet: python -->       run with the build's Python module, in a
+                                  scratch folder, the build's `cohort`
+                                  on PATH
   <!-- snippet: none (why) -->   not compiled, with the reason
 
 Compiler errors point at the document's lines (#line). Prints one line per
@@ -173,7 +175,10 @@ def main():
                     f.startswith("_cohort") for f in os.listdir(pkg)):
                 print(f"doc snippet {where}: SKIPPED (this build has no Python module)")
                 continue
-            env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
+            # The build's `cohort` is on PATH, for snippets that run it.
+            env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"),
+                       PATH=os.path.join(build, "tools") + os.pathsep +
+                       os.environ.get("PATH", ""))
             f = os.path.join(tmp, f"snippet{len(done) + len(failed)}.py")
             open(f, "w").write(code)
             rc, log = run(["/usr/bin/python3", f], cwd=tmp, env=env)

@@ -4,8 +4,12 @@
 #include "config/quotas.hpp"
 #include "tools/scheduler_arg.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
+#include <filesystem>
+#include <functional>
 #include <future>
 #include <map>
 #include <unistd.h>
@@ -18,6 +22,7 @@
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "tools/byte_units.hpp"
+#include "tools/npy.hpp"
 
 namespace cohort::tools {
 
@@ -25,15 +30,22 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// Largest input a pipeline stage may ask for, in floats per buffer.
+// Largest input a pipeline stage may ask for, in elements per buffer.
 constexpr uint64_t max_stage_elements = uint64_t{1} << 26;
 
-// Shapes of a stage's inputs; topk_cosine reads args.k as the query count.
-caf::expected<std::vector<uint64_t>> input_sizes(const pb::Stage& st) {
+std::string too_large(const std::string& what) {
+  return what + " holds more than " + std::to_string(max_stage_elements) +
+         " elements per input";
+}
+
+// Random-mode shapes of a built-in kernel's inputs; topk_cosine reads
+// args.k as the query count.
+caf::expected<std::vector<uint64_t>> random_sizes(const pb::Stage& st,
+                                                  kernel_id id) {
   auto& a = st.args();
   uint64_t n = a.n(), m = a.m(), k = a.k();
   std::vector<uint64_t> sizes;
-  switch (static_cast<kernel_id>(st.kernel())) {
+  switch (id) {
   case kernel_id::axpy:
   case kernel_id::dot:
     sizes = {n, n};
@@ -52,60 +64,192 @@ caf::expected<std::vector<uint64_t>> input_sizes(const pb::Stage& st) {
   case kernel_id::topk_cosine:
     sizes = {m * n, std::max<uint64_t>(k, 1) * n};
     break;
+  default:
+    return make_error(errc::malformed_pipeline,
+                      "stage '" + st.name() + "' runs " +
+                          std::string{kernels::name(id)} +
+                          ", which has no random-data mode: name its inputs "
+                          "(input { file: ... } or input { stage: ... })");
   }
   for (auto s : sizes)
     if (s > max_stage_elements || m > max_stage_elements ||
         n > max_stage_elements || k > max_stage_elements)
       return make_error(errc::malformed_pipeline,
-                        "stage '" + st.name() + "' asks for more than " +
-                            std::to_string(max_stage_elements) +
-                            " elements per input");
+                        too_large("stage '" + st.name() + "'"));
   return sizes;
 }
 
-// The items of one batch: one per group, a group being a stage and the
-// stages chained after it.
-struct batch_plan {
-  /// Input sizes of every stage.
-  std::vector<std::vector<uint64_t>> sizes;
-  /// Stage indices of each group.
-  std::vector<std::vector<int>> groups;
+// Where one input of a stage comes from.
+struct input_plan {
+  enum class source { random, split, whole, stage };
+  source kind = source::random;
+  kernels::dtype type = kernels::dtype::f32;
+  /// random: its length.
+  uint64_t length = 0;
+  /// split: index into batch_plan::files.
+  size_t file = 0;
+  /// whole: read once, shared by every item.
+  host_buffer data;
+  /// stage: the group whose output it takes.
+  int producer = -1;
+  /// split: the argument that takes the batch's rows ('m', 'n', 'k' or 0).
+  char rows_arg = 0;
 };
 
-kernels::kernel_args args_of(const pb::Stage& st) {
+input_plan random_input(uint64_t length) {
+  input_plan ip;
+  ip.length = length;
+  return ip;
+}
+
+struct stage_plan {
+  kernel_id kernel{};
+  kernels::kernel_args args;
+  /// A chained stage's inputs leave out the slot the previous output fills.
+  std::vector<input_plan> inputs;
+  uint32_t chain_slot = 0;
+};
+
+// Where one stage's outputs go: each batch's at its offset.
+struct output_plan {
+  int group = 0;
+  std::string path;
+  kernels::dtype type = kernels::dtype::f32;
+  /// Element offsets of each batch's output (batches + 1 of them).
+  std::vector<uint64_t> offsets;
+  std::vector<uint64_t> shape;
+};
+
+// The items of the pipeline: one per group per batch, a group being a
+// stage and the stages chained after it.
+struct batch_plan {
+  std::vector<stage_plan> stages;
+  /// Stage indices of each group.
+  std::vector<std::vector<int>> groups;
+  /// The tenant of each group's items.
+  std::vector<std::string> tenants;
+  /// The groups each group's items read the outputs of (in the same
+  /// batch), and how many groups read each group's output.
+  std::vector<std::vector<int>> producers;
+  std::vector<uint32_t> consumers;
+  /// Files split into batches, and their rows (all the same).
+  std::vector<std::shared_ptr<npy::reader>> files;
+  uint64_t rows = 0;
+  uint64_t batch_rows = 0;
+  uint64_t batches = 0;
+  std::vector<output_plan> outputs;
+  /// Index into `outputs` of each group's output file, or -1.
+  std::vector<int> output_of;
+
+  uint64_t items() const { return batches * groups.size(); }
+
+  /// Rows [first, first + count) of the split files in batch `b`.
+  std::pair<uint64_t, uint64_t> rows_of(uint64_t b) const {
+    if (batch_rows > 0) {
+      auto first = b * batch_rows;
+      return {first, std::min(batch_rows, rows - first)};
+    }
+    auto base = rows / batches, extra = rows % batches;
+    return {b * base + std::min(b, extra), base + (b < extra ? 1 : 0)};
+  }
+};
+
+void set_rows_arg(kernels::kernel_args& args, char which, uint64_t rows) {
+  switch (which) {
+  case 'm':
+    args.m = rows;
+    break;
+  case 'n':
+    args.n = rows;
+    break;
+  case 'k':
+    args.k = rows;
+    break;
+  default:
+    break;
+  }
+}
+
+kernels::kernel_args args_of(const pb::Stage& st, kernel_id id) {
   kernels::kernel_args args{st.args().alpha(), st.args().m(), st.args().n(),
                             st.args().k(), st.args().top_k()};
-  if (static_cast<kernel_id>(st.kernel()) == kernel_id::axpy &&
-      st.args().alpha() == 0)
+  if (id == kernel_id::axpy && st.args().alpha() == 0 && st.input_size() == 0)
     args.alpha = 2.0f;
   return args;
 }
 
-work_item make_item(const pb::PipelineSpec& spec, uint64_t index,
-                    const batch_plan& plan) {
-  auto& group = plan.groups[index % plan.groups.size()];
-  auto& st = spec.stage(group[0]);
+host_buffer to_buffer(kernels::kernel_output&& out) {
+  if (out.type == kernels::dtype::f32)
+    return host_buffer{std::move(out.values)};
+  auto held = std::make_shared<std::vector<uint8_t>>(std::move(out.raw));
+  auto* data = held->data();
+  auto n = held->size() / kernels::element_size(out.type);
+  return host_buffer{std::shared_ptr<const void>{std::move(held)}, data, n,
+                     out.type};
+}
+
+// The outputs of earlier groups an item reads, by group.
+using output_lookup = std::function<const host_buffer*(int group)>;
+
+// Builds the item at `index` (batch index / groups, group index % groups).
+caf::expected<work_item> make_item(const pb::PipelineSpec& spec, uint64_t index,
+                                   const batch_plan& plan,
+                                   const output_lookup& outputs) {
+  auto groups = uint64_t(plan.groups.size());
+  auto batch = index / groups;
+  auto g = int(index % groups);
+  auto& group = plan.groups[g];
+  auto [first_row, rows] = plan.files.empty()
+                               ? std::pair<uint64_t, uint64_t>{0, 0}
+                               : plan.rows_of(batch);
+  uint64_t seed = (spec.seed() * 1000003 + index) * 4;
+  auto inputs_of = [&](const stage_plan& st, kernels::kernel_args& args,
+                       std::vector<host_buffer>& out) -> caf::error {
+    for (auto& in : st.inputs) {
+      switch (in.kind) {
+      case input_plan::source::random:
+        out.emplace_back(kernels::random_floats(seed++, in.length));
+        break;
+      case input_plan::source::whole:
+        out.push_back(in.data);
+        break;
+      case input_plan::source::split: {
+        auto read = plan.files[in.file]->rows(first_row, rows);
+        if (!read)
+          return read.error();
+        out.push_back(std::move(*read));
+        set_rows_arg(args, in.rows_arg, rows);
+        break;
+      }
+      case input_plan::source::stage: {
+        auto* held = outputs ? outputs(in.producer) : nullptr;
+        if (held == nullptr)
+          return make_error(errc::malformed_pipeline,
+                            "an input stage's output is missing");
+        out.push_back(*held);
+        break;
+      }
+      }
+    }
+    return caf::none;
+  };
+  auto& first = plan.stages[group[0]];
   work_item item;
   item.id = index + 1;
-  item.tenant = st.tenant().empty() ? spec.tenant() : st.tenant();
-  if (item.tenant.empty())
-    item.tenant = "default";
-  item.kernel = static_cast<kernel_id>(st.kernel());
-  item.args = args_of(st);
-  item.gang = st.gang();
-  uint64_t seed = (spec.seed() * 1000003 + index) * 4;
-  for (auto n : plan.sizes[group[0]])
-    item.inputs.emplace_back(kernels::random_floats(seed++, n));
+  item.tenant = plan.tenants[g];
+  item.kernel = first.kernel;
+  item.args = first.args;
+  item.gang = spec.stage(group[0]).gang();
+  if (auto err = inputs_of(first, item.args, item.inputs))
+    return err;
   for (size_t j = 1; j < group.size(); ++j) {
-    auto& next = spec.stage(group[j]);
+    auto& next = plan.stages[group[j]];
     chained_stage cs;
-    cs.kernel = static_cast<kernel_id>(next.kernel());
-    cs.args = args_of(next);
-    cs.input_slot = next.chain_input();
-    auto& sizes = plan.sizes[group[j]];
-    for (size_t i = 0; i < sizes.size(); ++i)
-      if (i != cs.input_slot)
-        cs.inputs.emplace_back(kernels::random_floats(seed++, sizes[i]));
+    cs.kernel = next.kernel;
+    cs.args = next.args;
+    cs.input_slot = next.chain_slot;
+    if (auto err = inputs_of(next, cs.args, cs.inputs))
+      return err;
     item.then.push_back(std::move(cs));
   }
   return item;
@@ -126,24 +270,44 @@ bool is_rejection(errc code) {
   }
 }
 
-// Shared between the client actor and the thread that waits and shows progress.
+// Shared between the client actor and the thread that waits and shows
+// progress (and, once the client has quit, commits the output files).
 struct run_shared {
   std::atomic<uint64_t> ended{0};
   std::promise<void> finished;
   pipeline_report report;
+  /// One per output_plan; written by the client actor only.
+  std::vector<npy::writer> writers;
+  /// Per output: batches written, and the first error writing it.
+  std::vector<uint64_t> written;
+  std::vector<std::string> write_errors;
 };
+
+// What became of each item.
+enum class item_state : uint8_t { open, ok, failed };
 
 struct client_state {
   const pb::PipelineSpec* spec = nullptr;
   actors::runtime* rt = nullptr;
   std::shared_ptr<run_shared> shared;
-  batch_plan plan;
+  std::shared_ptr<const batch_plan> plan;
   std::map<std::string, uint64_t> cap;
   std::map<std::string, uint64_t> inflight;
-  /// Inputs of items not yet ended, for the reference check.
+  /// Items submitted and not yet ended (for the reference check).
   std::unordered_map<uint64_t, work_item> open;
-  std::vector<bool> ended;
+  std::vector<item_state> state;
+  /// The cursor: items before it were submitted, parked or skipped.
   uint64_t next = 0;
+  /// Items whose inputs are ready, to go before the cursor's.
+  std::deque<uint64_t> ready;
+  /// Parked items: how many of their producers have not ended; and the
+  /// items parked on each producer.
+  std::unordered_map<uint64_t, uint32_t> missing;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> waiting;
+  /// Outputs kept for the items that read them, with readers left.
+  std::unordered_map<uint64_t, std::pair<host_buffer, uint32_t>> kept;
+  uint64_t ended = 0;
+  bool done = false;
   size_t next_fault = 0;
   std::vector<pb::Fault> faults;
   std::shared_ptr<std::atomic<bool>> cancel;
@@ -169,59 +333,199 @@ void inject(client_state& st, const pb::Fault& f) {
                                      std::to_string(f.after_batches()));
 }
 
+template <class Self> void finish(Self* self) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  st.done = true;
+  st.shared->report.not_submitted = st.state.size() - st.ended;
+  st.shared->finished.set_value();
+  self->quit();
+}
+
+void note_error(pipeline_report& rep, std::string what) {
+  if (rep.errors.size() < 5)
+    rep.errors.push_back(std::move(what));
+}
+
+// The producers of item `index` (items of earlier groups in its batch).
+template <class F>
+void for_producers(const client_state& st, uint64_t index, F f) {
+  auto groups = uint64_t(st.plan->groups.size());
+  auto base = index - index % groups;
+  for (auto p : st.plan->producers[index % groups])
+    f(base + uint64_t(p));
+}
+
+// Lets go of the kept outputs item `index` reads.
+void release_inputs(client_state& st, uint64_t index) {
+  for_producers(st, index, [&](uint64_t p) {
+    if (auto it = st.kept.find(p);
+        it != st.kept.end() && --it->second.second == 0)
+      st.kept.erase(it);
+  });
+}
+
+template <class Self> void end_item(Self* self, uint64_t index, bool ok);
+
+// Ends an item that cannot run: one of its inputs' stages failed.
+template <class Self>
+void skip_item(Self* self, uint64_t index, const std::string& why) {
+  auto& st = self->state;
+  ++st.shared->report.skipped;
+  note_error(st.shared->report,
+             "item " + std::to_string(index + 1) + ": not run: " + why);
+  release_inputs(st, index);
+  end_item(self, index, false);
+}
+
+template <class Self> void end_item(Self* self, uint64_t index, bool ok) {
+  auto& st = self->state;
+  st.state[index] = ok ? item_state::ok : item_state::failed;
+  ++st.ended;
+  st.shared->ended.fetch_add(1);
+  if (auto it = st.waiting.find(index); it != st.waiting.end()) {
+    auto parked = std::move(it->second);
+    st.waiting.erase(it);
+    for (auto d : parked) {
+      auto m = st.missing.find(d);
+      if (m == st.missing.end() || --m->second > 0)
+        continue;
+      st.missing.erase(m);
+      bool runnable = true;
+      for_producers(st, d, [&](uint64_t p) {
+        runnable = runnable && st.state[p] == item_state::ok;
+      });
+      if (runnable)
+        st.ready.push_back(d);
+      else
+        skip_item(self, d, "a stage it reads from failed in its batch");
+    }
+  }
+  if (st.ended == st.state.size())
+    finish(self);
+}
+
 template <class Self> void submit_more(Self* self) {
   auto& st = self->state;
-  auto total = st.ended.size();
-  auto groups = uint64_t(st.plan.groups.size());
+  auto& plan = *st.plan;
+  auto total = st.state.size();
+  auto groups = uint64_t(plan.groups.size());
   auto sink = caf::actor_cast<actors::client_sink>(self);
   if (st.cancel && st.cancel->load()) {
     // Cancelled: what was submitted ends, nothing more goes out.
-    if (st.open.empty()) {
-      st.shared->report.not_submitted = total - st.next;
-      st.shared->finished.set_value();
-      self->quit();
-    }
+    if (st.open.empty())
+      finish(self);
     return;
   }
-  while (st.next < total) {
-    auto batch = st.next / groups;
-    while (st.next_fault < st.faults.size() &&
-           st.faults[st.next_fault].after_batches() <= batch)
-      inject(st, st.faults[st.next_fault++]);
-    auto item = make_item(*st.spec, st.next, st.plan);
-    if (st.inflight[item.tenant] >= st.cap[item.tenant])
+  while (!st.done) {
+    uint64_t index;
+    bool from_ready = !st.ready.empty();
+    if (from_ready) {
+      index = st.ready.front();
+    } else if (st.next < total) {
+      index = st.next;
+      auto batch = index / groups;
+      while (st.next_fault < st.faults.size() &&
+             st.faults[st.next_fault].after_batches() <= batch)
+        inject(st, st.faults[st.next_fault++]);
+      // Parked until its producers end, or skipped if one failed.
+      uint32_t missing = 0;
+      bool failed = false;
+      for_producers(st, index, [&](uint64_t p) {
+        if (st.state[p] == item_state::open) {
+          ++missing;
+          st.waiting[p].push_back(index);
+        }
+        failed = failed || st.state[p] == item_state::failed;
+      });
+      if (missing > 0) {
+        st.missing.emplace(index, missing);
+        ++st.next;
+        continue;
+      }
+      if (failed) {
+        ++st.next;
+        skip_item(self, index, "a stage it reads from failed in its batch");
+        continue;
+      }
+    } else {
       return;
-    ++st.inflight[item.tenant];
-    ++st.next;
-    st.open.emplace(item.id, item);
-    self->send(st.rt->entry(), submit_atom::value, std::move(item), sink);
+    }
+    auto& tenant = plan.tenants[index % groups];
+    if (st.inflight[tenant] >= st.cap[tenant])
+      return;
+    if (from_ready)
+      st.ready.pop_front();
+    else
+      ++st.next;
+    auto item =
+        make_item(*st.spec, index, plan, [&](int g) -> const host_buffer* {
+          auto it = st.kept.find(index - index % groups + uint64_t(g));
+          return it == st.kept.end() ? nullptr : &it->second.first;
+        });
+    release_inputs(st, index);
+    if (!item) {
+      ++st.shared->report.failed;
+      note_error(st.shared->report, "item " + std::to_string(index + 1) + ": " +
+                                        detail_of(item.error()));
+      end_item(self, index, false);
+      continue;
+    }
+    ++st.inflight[tenant];
+    st.open.emplace(item->id, *item);
+    self->send(st.rt->entry(), submit_atom::value, std::move(*item), sink);
   }
 }
 
-template <class Self> void on_end(Self* self, uint64_t id) {
+// An end from the runtime: the first for a submitted item counts, any other
+// is a duplicate.
+template <class Self> bool take_end(Self* self, uint64_t id) {
   auto& st = self->state;
-  auto& rep = st.shared->report;
   auto it = st.open.find(id);
-  if (id == 0 || id > st.ended.size() || st.ended[id - 1] ||
-      it == st.open.end()) {
-    ++rep.duplicates;
-    return;
+  if (id == 0 || id > st.state.size() || it == st.open.end()) {
+    ++st.shared->report.duplicates;
+    return false;
   }
-  st.ended[id - 1] = true;
   --st.inflight[it->second.tenant];
   st.open.erase(it);
-  auto n = st.shared->ended.fetch_add(1) + 1;
-  if (n == st.ended.size()) {
-    st.shared->finished.set_value();
-    self->quit();
+  return true;
+}
+
+// Writes a batch's output to its stage's file, if it has one.
+void write_output(client_state& st, uint64_t index,
+                  const kernels::kernel_output& out) {
+  auto& plan = *st.plan;
+  auto groups = uint64_t(plan.groups.size());
+  auto o = plan.output_of[index % groups];
+  if (o < 0)
+    return;
+  auto& sh = *st.shared;
+  auto& op = plan.outputs[size_t(o)];
+  auto batch = index / groups;
+  auto view = out.view();
+  caf::error err;
+  if (view.size != op.offsets[batch + 1] - op.offsets[batch])
+    err = make_error(
+        errc::malformed_pipeline,
+        op.path + ": batch " + std::to_string(batch) + " gave " +
+            std::to_string(view.size) + " elements, not the " +
+            std::to_string(op.offsets[batch + 1] - op.offsets[batch]) +
+            " planned");
+  else
+    err = sh.writers[size_t(o)].write(op.offsets[batch], view);
+  if (err) {
+    if (sh.write_errors[size_t(o)].empty())
+      sh.write_errors[size_t(o)] = detail_of(err);
     return;
   }
-  submit_more(self);
+  ++sh.written[size_t(o)];
 }
 
 caf::behavior client_impl(caf::stateful_actor<client_state>* self,
                           const pb::PipelineSpec* spec, actors::runtime* rt,
-                          std::shared_ptr<run_shared> shared, batch_plan plan,
+                          std::shared_ptr<run_shared> shared,
+                          std::shared_ptr<const batch_plan> plan,
                           std::map<std::string, uint64_t> cap,
                           std::shared_ptr<std::atomic<bool>> cancel) {
   auto& st = self->state;
@@ -231,42 +535,58 @@ caf::behavior client_impl(caf::stateful_actor<client_state>* self,
   st.shared = std::move(shared);
   st.plan = std::move(plan);
   st.cap = std::move(cap);
-  st.ended.assign(uint64_t(spec->batches()) * st.plan.groups.size(), false);
+  st.state.assign(st.plan->items(), item_state::open);
   st.faults.assign(spec->fault().begin(), spec->fault().end());
   std::stable_sort(st.faults.begin(), st.faults.end(), [](auto& a, auto& b) {
     return a.after_batches() < b.after_batches();
   });
-  submit_more(self);
+  if (st.state.empty())
+    finish(self);
+  else
+    submit_more(self);
   return {
       [=](result_atom, work_result& res) {
         auto& st = self->state;
         auto& rep = st.shared->report;
         auto it = st.open.find(res.id);
-        if (it != st.open.end()) {
-          ++rep.completed;
-          auto& item = it->second;
-          auto diff = check_result(item, res.output);
-          if (!diff.empty()) {
-            ++rep.mismatches;
-            if (rep.errors.size() < 5)
-              rep.errors.push_back("item " + std::to_string(res.id) + " on " +
-                                   res.device + ": " + diff);
-          }
+        if (it == st.open.end()) {
+          take_end(self, res.id);
+          return;
         }
-        on_end(self, res.id);
+        ++rep.completed;
+        auto index = res.id - 1;
+        auto diff = check_result(it->second, res.output);
+        if (!diff.empty()) {
+          ++rep.mismatches;
+          note_error(rep, "item " + std::to_string(res.id) + " on " +
+                              res.device + ": " + diff);
+        }
+        take_end(self, res.id);
+        // A result that differs from the reference does not go into a file.
+        if (diff.empty())
+          write_output(st, index, res.output);
+        auto groups = st.plan->groups.size();
+        if (auto readers = st.plan->consumers[index % groups]; readers > 0)
+          st.kept.emplace(index,
+                          std::pair{to_buffer(std::move(res.output)), readers});
+        end_item(self, index, true);
+        submit_more(self);
       },
       [=](failed_atom, uint64_t id, caf::error& err) {
-        auto& rep = self->state.shared->report;
-        if (self->state.open.count(id)) {
-          if (is_rejection(code_of(err)))
-            ++rep.rejected;
-          else
-            ++rep.failed;
-          if (rep.errors.size() < 5)
-            rep.errors.push_back("item " + std::to_string(id) + ": " +
-                                 describe(err));
+        auto& st = self->state;
+        auto& rep = st.shared->report;
+        if (!st.open.count(id)) {
+          take_end(self, id);
+          return;
         }
-        on_end(self, id);
+        if (is_rejection(code_of(err)))
+          ++rep.rejected;
+        else
+          ++rep.failed;
+        note_error(rep, "item " + std::to_string(id) + ": " + describe(err));
+        take_end(self, id);
+        end_item(self, id - 1, false);
+        submit_more(self);
       },
   };
 }
@@ -306,49 +626,396 @@ pb::RuntimeConfig config_for(const pb::PipelineSpec& spec) {
 
 namespace {
 
-// A spec's stages grouped into items, checked before anything runs.
-struct checked_plan {
-  batch_plan plan;
-  /// The tenant of each item of a batch.
-  std::vector<std::string> tenants;
+caf::error bad_stage(const pb::Stage& st, const std::string& what) {
+  return make_error(errc::malformed_pipeline,
+                    "stage '" + st.name() + "': " + what);
+}
+
+// The kernel a stage runs: by name (registered now) or from the enum.
+caf::expected<kernel_id> kernel_of(const pb::Stage& st) {
+  if (st.kernel_name().empty()) {
+    auto id = static_cast<kernel_id>(st.kernel());
+    if (st.kernel() <= 0 || st.kernel() > 255 || kernels::find(id) == nullptr)
+      return bad_stage(st, "names no kernel (kernel_name, or kernel of the "
+                           "first catalog)");
+    return id;
+  }
+  if (auto id = kernels::parse_kernel(st.kernel_name()))
+    return *id;
+  return bad_stage(st, "no kernel named '" + st.kernel_name() +
+                           "' is registered (`cohort kernel list` lists "
+                           "them; a bundle's kernels register when the "
+                           "runtime config's kernel_bundles loads it)");
+}
+
+// Most bytes the files read whole may hold together.
+constexpr uint64_t max_whole_bytes = uint64_t{2} << 30;
+
+// A path as the file system resolves it (symbolic links, "..", "./"), to
+// tell when two names are one file; the path itself when it cannot.
+std::string canonical(const std::string& path) {
+  std::error_code ec;
+  auto c = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : c.string();
+}
+
+// The files a spec reads, by canonical path: each opened once, and a file
+// read whole read once.
+struct opened_files {
+  struct entry {
+    std::shared_ptr<npy::reader> reader;
+    host_buffer whole;
+  };
+  std::map<std::string, entry> by_path;
+  uint64_t whole_bytes = 0;
 };
 
-caf::expected<checked_plan> check_spec(const pb::PipelineSpec& spec) {
-  checked_plan out;
-  auto& plan = out.plan;
-  for (int i = 0; i < spec.stage_size(); ++i) {
-    auto& st = spec.stage(i);
-    auto s = input_sizes(st);
-    if (!s)
-      return s.error();
-    plan.sizes.push_back(std::move(*s));
-    if (st.gang() > 1 &&
-        (st.kernel() != pb::GEMM || st.chain() ||
-         (i + 1 < spec.stage_size() && spec.stage(i + 1).chain())))
-      return make_error(errc::malformed_pipeline,
-                        "stage '" + st.name() +
-                            "': a gang (gang > 1) is a gemm stage of its own, "
-                            "not chained");
-    if (!st.chain()) {
-      plan.groups.push_back({i});
+// Plans one stage's inputs (the random ones, the files, the stages it
+// reads from); `group_of` maps earlier stages to their groups.
+caf::error plan_inputs(const pb::PipelineSpec& spec, int i, batch_plan& plan,
+                       const std::vector<int>& group_of, opened_files& opened) {
+  auto& st = spec.stage(i);
+  auto& sp = plan.stages[size_t(i)];
+  auto* def = kernels::find(sp.kernel);
+  auto& params = def->signature.inputs;
+  bool chained = st.chain();
+  if (st.input_size() == 0) {
+    auto sizes = random_sizes(st, sp.kernel);
+    if (!sizes)
+      return sizes.error();
+    for (size_t j = 0; j < sizes->size(); ++j)
+      if (!chained || j != sp.chain_slot)
+        sp.inputs.push_back(random_input((*sizes)[j]));
+    return caf::none;
+  }
+  auto want = params.size() - (chained ? 1 : 0);
+  if (size_t(st.input_size()) != want) {
+    std::string names;
+    for (size_t j = 0; j < params.size(); ++j)
+      if (!chained || j != sp.chain_slot)
+        names += (names.empty() ? "" : ", ") + params[j].name;
+    return bad_stage(
+        st, def->name + " takes " + std::to_string(want) + " input(s)" +
+                (chained ? " besides the chained one" : "") + " (" + names +
+                "), the stage names " + std::to_string(st.input_size()));
+  }
+  for (auto& in : st.input()) {
+    input_plan ip;
+    if (in.has_stage()) {
+      int producer = -1;
+      for (int j = 0; j < i; ++j)
+        if (spec.stage(j).name() == in.stage())
+          producer = j;
+      if (producer < 0)
+        return bad_stage(st, "reads from stage '" + in.stage() +
+                                 "', but no stage before it has that name");
+      ip.kind = input_plan::source::stage;
+      ip.producer = group_of[size_t(producer)];
+      if (ip.producer == int(plan.groups.size()) - 1 && chained)
+        return bad_stage(st, "reads from stage '" + in.stage() +
+                                 "' of its own chain; chain_input takes the "
+                                 "previous stage's output");
+      if (producer + 1 < spec.stage_size() && spec.stage(producer + 1).chain())
+        return bad_stage(st, "reads from stage '" + in.stage() +
+                                 "', whose output stays on the device for "
+                                 "the stage chained after it; read from the "
+                                 "chain's last stage");
+      ip.type = kernels::output_type(plan.stages[size_t(producer)].kernel);
+      sp.inputs.push_back(std::move(ip));
       continue;
     }
-    if (plan.groups.empty())
-      return make_error(errc::malformed_pipeline,
-                        "stage '" + st.name() +
-                            "' is chained, but no stage comes before it");
-    if (st.chain_input() >= plan.sizes.back().size())
-      return make_error(errc::malformed_pipeline,
-                        "stage '" + st.name() + "': chain_input " +
-                            std::to_string(st.chain_input()) +
-                            " is not an input of its kernel");
-    plan.groups.back().push_back(i);
+    auto& f = opened.by_path[canonical(in.file())];
+    if (!f.reader) {
+      auto opening = npy::reader::open(in.file());
+      if (!opening)
+        return bad_stage(st, detail_of(opening.error()));
+      f.reader = std::make_shared<npy::reader>(std::move(*opening));
+    }
+    auto& r = f.reader;
+    auto& info = r->info();
+    ip.type = info.type;
+    if (in.whole()) {
+      if (info.elements > max_stage_elements)
+        return bad_stage(st, too_large(in.file()));
+      if (f.whole.identity() == nullptr && info.elements > 0) {
+        auto bytes = info.elements * kernels::element_size(info.type);
+        if (opened.whole_bytes + bytes > max_whole_bytes)
+          return bad_stage(st, "the files read whole would hold more than " +
+                                   human_bytes(max_whole_bytes) + " in all");
+        auto all = r->rows(0, info.rows);
+        if (!all)
+          return bad_stage(st, detail_of(all.error()));
+        opened.whole_bytes += bytes;
+        f.whole = std::move(*all);
+      }
+      ip.kind = input_plan::source::whole;
+      ip.data = f.whole;
+      sp.inputs.push_back(std::move(ip));
+      continue;
+    }
+    if (info.shape.empty())
+      return bad_stage(st, in.file() + " holds one value (a 0-d array); "
+                                       "read it whole");
+    if (!plan.files.empty() && info.rows != plan.rows)
+      return bad_stage(st, in.file() + " has " + std::to_string(info.rows) +
+                               " rows, " + plan.files[0]->path() + " " +
+                               std::to_string(plan.rows) +
+                               ": files split into batches must have the "
+                               "same rows");
+    plan.rows = info.rows;
+    ip.kind = input_plan::source::split;
+    ip.rows_arg = in.rows_arg().empty() ? 0 : in.rows_arg()[0];
+    auto found = std::find(plan.files.begin(), plan.files.end(), r);
+    ip.file = size_t(found - plan.files.begin());
+    if (found == plan.files.end())
+      plan.files.push_back(r);
+    sp.inputs.push_back(std::move(ip));
   }
-  // Probe each item of a batch once: check its stages and note its tenant.
-  for (size_t g = 0; g < plan.groups.size(); ++g) {
-    auto probe = make_item(spec, g, plan);
-    out.tenants.push_back(probe.tenant);
-    if (auto why = validate_item(probe); !why.empty()) {
+  return caf::none;
+}
+
+// Checks every batch's stages as the runtime will (types, shapes,
+// arguments) and plans the output files' offsets.
+caf::error plan_batches(const pb::PipelineSpec& spec, batch_plan& plan) {
+  auto groups = plan.groups.size();
+  std::vector<uint64_t> out_len(groups);
+  for (auto& op : plan.outputs)
+    op.offsets.assign(1, 0);
+  // Without split files every batch has the same shapes: check one.
+  uint64_t distinct = plan.files.empty() ? 1 : plan.batches;
+  for (uint64_t b = 0; b < distinct; ++b) {
+    uint64_t rows = plan.files.empty() ? 0 : plan.rows_of(b).second;
+    for (size_t g = 0; g < groups; ++g) {
+      uint64_t previous = 0;
+      kernels::dtype previous_type = kernels::dtype::f32;
+      for (auto s : plan.groups[g]) {
+        auto& st = spec.stage(s);
+        auto& sp = plan.stages[size_t(s)];
+        auto where = [&](const std::string& what) {
+          // A chain is named whole, and the stage at fault in it.
+          std::string names;
+          for (auto i : plan.groups[g])
+            names +=
+                (names.empty() ? "'" : " -> '") + spec.stage(i).name() + "'";
+          return make_error(
+              errc::malformed_pipeline,
+              (plan.groups[g].size() > 1
+                   ? "stages " + names + ", at '" + st.name() + "'"
+                   : "stage '" + st.name() + "'") +
+                  (plan.files.empty() ? std::string{}
+                                      : ", batch " + std::to_string(b)) +
+                  ": " + what);
+        };
+        auto args = sp.args;
+        kernels::input_shape lens;
+        kernels::small_vector<kernels::dtype, 8> types;
+        size_t next_input = 0;
+        auto slots = kernels::input_count(sp.kernel);
+        for (size_t j = 0; j < slots; ++j) {
+          if (s != plan.groups[g][0] && j == sp.chain_slot) {
+            lens.push_back(previous);
+            types.push_back(previous_type);
+            continue;
+          }
+          if (next_input >= sp.inputs.size())
+            return where("a chained stage's kernel takes at least two inputs");
+          auto& in = sp.inputs[next_input++];
+          uint64_t n = 0;
+          switch (in.kind) {
+          case input_plan::source::random:
+            n = in.length;
+            break;
+          case input_plan::source::whole:
+            n = in.data.size();
+            break;
+          case input_plan::source::split:
+            n = rows * plan.files[in.file]->info().row_elements;
+            set_rows_arg(args, in.rows_arg, rows);
+            if (n > max_stage_elements)
+              return where(too_large(plan.files[in.file]->path() +
+                                     "'s share of a batch") +
+                           "; set batch_rows lower");
+            break;
+          case input_plan::source::stage:
+            n = out_len[size_t(in.producer)];
+            if (n > max_stage_elements)
+              return where(too_large(
+                  "the output it reads from stage '" +
+                  spec.stage(plan.groups[size_t(in.producer)].back()).name() +
+                  "'"));
+            break;
+          }
+          lens.push_back(n);
+          types.push_back(in.type);
+        }
+        if (auto why = kernels::check_types(sp.kernel, types); !why.empty())
+          return where(why);
+        if (auto why = kernels::validate(sp.kernel, args, lens); !why.empty())
+          return where(why);
+        previous = kernels::output_elements(sp.kernel, args, lens);
+        previous_type = kernels::output_type(sp.kernel);
+      }
+      out_len[g] = previous;
+      if (auto o = plan.output_of[g]; o >= 0) {
+        auto& offs = plan.outputs[size_t(o)].offsets;
+        offs.push_back(offs.back() + previous);
+      }
+    }
+  }
+  for (auto& op : plan.outputs) {
+    if (plan.files.empty()) {
+      auto per = op.offsets.back();
+      op.offsets.resize(plan.batches + 1);
+      for (uint64_t b = 0; b <= plan.batches; ++b)
+        op.offsets[b] = b * per;
+    }
+    auto& st = spec.stage(plan.groups[size_t(op.group)].back());
+    auto total = op.offsets.back();
+    uint64_t columns = std::max(1u, st.output_columns());
+    if (total % columns != 0)
+      return bad_stage(st, "its outputs have " + std::to_string(total) +
+                               " elements in all, not a multiple of "
+                               "output_columns " +
+                               std::to_string(columns));
+    op.shape = columns > 1 ? std::vector<uint64_t>{total / columns, columns}
+                           : std::vector<uint64_t>{total};
+  }
+  return caf::none;
+}
+
+// A spec's stages grouped into items and checked (kernels, inputs, every
+// batch's shapes) before anything runs. Kernels named by kernel_name must
+// be registered by now.
+caf::expected<std::shared_ptr<batch_plan>>
+check_spec(const pb::PipelineSpec& spec) {
+  auto out = std::make_shared<batch_plan>();
+  auto& plan = *out;
+  std::vector<int> group_of;
+  opened_files opened;
+  for (int i = 0; i < spec.stage_size(); ++i) {
+    auto& st = spec.stage(i);
+    auto id = kernel_of(st);
+    if (!id)
+      return id.error();
+    stage_plan sp;
+    sp.kernel = *id;
+    sp.args = args_of(st, *id);
+    sp.chain_slot = st.chain_input();
+    plan.stages.push_back(std::move(sp));
+    if (st.gang() > 1 &&
+        (*id != kernel_id::gemm || st.chain() ||
+         (i + 1 < spec.stage_size() && spec.stage(i + 1).chain())))
+      return bad_stage(st, "a gang (gang > 1) is a gemm stage of its own, "
+                           "not chained");
+    if (st.chain()) {
+      if (plan.groups.empty())
+        return make_error(errc::malformed_pipeline,
+                          "stage '" + st.name() +
+                              "' is chained, but no stage comes before it");
+      if (st.chain_input() >= kernels::input_count(*id))
+        return bad_stage(st, "chain_input " + std::to_string(st.chain_input()) +
+                                 " is not an input of its kernel");
+    } else {
+      plan.groups.emplace_back();
+    }
+    plan.groups.back().push_back(i);
+    group_of.push_back(int(plan.groups.size()) - 1);
+    if (auto err = plan_inputs(spec, i, plan, group_of, opened))
+      return err;
+  }
+  auto groups = plan.groups.size();
+  plan.producers.resize(groups);
+  plan.consumers.assign(groups, 0);
+  plan.output_of.assign(groups, -1);
+  for (size_t g = 0; g < groups; ++g) {
+    for (auto s : plan.groups[g])
+      for (auto& in : plan.stages[size_t(s)].inputs)
+        if (in.kind == input_plan::source::stage &&
+            std::find(plan.producers[g].begin(), plan.producers[g].end(),
+                      in.producer) == plan.producers[g].end()) {
+          plan.producers[g].push_back(in.producer);
+          ++plan.consumers[size_t(in.producer)];
+        }
+    auto& first = spec.stage(plan.groups[g][0]);
+    auto tenant = first.tenant().empty() ? spec.tenant() : first.tenant();
+    plan.tenants.push_back(tenant.empty() ? "default" : tenant);
+    for (auto s : plan.groups[g]) {
+      auto& st = spec.stage(s);
+      if (st.output().empty())
+        continue;
+      if (s != plan.groups[g].back())
+        return bad_stage(st, "its output stays on the device for the stage "
+                             "chained after it; write the chain's last "
+                             "stage's output instead");
+      auto path = canonical(st.output());
+      auto part = canonical(st.output() + ".part");
+      for (auto& op : plan.outputs)
+        if (canonical(op.path) == path)
+          return bad_stage(st, "another stage writes " + st.output() + " too");
+      if (opened.by_path.count(path) || opened.by_path.count(part))
+        return bad_stage(st, st.output() + " is an input of the pipeline");
+      plan.output_of[g] = int(plan.outputs.size());
+      output_plan op;
+      op.group = int(g);
+      op.path = st.output();
+      op.type = kernels::output_type(plan.stages[size_t(s)].kernel);
+      plan.outputs.push_back(std::move(op));
+    }
+  }
+  // How many batches: from the files' rows, or as the spec says.
+  plan.batch_rows = spec.batch_rows();
+  if (plan.files.empty()) {
+    if (spec.batches() == 0)
+      return make_error(errc::malformed_pipeline,
+                        "batch_rows is for stages that read files split "
+                        "into batches, and no stage does: set batches");
+    plan.batches = spec.batches();
+  } else {
+    if (plan.rows == 0)
+      return make_error(errc::malformed_pipeline,
+                        plan.files[0]->path() + " has no rows");
+    if (plan.batch_rows > 0) {
+      plan.batches = plan.rows / plan.batch_rows +
+                     (plan.rows % plan.batch_rows != 0 ? 1 : 0);
+      if (spec.batches() > 0 && spec.batches() != plan.batches)
+        return make_error(
+            errc::malformed_pipeline,
+            "batches is " + std::to_string(spec.batches()) + ", but " +
+                std::to_string(plan.rows) + " rows in batches of " +
+                std::to_string(plan.batch_rows) + " make " +
+                std::to_string(plan.batches) + " (leave batches out)");
+    } else {
+      plan.batches = spec.batches();
+      if (plan.rows < plan.batches)
+        return make_error(errc::malformed_pipeline,
+                          std::to_string(plan.batches) + " batches, but " +
+                              plan.files[0]->path() + " has only " +
+                              std::to_string(plan.rows) + " rows");
+    }
+  }
+  if (plan.batches > max_pipeline_items / std::max<size_t>(groups, 1))
+    return make_error(errc::malformed_pipeline,
+                      std::to_string(plan.batches) + " batches of " +
+                          std::to_string(groups) + " items are more than " +
+                          std::to_string(max_pipeline_items) + " items");
+  for (auto& f : spec.fault())
+    if (f.after_batches() > plan.batches)
+      return make_error(errc::malformed_pipeline,
+                        "a fault after batch " +
+                            std::to_string(f.after_batches()) +
+                            " never happens: the pipeline has " +
+                            std::to_string(plan.batches) + " batches");
+  if (auto err = plan_batches(spec, plan))
+    return err;
+  // Probe the first batch's items that read no stage: what the runtime
+  // checks of a whole item (gangs, chains) is checked here too.
+  for (size_t g = 0; g < groups; ++g) {
+    if (!plan.producers[g].empty())
+      continue;
+    auto probe = make_item(spec, g, plan, nullptr);
+    if (!probe)
+      return probe.error();
+    if (auto why = validate_item(*probe); !why.empty()) {
       std::string names;
       for (auto i : plan.groups[g])
         names += (names.empty() ? "'" : " -> '") + spec.stage(i).name() + "'";
@@ -362,7 +1029,7 @@ caf::expected<checked_plan> check_spec(const pb::PipelineSpec& spec) {
 // Streams the spec's batches through `rt` until every item ended.
 caf::expected<pipeline_report>
 drive(caf::actor_system& sys, actors::runtime& rt, const pb::RuntimeConfig& cfg,
-      const pb::PipelineSpec& spec, checked_plan checked,
+      const pb::PipelineSpec& spec, std::shared_ptr<batch_plan> plan,
       const run_options& opts) {
   for (auto& f : spec.fault())
     if (auto err = chaos::check(rt, fault_of(f)))
@@ -374,16 +1041,24 @@ drive(caf::actor_system& sys, actors::runtime& rt, const pb::RuntimeConfig& cfg,
     cap[g.tenant()] = g.max_inflight()
                           ? std::min<uint64_t>(window, g.max_inflight())
                           : window;
-  for (auto& tenant : checked.tenants)
+  for (auto& tenant : plan->tenants)
     cap.emplace(tenant, window); // unknown tenants: their items get rejected
   auto shared = std::make_shared<run_shared>();
+  for (auto& op : plan->outputs) {
+    auto w = npy::writer::create(op.path, op.type, op.shape);
+    if (!w)
+      return w.error();
+    shared->writers.push_back(std::move(*w));
+  }
+  shared->written.assign(plan->outputs.size(), 0);
+  shared->write_errors.assign(plan->outputs.size(), {});
   auto& rep = shared->report;
   rep.name = spec.name();
-  rep.items = uint64_t(spec.batches()) * checked.plan.groups.size();
+  rep.items = plan->items();
   auto finished = shared->finished.get_future();
   auto start = clock::now();
-  sys.spawn(client_impl, &spec, &rt, shared, std::move(checked.plan), cap,
-            opts.cancel);
+  sys.spawn(client_impl, &spec, &rt, shared,
+            std::shared_ptr<const batch_plan>{plan}, cap, opts.cancel);
   bool tty = opts.progress && ::isatty(::fileno(opts.progress));
   int last_decile = 0;
   while (finished.wait_for(std::chrono::milliseconds(100)) !=
@@ -391,6 +1066,29 @@ drive(caf::actor_system& sys, actors::runtime& rt, const pb::RuntimeConfig& cfg,
     double secs = std::chrono::duration<double>(clock::now() - start).count();
     show_progress(opts.progress, tty, shared->ended.load(), rep.items, secs,
                   last_decile);
+  }
+  // The client has quit: the output files are whole, or are not kept.
+  for (size_t o = 0; o < plan->outputs.size(); ++o) {
+    auto& op = plan->outputs[o];
+    auto& w = shared->writers[o];
+    std::string why = shared->write_errors[o];
+    if (why.empty() && shared->written[o] < plan->batches)
+      why = std::to_string(plan->batches - shared->written[o]) + " of " +
+            std::to_string(plan->batches) + " batches did not end well";
+    if (why.empty())
+      if (auto err = w.commit())
+        why = detail_of(err);
+    if (!why.empty()) {
+      w.discard();
+      rep.outputs_not_written.push_back(op.path + ": " + why);
+    } else {
+      std::string shape;
+      for (auto d : op.shape)
+        shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+      rep.outputs_written.push_back(
+          op.path + " (" + std::string{kernels::name(op.type)} + ", shape (" +
+          shape + (op.shape.size() == 1 ? ",)" : ")") + ")");
+    }
   }
   rep.seconds = std::chrono::duration<double>(clock::now() - start).count();
   show_progress(opts.progress, tty, rep.items, rep.items, rep.seconds,
@@ -445,16 +1143,33 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   if (!made)
     return made.error();
   auto& cfg = *made;
-  // Check every stage before anything runs.
-  auto checked = check_spec(spec);
-  if (!checked)
-    return checked.error();
+  // Check every stage before anything runs; a stage that names a kernel
+  // of a bundle the config loads is checked once the runtime has loaded it.
+  bool unresolved =
+      std::any_of(spec.stage().begin(), spec.stage().end(), [](auto& st) {
+        return !st.kernel_name().empty() &&
+               !kernels::parse_kernel(st.kernel_name());
+      });
+  caf::expected<std::shared_ptr<batch_plan>> checked{nullptr};
+  if (!unresolved) {
+    checked = check_spec(spec);
+    if (!checked)
+      return checked.error();
+  }
   auto rt = actors::runtime::start(sys, cfg);
   if (!rt)
     return rt.error();
+  if (unresolved)
+    checked = check_spec(spec);
+  if (!checked) {
+    (*rt)->stop();
+    return checked.error();
+  }
   auto rep = drive(sys, **rt, cfg, spec, std::move(*checked), opts);
-  if (!rep)
+  if (!rep) {
+    (*rt)->stop();
     return rep.error();
+  }
   auto flushed = (*rt)->flush_audit();
   auto stats = (*rt)->audit_stats();
   (*rt)->stop();
@@ -492,6 +1207,11 @@ void print_report(std::FILE* out, const pipeline_report& r) {
                "%llu rejected, %llu lost, %llu duplicated\n",
                u(r.items), u(r.completed), u(r.failed), u(r.rejected),
                u(r.lost), u(r.duplicates));
+  if (r.skipped > 0)
+    std::fprintf(out,
+                 "            %llu not run: a stage they read from failed "
+                 "in their batch\n",
+                 u(r.skipped));
   std::fprintf(out, "time        %.3f s, %.0f items/s\n", r.seconds,
                r.seconds > 0 ? double(r.items) / r.seconds : 0.0);
   std::fprintf(out, "\n%-8s %-5s %-10s %-11s %9s %7s %11s %6s %10s %6s %9s\n",
@@ -569,6 +1289,10 @@ void print_report(std::FILE* out, const pipeline_report& r) {
                "results            %llu of %llu match the CPU reference%s\n",
                u(r.completed - r.mismatches), u(r.completed),
                r.mismatches ? " (MISMATCHES)" : "");
+  for (auto& o : r.outputs_written)
+    std::fprintf(out, "output written     %s\n", o.c_str());
+  for (auto& o : r.outputs_not_written)
+    std::fprintf(out, "output NOT written %s\n", o.c_str());
   for (auto& e : r.errors)
     std::fprintf(out, "  error: %s\n", e.c_str());
   std::fprintf(out, "verdict            %s\n",

@@ -52,6 +52,14 @@ struct pipeline_report {
   uint64_t duplicates = 0;
   /// Completed results that differ from the CPU reference.
   uint64_t mismatches = 0;
+  /// Items never submitted because a stage they read from failed in their
+  /// batch (each also ended: counted in neither completed nor failed).
+  uint64_t skipped = 0;
+  /// Output files written ("PATH (TYPE, shape (...))"), and those not
+  /// written with why (a batch that failed: the file is not left half
+  /// written).
+  std::vector<std::string> outputs_written;
+  std::vector<std::string> outputs_not_written;
   double seconds = 0;
   balancer_stats placement;
   quota_stats admission;
@@ -76,7 +84,8 @@ struct pipeline_report {
   /// memory leaked and the audit log verified.
   bool ok() const {
     return lost == 0 && duplicates == 0 && mismatches == 0 && failed == 0 &&
-           rejected == 0 && leaked == 0 && audit.ok;
+           rejected == 0 && skipped == 0 && outputs_not_written.empty() &&
+           leaked == 0 && audit.ok;
   }
 };
 
@@ -92,7 +101,9 @@ caf::expected<pb::RuntimeConfig> runtime_config_of(const pb::PipelineSpec& spec,
                                                    const run_options& opts);
 
 /// Checks every stage of `spec` as `run_pipeline` does before anything runs
-/// (input sizes, chains, gangs); malformed_pipeline names the first problem.
+/// (kernels, input files and sizes of every batch, chains, gangs, output
+/// files); malformed_pipeline names the first problem. Kernels named by
+/// `kernel_name` must be registered already.
 caf::error check_stages(const pb::PipelineSpec& spec);
 
 /// Runs `spec` to its end. Errors: malformed_pipeline / malformed_config for
