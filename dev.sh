@@ -67,7 +67,9 @@ asan_build() {
       -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=enabled \
       -Dcuda=disabled -Dhip=disabled -Dbench=disabled
   fi
-  ninja -C "$asan_dir" ${COHORT_JOBS:+-j "$COHORT_JOBS"} "$@"
+  # The build runs the instrumented `cohort` (the geo example's bundle is
+  # signed by it): with the tests' sanitizer settings.
+  (sanitizer_env && ninja -C "$asan_dir" ${COHORT_JOBS:+-j "$COHORT_JOBS"} "$@")
 }
 
 # ./dev.sh sanitize [meson test options]: the test suite and every chaos
