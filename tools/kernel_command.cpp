@@ -336,9 +336,16 @@ std::string params(const std::vector<kernels::buffer_param>& ps) {
 
 int cmd_list(bool json, std::FILE* out) {
   auto all = kernels::registered_kernels();
+  // Columns as wide as their longest entry.
+  int name_w = 6, inputs_w = 6, output_w = 6;
+  for (auto& k : all) {
+    name_w = std::max(name_w, int(k.name.size()));
+    inputs_w = std::max(inputs_w, int(params(k.signature.inputs).size()));
+    output_w = std::max(output_w, int(params({k.signature.output}).size()));
+  }
   if (!json)
-    std::fprintf(out, "%-22s %-40s %-18s %-9s %s\n", "KERNEL", "INPUTS",
-                 "OUTPUT", "GPU CODE", "ORIGIN");
+    std::fprintf(out, "%-*s %-*s %-*s %-9s %s\n", name_w, "KERNEL", inputs_w,
+                 "INPUTS", output_w, "OUTPUT", "GPU CODE", "ORIGIN");
   for (auto& k : all) {
     auto& sig = k.signature;
     auto gpu = std::string{k.cuda ? "cuda" : ""} +
@@ -364,9 +371,10 @@ int cmd_list(bool json, std::FILE* out) {
           k.cuda ? "true" : "false", k.hip ? "true" : "false");
       continue;
     }
-    std::fprintf(out, "%-22s %-40s %-18s %-9s %s\n", k.name.c_str(),
-                 params(sig.inputs).c_str(), params({sig.output}).c_str(),
-                 gpu.empty() ? "-" : gpu.c_str(), k.origin.c_str());
+    std::fprintf(out, "%-*s %-*s %-*s %-9s %s\n", name_w, k.name.c_str(),
+                 inputs_w, params(sig.inputs).c_str(), output_w,
+                 params({sig.output}).c_str(), gpu.empty() ? "-" : gpu.c_str(),
+                 k.origin.c_str());
   }
   return 0;
 }
