@@ -199,9 +199,10 @@ caf::expected<work_item> make_item(const pb::PipelineSpec& spec, uint64_t index,
   auto batch = index / groups;
   auto g = int(index % groups);
   auto& group = plan.groups[g];
-  auto [first_row, rows] = plan.files.empty()
-                               ? std::pair<uint64_t, uint64_t>{0, 0}
-                               : plan.rows_of(batch);
+  // Not a structured binding: clang 15 cannot capture one in a lambda.
+  auto span = plan.files.empty() ? std::pair<uint64_t, uint64_t>{0, 0}
+                                 : plan.rows_of(batch);
+  uint64_t first_row = span.first, rows = span.second;
   uint64_t seed = (spec.seed() * 1000003 + index) * 4;
   auto inputs_of = [&](const stage_plan& st, kernels::kernel_args& args,
                        std::vector<host_buffer>& out) -> caf::error {
