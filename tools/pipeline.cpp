@@ -627,6 +627,15 @@ pb::RuntimeConfig config_for(const pb::PipelineSpec& spec) {
 
 namespace {
 
+// The stages of a group as messages name them: "'a' -> 'b'".
+std::string chain_names(const pb::PipelineSpec& spec,
+                        const std::vector<int>& group) {
+  std::string names;
+  for (auto i : group)
+    names += (names.empty() ? "'" : " -> '") + spec.stage(i).name() + "'";
+  return names;
+}
+
 caf::error bad_stage(const pb::Stage& st, const std::string& what) {
   return make_error(errc::malformed_pipeline,
                     "stage '" + st.name() + "': " + what);
@@ -794,10 +803,7 @@ caf::error plan_batches(const pb::PipelineSpec& spec, batch_plan& plan) {
         auto& sp = plan.stages[size_t(s)];
         auto where = [&](const std::string& what) {
           // A chain is named whole, and the stage at fault in it.
-          std::string names;
-          for (auto i : plan.groups[g])
-            names +=
-                (names.empty() ? "'" : " -> '") + spec.stage(i).name() + "'";
+          auto names = chain_names(spec, plan.groups[g]);
           return make_error(
               errc::malformed_pipeline,
               (plan.groups[g].size() > 1
@@ -1017,9 +1023,7 @@ check_spec(const pb::PipelineSpec& spec) {
     if (!probe)
       return probe.error();
     if (auto why = validate_item(*probe); !why.empty()) {
-      std::string names;
-      for (auto i : plan.groups[g])
-        names += (names.empty() ? "'" : " -> '") + spec.stage(i).name() + "'";
+      auto names = chain_names(spec, plan.groups[g]);
       return make_error(errc::malformed_pipeline,
                         "stage " + names + ": " + why);
     }
