@@ -1,5 +1,7 @@
 #include "devices/device.hpp"
 
+#include <cstring>
+
 #include "devices/memory/device_memory.hpp"
 #include "messages/errc.hpp"
 
@@ -73,6 +75,82 @@ caf::error device::do_recreate() {
                         ": its context needs a new process to clear a sticky "
                         "error, and this backend's device actor runs in the "
                         "runtime's own process");
+}
+
+caf::error device::store_object(uint64_t id, kernels::typed_view data,
+                                const memory::owner_tag& owner) {
+  auto* mem = memory();
+  if (mem == nullptr)
+    return make_error(errc::invalid_arguments,
+                      info_.name + ": a CPU worker keeps no objects in device "
+                                   "memory (it reads their host copies)");
+  if (objects_.count(id) != 0)
+    return make_error(errc::invalid_arguments, info_.name + ": object " +
+                                                   std::to_string(id) +
+                                                   " is held already");
+  if (auto err = health())
+    return err;
+  auto bytes = std::max<uint64_t>(
+      memory::align_up(data.bytes(), memory::block_alignment), 1);
+  // Objects are ordered on stream 0: a launch reading one is placed after
+  // this call returns, when the copy is done.
+  auto block = mem->allocate(bytes, memory::stream_ref{0}, owner);
+  if (!block)
+    return block.error();
+  if (data.bytes() > 0)
+    if (auto err = copy_in(*block, data.data, data.bytes())) {
+      mem->deallocate(*block, bytes, memory::stream_ref{0});
+      return err;
+    }
+  objects_.emplace(
+      id, resident_object{
+              {*block, data.size, data.type}, *block, bytes, owner.tenant});
+  object_bytes_ += bytes;
+  return caf::none;
+}
+
+caf::expected<kernels::kernel_output> device::read_object(uint64_t id) {
+  auto* obj = find_object(id);
+  if (obj == nullptr)
+    return make_error(errc::invalid_arguments,
+                      info_.name + ": no object " + std::to_string(id));
+  if (auto err = health())
+    return err;
+  kernels::kernel_output out;
+  out.resize(obj->data.type, obj->data.size);
+  auto view = out.view();
+  if (view.bytes() > 0)
+    if (auto err = copy_out(const_cast<void*>(view.data), obj->data.data,
+                            view.bytes()))
+      return err;
+  return out;
+}
+
+bool device::drop_object(uint64_t id) {
+  auto i = objects_.find(id);
+  if (i == objects_.end())
+    return false;
+  if (auto* mem = memory())
+    mem->deallocate(i->second.block, i->second.block_bytes,
+                    memory::stream_ref{0});
+  object_bytes_ -= i->second.block_bytes;
+  objects_.erase(i);
+  return true;
+}
+
+void device::drop_all_objects() {
+  while (!objects_.empty())
+    drop_object(objects_.begin()->first);
+}
+
+caf::error device::copy_in(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return caf::none;
+}
+
+caf::error device::copy_out(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return caf::none;
 }
 
 void device::do_release_memory() {

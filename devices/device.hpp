@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <caf/error.hpp>
@@ -55,6 +56,21 @@ struct stage_view {
   /// the previous stage's output fills on the device.
   kernels::small_vector<kernels::typed_view, 4> inputs;
   int32_t from_previous = -1;
+  /// Bit i set: input i is a device-resident object of this device, already
+  /// in its memory at `inputs[i].data` (find_object); it is read there, not
+  /// copied in, and its transfer costs nothing.
+  uint32_t resident = 0;
+};
+
+/// An immutable buffer a device keeps in its memory between launches (a
+/// device-resident object, docs/objects.md): where it is and what it holds.
+struct resident_object {
+  /// The elements, in device memory (host memory on a simulated GPU).
+  kernels::typed_view data;
+  /// The block holding them and its size (what the tenant is charged).
+  void* block = nullptr;
+  uint64_t block_bytes = 0;
+  std::string tenant;
 };
 
 /// Called by an asynchronous device, from any thread, when the launch with
@@ -132,6 +148,39 @@ public:
   /// releases what it held. Unknown tickets are ignored.
   void finish(uint64_t ticket) { do_finish(ticket); }
 
+  /// Keeps a copy of `data` in device memory as object `id`, its block
+  /// tagged with `owner` (charged to its tenant, limited by its quota).
+  /// Synchronous: the copy is done when it returns. Errors: invalid_arguments
+  /// for an id it holds already or a device without memory of its own (CPU
+  /// workers read objects from their host copies); the memory errors of
+  /// `launch`; device_lost.
+  caf::error store_object(uint64_t id, kernels::typed_view data,
+                          const memory::owner_tag& owner);
+
+  /// Object `id`, or nullptr when the device does not hold it. Valid until
+  /// it is dropped or the device is reset, recreated or released.
+  const resident_object* find_object(uint64_t id) const {
+    auto i = objects_.find(id);
+    return i != objects_.end() ? &i->second : nullptr;
+  }
+
+  /// Copies object `id` to host memory (a `get`, or a spill before it is
+  /// evicted). Errors: invalid_arguments when it is not held; device_lost.
+  caf::expected<kernels::kernel_output> read_object(uint64_t id);
+
+  /// Frees object `id`; false when it is not held. Launches in flight that
+  /// read it must have ended (the caller counts its readers).
+  bool drop_object(uint64_t id);
+
+  /// Frees every object (a new device actor starts from none: the
+  /// balancer forgot the old one's). Backends also call it in their
+  /// destructors, while their memory exists, to refund a shared ledger.
+  void drop_all_objects();
+
+  /// Bytes of device memory the objects hold (their blocks), and how many.
+  uint64_t object_bytes() const { return object_bytes_; }
+  size_t object_count() const { return objects_.size(); }
+
   /// The device's memory (pool, limits, statistics), or nullptr for devices
   /// without device memory (CPU workers). Only the owner of the device uses
   /// it.
@@ -158,18 +207,29 @@ public:
   /// Tries to bring a lost device back into service; none on success.
   /// context_poisoned when a sticky error survived the reset: only
   /// `recreate` can bring it back.
-  caf::error reset() { return do_reset(); }
+  caf::error reset() {
+    // The objects went with the memory (the directory rebuilds or loses
+    // them); their blocks are forgotten with the memory's books.
+    forget_objects();
+    return do_reset();
+  }
 
   /// Replaces the device's context with a new one, as a new process would:
   /// the only cure for a sticky error. Everything on the device is gone. None
   /// on success; context_poisoned from backends that cannot do it here.
-  caf::error recreate() { return do_recreate(); }
+  caf::error recreate() {
+    forget_objects();
+    return do_recreate();
+  }
 
   /// The device is given up or taken out of service with no actor driving
   /// it: what its launches held is dropped and its memory's books cleared,
   /// so that no tenant stays charged for work lost with it (a simulated
   /// GPU's blocks go back to the host; a real GPU's went with its context).
-  void release_memory() { do_release_memory(); }
+  void release_memory() {
+    forget_objects();
+    do_release_memory();
+  }
 
   /// Warnings since the last call that do not take the device down
   /// (application-level Xids, corrected ECC errors, thermal throttling);
@@ -203,6 +263,11 @@ protected:
 
   device_info& mutable_info() { return info_; }
 
+  /// Backends whose memory is not host memory override both (a GPU's
+  /// copies, synchronous). The defaults copy with memcpy (simulated GPUs).
+  virtual caf::error copy_in(void* dst, const void* src, size_t bytes);
+  virtual caf::error copy_out(void* dst, const void* src, size_t bytes);
+
 private:
   std::atomic<uint64_t> xid_errors_{0};
   std::atomic<uint32_t> last_xid_{0};
@@ -234,7 +299,16 @@ private:
   virtual void do_release_memory();
   virtual std::vector<std::string> do_take_warnings() { return {}; }
 
+  /// Forgets every object without freeing its block (the memory's books
+  /// are cleared with them).
+  void forget_objects() {
+    objects_.clear();
+    object_bytes_ = 0;
+  }
+
   device_info info_;
+  std::unordered_map<uint64_t, resident_object> objects_;
+  uint64_t object_bytes_ = 0;
   mutable std::mutex completion_mtx_;
   completion_handler completion_;
 };

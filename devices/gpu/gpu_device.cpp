@@ -44,6 +44,8 @@ struct stage_layout {
   size_t in_bytes[COHORT_MAX_INPUTS] = {};
   size_t stage_in[COHORT_MAX_INPUTS] = {};
   bool from_previous[COHORT_MAX_INPUTS] = {};
+  /// A device-resident object: read in place, never staged.
+  bool resident[COHORT_MAX_INPUTS] = {};
   size_t out_off = 0;
   uint64_t out_elements = 0;
   kernels::dtype out_type = kernels::dtype::f32;
@@ -196,6 +198,7 @@ gpu_device::~gpu_device() {
   for (auto& [ticket, rec] : records_)
     release(rec, true);
   records_.clear();
+  drop_all_objects();
   for (auto& [id, m] : modules_)
     rt_->module_unload(m.module);
   modules_.clear();
@@ -419,7 +422,8 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
       lens.push_back(sl.in_len[i]);
       if (i < 2)
         la.in_len[i] = sl.in_len[i];
-      if (sl.from_previous[i])
+      sl.resident[i] = !sl.from_previous[i] && (st.resident >> i & 1) != 0;
+      if (sl.from_previous[i] || sl.resident[i])
         continue;
       sl.in_bytes[i] = sl.in_len[i] * kernels::element_size(sl.in_type[i]);
       sl.in_off[i] = dev;
@@ -507,6 +511,10 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     for (size_t i = 0; i < sl.n_in; ++i) {
       if (sl.from_previous[i]) {
         in_ptr[i] = previous_out;
+        continue;
+      }
+      if (sl.resident[i]) {
+        in_ptr[i] = chain[j].inputs[i].data;
         continue;
       }
       auto* staged = at<char>(rec.staging.data, sl.stage_in[i]);
@@ -675,6 +683,39 @@ caf::error gpu_device::do_health() {
   for (auto s : streams_)
     if (auto rc = rt_->stream_query(s); rc.failed() && is_sticky(rc.code))
       return COHORT_GPU_FAIL(rc, "polling a stream");
+  return caf::none;
+}
+
+caf::error gpu_device::copy_in(void* dst, const void* src, size_t bytes) {
+  // Synchronous on stream 0, as objects are ordered there (store_object).
+  if (lost_)
+    return lost_;
+  if (streams_.empty())
+    return make_error(errc::device_lost,
+                      info().name + ": no streams (a reset did not complete)");
+  if (auto rc = rt_->set_device(ordinal_); rc.failed())
+    return COHORT_GPU_FAIL(rc, "selecting the device");
+  auto rc = rt_->copy_to_device(dst, src, bytes, streams_[0]);
+  if (!rc.failed())
+    rc = rt_->stream_synchronize(streams_[0]);
+  if (rc.failed())
+    return fail(rc, "copying an object to the device", __LINE__);
+  return caf::none;
+}
+
+caf::error gpu_device::copy_out(void* dst, const void* src, size_t bytes) {
+  if (lost_)
+    return lost_;
+  if (streams_.empty())
+    return make_error(errc::device_lost,
+                      info().name + ": no streams (a reset did not complete)");
+  if (auto rc = rt_->set_device(ordinal_); rc.failed())
+    return COHORT_GPU_FAIL(rc, "selecting the device");
+  auto rc = rt_->copy_to_host(dst, src, bytes, streams_[0]);
+  if (!rc.failed())
+    rc = rt_->stream_synchronize(streams_[0]);
+  if (rc.failed())
+    return fail(rc, "copying an object to the host", __LINE__);
   return caf::none;
 }
 

@@ -135,6 +135,8 @@ private:
   caf::error do_reset() override;
   void do_release_memory() override;
   std::vector<std::string> do_take_warnings() override;
+  caf::error copy_in(void* dst, const void* src, size_t bytes) override;
+  caf::error copy_out(void* dst, const void* src, size_t bytes) override;
 
   caf::error create_streams(int line);
   void destroy_streams();

@@ -64,6 +64,7 @@ sim_device::~sim_device() {
   // ledger shared with other devices is refunded.
   while (!held_.empty())
     do_finish(held_.begin()->first);
+  drop_all_objects();
 }
 
 void sim_device::lose(bool permanent) {
@@ -179,7 +180,8 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     for (size_t i = 0; i < st.inputs.size(); ++i) {
       bool chained = st.from_previous == int32_t(i);
       lens.push_back(chained ? previous : st.inputs[i].size);
-      if (!chained)
+      // Resident objects are read where they are.
+      if (!chained && (st.resident >> i & 1) == 0)
         total += aligned(st.inputs[i].bytes());
     }
     total += aligned(kernels::output_bytes(st.id, st.args, lens));
@@ -199,6 +201,12 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     for (size_t i = 0; i < st.inputs.size(); ++i) {
       if (st.from_previous == int32_t(i)) {
         in.push_back(prev);
+        continue;
+      }
+      if ((st.resident >> i & 1) != 0) {
+        // A device-resident object: in device memory already, no transfer.
+        held += st.inputs[i].bytes();
+        in.push_back(st.inputs[i]);
         continue;
       }
       // The host-to-device copy.
