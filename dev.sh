@@ -169,7 +169,7 @@ case "$verb" in
     "$build_dir/tools/cohort" chaos "$@"
     ;;
   bench)
-    # ./dev.sh bench [dispatch|fleet|kernels|pool|placement] [options]
+    # ./dev.sh bench [dispatch|fleet|kernels|pool|placement|objects|geo|bundles] [options]
     setup; build
     which=dispatch
     if [ $# -gt 0 ] && [[ "$1" != -* ]]; then which=$1; shift; fi

@@ -229,6 +229,8 @@ private:
           cb(std::move(slot->outcome));
         } catch (...) {
         }
+        // Taken by the callback, with any object the end names.
+        slot->outcome = caf::error{};
         slot->release();
         if (auto* hub = holding_hub)
           hub->flush_held(false);
@@ -276,6 +278,8 @@ caf::expected<work_result> work_future::get() {
                       "moved from, or already taken)");
   slot_->wait(nullptr);
   auto out = std::move(slot_->outcome);
+  // Taken: the slot no longer answers for an object the end names.
+  slot_->outcome = caf::error{};
   reset();
   return out;
 }

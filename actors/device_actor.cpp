@@ -8,6 +8,7 @@
 #include "devices/memory/device_memory.hpp"
 #include "devices/topology.hpp"
 #include "messages/errc.hpp"
+#include "messages/output_buffer.hpp"
 
 namespace cohort::actors {
 
@@ -64,23 +65,81 @@ void stamp_next_start(device_state& st, uint32_t stream,
     next->started = now;
 }
 
+// Points input `i` of `stage` at the device's copy of the object `in`
+// names. The balancer sends an item here only with copies of its objects
+// here (the others it replaced by host copies).
+caf::error resolve_object(const devices::device& dev, const host_buffer& in,
+                          devices::stage_view& stage, size_t i) {
+  auto* obj = dev.find_object(in.object());
+  if (obj == nullptr)
+    return make_error(errc::object_lost, dev.info().name + ": object " +
+                                             std::to_string(in.object()) +
+                                             " is not here");
+  if (obj->data.size != in.size() || obj->data.type != in.type())
+    return make_error(errc::invalid_arguments,
+                      dev.info().name + ": object " +
+                          std::to_string(in.object()) +
+                          " is not the size or type the item names");
+  stage.inputs[i] = obj->data;
+  stage.resident |= uint32_t{1} << i;
+  return caf::none;
+}
+
 // Launches an item: one kernel, or its chain of kernels whose intermediate
-// outputs stay on the device. Its device memory is tagged with its owner.
+// outputs stay on the device; inputs naming objects are read where they
+// are. Its device memory is tagged with its owner.
 caf::expected<devices::launch_result>
 run_item(devices::device& dev, uint32_t stream, const run_request& req) {
   auto& item = req.item;
   devices::memory::owner_tag owner;
   if (dev.memory() != nullptr)
     owner = {item.tenant, item.id, std::string{kernels::name(item.kernel)}};
+  bool objects = item.reads_objects();
+  if (item.then.empty() && !objects)
+    return dev.launch(stream, req.ticket, item.kernel, item.args,
+                      item.typed_views(), owner);
   auto views = item.typed_views();
-  if (item.then.empty())
-    return dev.launch(stream, req.ticket, item.kernel, item.args, views, owner);
   std::vector<devices::stage_view> chain;
   chain.push_back({item.kernel, item.args, {views.begin(), views.end()}, -1});
   for (auto& st : item.then)
     chain.push_back({st.kernel, st.args, typed_stage_views(st, {}),
                      int32_t(st.input_slot)});
+  if (objects) {
+    for (size_t i = 0; i < item.inputs.size(); ++i)
+      if (item.inputs[i].object() != 0)
+        if (auto err = resolve_object(dev, item.inputs[i], chain[0], i))
+          return err;
+    for (size_t j = 0; j < item.then.size(); ++j) {
+      auto& st = item.then[j];
+      for (size_t i = 0; i < st.inputs.size(); ++i)
+        if (st.inputs[i].object() != 0) {
+          // The previous output takes slot input_slot; the others follow
+          // in order around it.
+          auto slot = i < st.input_slot ? i : i + 1;
+          if (auto err = resolve_object(dev, st.inputs[i], chain[j + 1], slot))
+            return err;
+        }
+    }
+  }
   return dev.launch_chain(stream, req.ticket, chain, owner);
+}
+
+// An item kept on the device: its output becomes object `keep_as` there.
+// When the device's memory refuses it, the output goes back as usual and
+// the balancer keeps the object in host memory.
+void keep_output(devices::device& dev, work_done& done, uint64_t keep_as,
+                 const std::string& tenant) {
+  if (keep_as == 0 || dev.memory() == nullptr)
+    return;
+  auto view = done.output.view();
+  if (dev.store_object(keep_as, view,
+                       {tenant, 0, "object " + std::to_string(keep_as)}))
+    return;
+  done.kept_as = keep_as;
+  done.kept_elements = view.size;
+  done.output.values = {};
+  done.output.raw = {};
+  done.output.indices = {};
 }
 
 // Runs one request. A launch that finishes at once goes to `ready`; a modeled
@@ -110,9 +169,15 @@ caf::error launch_one(self_ptr self, run_request& req,
       int64_t(double(res->device_time.count()) * res->reported_factor)};
   auto now = clock::now();
   auto hold = [&](std::chrono::milliseconds timeout) {
-    st.pending.emplace(req.ticket,
-                       device_state::pending_launch{std::move(done), stream,
-                                                    ++st.next_seq, timeout});
+    device_state::pending_launch p;
+    p.done = std::move(done);
+    p.stream = stream;
+    p.seq = ++st.next_seq;
+    p.timeout = timeout;
+    p.keep_as = req.keep_as;
+    if (req.keep_as != 0)
+      p.tenant = req.item.tenant;
+    st.pending.emplace(req.ticket, std::move(p));
   };
   if (res->pending || res->hung) {
     // Enqueued on a GPU (its completion arrives as a message) or hung. The
@@ -147,6 +212,7 @@ caf::error launch_one(self_ptr self, run_request& req,
     }
   }
   st.dev->finish(req.ticket);
+  keep_output(*st.dev, done, req.keep_as, req.item.tenant);
   ready.push_back(std::move(done));
   return caf::none;
 }
@@ -162,6 +228,9 @@ device_impl(device_actor::stateful_pointer<device_state> self,
   st.listener = std::move(listener);
   st.cfg = cfg;
   st.stream_free_at.assign(std::max(1u, st.dev->info().streams), clock::now());
+  // Objects a previous actor of the device kept were forgotten by the
+  // balancer when it ended: their memory goes back now.
+  st.dev->drop_all_objects();
   // Asynchronous devices signal completions from their runtime's threads;
   // the handler only posts a message (and none once this actor is gone).
   st.dev->on_completion([addr = self->address()](uint64_t ticket) {
@@ -226,6 +295,7 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           pending.done.device_ns =
               int64_t(double(res->device_time.count()) * res->reported_factor);
         }
+        keep_output(*st.dev, pending.done, pending.keep_as, pending.tenant);
         self->send(st.listener, done_atom::value, st.cfg.index,
                    std::vector<work_done>{std::move(pending.done)});
       },
@@ -291,6 +361,24 @@ device_impl(device_actor::stateful_pointer<device_state> self,
         none.device = self->state.dev->info().name;
         return none;
       },
+      [=](store_atom, uint64_t id, host_buffer& data,
+          std::string& tenant) -> caf::result<uint64_t> {
+        auto& dev = *self->state.dev;
+        if (data.object() != 0)
+          return make_error(errc::invalid_arguments,
+                            "an object is stored from host data");
+        if (auto err = dev.store_object(
+                id, data.view(), {tenant, 0, "object " + std::to_string(id)}))
+          return err;
+        return dev.find_object(id)->block_bytes;
+      },
+      [=](read_atom, uint64_t id) -> caf::result<host_buffer> {
+        auto out = self->state.dev->read_object(id);
+        if (!out)
+          return out.error();
+        return to_host_buffer(std::move(*out));
+      },
+      [=](drop_atom, uint64_t id) { self->state.dev->drop_object(id); },
   };
 }
 

@@ -46,7 +46,17 @@ using device_actor = caf::typed_actor<
     caf::replies_to<info_atom>::with<device_info>,
     /// Returns the device's memory (pool, limits, statistics, leaks); an
     /// empty snapshot for devices without device memory.
-    caf::replies_to<memory_atom>::with<memory_snapshot>>;
+    caf::replies_to<memory_atom>::with<memory_snapshot>,
+    /// Keeps a copy of `data` as object `id` of tenant `tenant` in device
+    /// memory (docs/objects.md); returns the bytes its block takes. Errors:
+    /// the memory's (out_of_memory, memory_limit, over_memory_quota),
+    /// invalid_arguments, device_lost.
+    caf::replies_to<store_atom, uint64_t, host_buffer,
+                    std::string>::with<uint64_t>,
+    /// Copies object `id` back to host memory.
+    caf::replies_to<read_atom, uint64_t>::with<host_buffer>,
+    /// Frees object `id` (no launch reads it any more).
+    caf::reacts_to<drop_atom, uint64_t>>;
 
 /// Settings of one device actor.
 struct device_actor_config {
@@ -74,6 +84,9 @@ struct device_state {
     /// When it got its stream (on a GPU): at launch if nothing older was
     /// pending there, else when the older launch ended. Unset while queued.
     std::chrono::steady_clock::time_point started{};
+    /// Keep its output on the device as this object, for this tenant.
+    uint64_t keep_as = 0;
+    std::string tenant;
   };
   std::shared_ptr<devices::device> dev;
   device_listener listener;

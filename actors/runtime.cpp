@@ -412,6 +412,29 @@ caf::expected<headroom_report> runtime::headroom(const std::string& tenant) {
   return ask<headroom_report>(quota_, headroom_atom::value, tenant);
 }
 
+caf::expected<object_info> runtime::put_object(const std::string& tenant,
+                                               host_buffer data,
+                                               const std::string& device) {
+  return ask<object_info>(balancer_, object_atom::value, put_atom::value,
+                          tenant, std::move(data), device);
+}
+
+caf::expected<host_buffer> runtime::get_object(const std::string& tenant,
+                                               uint64_t id) {
+  return ask<host_buffer>(balancer_, object_atom::value, get_atom::value,
+                          tenant, id);
+}
+
+void runtime::release_object(uint64_t id) {
+  caf::anon_send(balancer_, object_atom::value, release_atom::value, id);
+}
+
+caf::expected<std::vector<object_info>>
+runtime::objects(const std::string& tenant) {
+  return ask<std::vector<object_info>>(balancer_, object_atom::value,
+                                       list_atom::value, tenant);
+}
+
 caf::expected<simulation_report> runtime::simulate(allocation_plan plan) {
   return ask<simulation_report>(quota_, simulate_atom::value, std::move(plan));
 }

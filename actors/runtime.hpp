@@ -193,6 +193,21 @@ public:
   caf::expected<std::vector<std::string>>
   load_kernel_bundle(const std::string& dir);
 
+  /// Device-resident objects (docs/objects.md). `put_object` makes one of
+  /// `tenant` from `data`, kept on device `device` (empty: the granted
+  /// device with memory that has the least work), with one handle that the
+  /// caller owns; `release_object` drops a handle (and every result with
+  /// an object, work_result::object, brings one). `get_object` copies one
+  /// to the host; `objects` lists the live ones of `tenant` (every tenant
+  /// when empty).
+  caf::expected<object_info> put_object(const std::string& tenant,
+                                        host_buffer data,
+                                        const std::string& device = {});
+  caf::expected<host_buffer> get_object(const std::string& tenant, uint64_t id);
+  void release_object(uint64_t id);
+  caf::expected<std::vector<object_info>>
+  objects(const std::string& tenant = {});
+
   /// Bundles loaded and refused since start.
   bundle_counts kernel_bundles() const;
 

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include <caf/expected.hpp>
@@ -30,6 +32,27 @@ using batch_callback =
 
 namespace detail {
 
+/// Where the handles of one runtime's objects are released (the public
+/// API's object_ref, and ends whose object nobody took): the runtime while
+/// it lives, nowhere once it has stopped. Thread-safe.
+struct object_home {
+  std::mutex mtx;
+  std::function<void(uint64_t)> release;
+
+  /// Releases one handle of object `id`.
+  void drop(uint64_t id) {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (release)
+      release(id);
+  }
+
+  /// The runtime stops: later drops do nothing.
+  void close() {
+    std::lock_guard<std::mutex> guard{mtx};
+    release = nullptr;
+  }
+};
+
 /// One submitted item's end, shared by its work_future (if any) and the
 /// runtime's client hub until both let go. Thread-safe as used: the hub
 /// fills it once, then only the future reads it.
@@ -42,6 +65,17 @@ struct work_slot {
   caf::expected<work_result> outcome{caf::error{}};
   /// Called with the end instead of filling `outcome`, when set.
   work_callback callback;
+  /// Set by the public API: an end that names an object and is never
+  /// taken releases the object's handle there.
+  std::shared_ptr<object_home> home;
+
+  work_slot() = default;
+  work_slot(const work_slot&) = delete;
+  work_slot& operator=(const work_slot&) = delete;
+  ~work_slot() {
+    if (home && outcome && outcome->object.id != 0)
+      home->drop(outcome->object.id);
+  }
 
   /// Stores the end and wakes a waiter (a futex wake only if one sleeps).
   void fill(caf::expected<work_result> x);

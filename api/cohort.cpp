@@ -27,6 +27,39 @@ static_assert(uint8_t(dtype::u8) == uint8_t(kernels::dtype::u8) &&
 
 namespace detail {
 
+// One object handle, shared by every copy of an object_ref (and by the
+// inputs that read it): the last copy releases it at its runtime.
+struct object_state {
+  uint64_t id = 0;
+  std::string tenant;
+  dtype type = dtype::f32;
+  size_t size = 0;
+  std::shared_ptr<actors::detail::object_home> home;
+
+  ~object_state() {
+    if (home)
+      home->drop(id);
+  }
+};
+
+struct object_access {
+  static object_ref make(object_info&& info,
+                         std::shared_ptr<actors::detail::object_home> home) {
+    auto st = std::make_shared<object_state>();
+    st->id = info.id;
+    st->tenant = std::move(info.tenant);
+    st->type = static_cast<dtype>(info.type);
+    st->size = info.elements;
+    st->home = std::move(home);
+    object_ref out;
+    out.state_ = std::move(st);
+    return out;
+  }
+  static const std::shared_ptr<const object_state>& state(const object_ref& r) {
+    return r.state_;
+  }
+};
+
 // Moves slots between public futures and internal ones.
 struct slot_access {
   static void* take(actors::work_future&& f) {
@@ -54,6 +87,8 @@ struct slot_access {
 
 } // namespace detail
 
+using home_ptr = std::shared_ptr<actors::detail::object_home>;
+
 namespace {
 
 using detail::slot_access;
@@ -80,7 +115,7 @@ buffer typed_buffer(std::shared_ptr<const void> owner, const void* data,
   }
 }
 
-outcome to_outcome(caf::expected<work_result>&& x) {
+outcome to_outcome(caf::expected<work_result>&& x, const home_ptr& home) {
   if (!x) {
     auto code = code_of(x.error());
     // Errors of another category (CAF's own) have no errc of their own.
@@ -104,12 +139,29 @@ outcome to_outcome(caf::expected<work_result>&& x) {
   r.device = std::move(x->device);
   r.attempts = x->attempts;
   r.fallback = x->fallback;
+  if (x->object.id != 0 && home)
+    r.object = detail::object_access::make(std::move(x->object), home);
   return outcome{std::move(r)};
 }
 
 host_buffer to_host(const buffer& b) {
+  if (b.object() != 0)
+    return host_buffer::object(
+        b.object(), b.size(), static_cast<kernels::dtype>(b.type()), b.owner());
   return host_buffer{b.owner(), b.data(), b.size(),
                      static_cast<kernels::dtype>(b.type())};
+}
+
+// Why `b` may not be an input of an item of the runtime with `home`: it
+// names another runtime's object.
+std::string foreign_object(const buffer& b, const home_ptr& home) {
+  if (b.object() == 0)
+    return {};
+  auto* st = static_cast<const detail::object_state*>(b.owner().get());
+  if (st == nullptr || st->home != home)
+    return "an input names object " + std::to_string(b.object()) +
+           " of another runtime";
+  return {};
 }
 
 kernels::kernel_args to_args(const kernel_args& a) {
@@ -123,7 +175,14 @@ kernels::kernel_args to_args(const kernel_args& a) {
 }
 
 // The internal item, or why the public one cannot become one.
-std::string to_item(work&& w, work_item& out) {
+std::string to_item(work&& w, work_item& out, const home_ptr& home) {
+  for (auto& b : w.inputs)
+    if (auto why = foreign_object(b, home); !why.empty())
+      return why;
+  for (auto& st : w.then)
+    for (auto& b : st.inputs)
+      if (auto why = foreign_object(b, home); !why.empty())
+        return why;
   out.id = w.id;
   out.tenant = std::move(w.tenant);
   out.kernel = static_cast<kernels::kernel_id>(w.kernel);
@@ -141,6 +200,7 @@ std::string to_item(work&& w, work_item& out) {
     out.then.push_back(std::move(c));
   }
   out.gang = w.gang;
+  out.keep_on_device = w.keep_on_device;
   return {};
 }
 
@@ -151,7 +211,7 @@ caf::error refusal(uint64_t id, const std::string& why) {
 }
 
 outcome refused(uint64_t id, const std::string& why) {
-  return to_outcome(caf::expected<work_result>{refusal(id, why)});
+  return to_outcome(caf::expected<work_result>{refusal(id, why)}, nullptr);
 }
 
 [[noreturn]] void raise(const caf::error& err) {
@@ -163,6 +223,34 @@ outcome refused(uint64_t id, const std::string& why) {
 
 const char* version() {
   return COHORT_VERSION;
+}
+
+uint64_t object_ref::id() const {
+  return state_ ? state_->id : 0;
+}
+
+const std::string& object_ref::tenant() const {
+  static const std::string none;
+  return state_ ? state_->tenant : none;
+}
+
+dtype object_ref::type() const {
+  return state_ ? state_->type : dtype::f32;
+}
+
+size_t object_ref::size() const {
+  return state_ ? state_->size : 0;
+}
+
+buffer::buffer(const object_ref& obj) {
+  auto& st = detail::object_access::state(obj);
+  if (!st)
+    throw error{errc::invalid_arguments,
+                "invalid_arguments: a buffer of an empty object handle"};
+  owner_ = st;
+  size_ = st->size;
+  type_ = st->type;
+  object_ = st->id;
 }
 
 size_t element_size(dtype t) {
@@ -332,8 +420,9 @@ outcome future::wait() {
     return outcome{errc::invalid_arguments,
                    "invalid_arguments: the future is empty (never "
                    "submitted, or its end was taken already)"};
+  auto home = slot_access::slot(*this)->home;
   auto f = slot_access::adopt(*this);
-  return to_outcome(f.get());
+  return to_outcome(f.get(), home);
 }
 
 // -- runtime ----------------------------------------------------------------
@@ -343,9 +432,31 @@ struct runtime::impl {
     // nop
   }
 
+  ~impl() {
+    // Handles that outlive the runtime release nothing.
+    if (home)
+      home->close();
+  }
+
+  // The handles of this runtime's objects release them here.
+  void open_home() {
+    home = std::make_shared<actors::detail::object_home>();
+    auto* r = rt.get();
+    home->release = [r](uint64_t id) { r->release_object(id); };
+  }
+
+  // A future whose end may name an object knows where to release it.
+  future make_future(actors::work_future&& f) {
+    auto out = slot_access::make(std::move(f));
+    if (auto* s = slot_access::slot(out))
+      s->home = home;
+    return out;
+  }
+
   system_config cfg;
   caf::actor_system sys;
   std::unique_ptr<actors::runtime> rt;
+  home_ptr home;
 };
 
 runtime::runtime(std::unique_ptr<impl> p) : impl_(std::move(p)) {
@@ -427,27 +538,30 @@ runtime runtime::start(const options& opts) {
   if (!rt)
     raise(rt.error());
   p->rt = std::move(*rt);
+  p->open_home();
   return runtime{std::move(p)};
 }
 
 future runtime::submit(work item) {
   work_item internal;
   auto id = item.id;
-  if (auto why = to_item(std::move(item), internal); !why.empty())
+  if (auto why = to_item(std::move(item), internal, impl_->home); !why.empty())
     return slot_access::make(actors::client_hub::ready(id, refusal(id, why)));
-  return slot_access::make(impl_->rt->submit(std::move(internal)));
+  return impl_->make_future(impl_->rt->submit(std::move(internal)));
 }
 
 void runtime::submit(work item, callback done) {
   work_item internal;
   auto id = item.id;
-  if (auto why = to_item(std::move(item), internal); !why.empty()) {
+  if (auto why = to_item(std::move(item), internal, impl_->home);
+      !why.empty()) {
     done(refused(id, why));
     return;
   }
   impl_->rt->submit(std::move(internal),
-                    [done = std::move(done)](caf::expected<work_result> x) {
-                      done(to_outcome(std::move(x)));
+                    [done = std::move(done),
+                     home = impl_->home](caf::expected<work_result> x) {
+                      done(to_outcome(std::move(x), home));
                     });
 }
 
@@ -462,7 +576,8 @@ std::vector<future> runtime::submit_many(std::vector<work> items) {
   for (size_t i = 0; i < items.size(); ++i) {
     work_item internal;
     auto id = items[i].id;
-    if (auto why = to_item(std::move(items[i]), internal); !why.empty()) {
+    if (auto why = to_item(std::move(items[i]), internal, impl_->home);
+        !why.empty()) {
       out[i] =
           slot_access::make(actors::client_hub::ready(id, refusal(id, why)));
       continue;
@@ -472,7 +587,7 @@ std::vector<future> runtime::submit_many(std::vector<work> items) {
   }
   auto futures = impl_->rt->submit(std::move(ok));
   for (size_t j = 0; j < futures.size(); ++j)
-    out[where[j]] = slot_access::make(std::move(futures[j]));
+    out[where[j]] = impl_->make_future(std::move(futures[j]));
   return out;
 }
 
@@ -482,17 +597,18 @@ void runtime::submit_many(std::vector<work> items, batch_callback done) {
   for (auto& w : items) {
     work_item internal;
     auto id = w.id;
-    if (auto why = to_item(std::move(w), internal); !why.empty()) {
+    if (auto why = to_item(std::move(w), internal, impl_->home); !why.empty()) {
       done(id, refused(id, why));
       continue;
     }
     ok.push_back(std::move(internal));
   }
   auto shared = std::make_shared<batch_callback>(std::move(done));
-  impl_->rt->submit(std::move(ok),
-                    [shared](uint64_t id, caf::expected<work_result> x) {
-                      (*shared)(id, to_outcome(std::move(x)));
-                    });
+  impl_->rt->submit(
+      std::move(ok),
+      [shared, home = impl_->home](uint64_t id, caf::expected<work_result> x) {
+        (*shared)(id, to_outcome(std::move(x), home));
+      });
 }
 
 void runtime::cancel(uint64_t id) {
@@ -519,9 +635,9 @@ outcome runtime::run(work item, std::chrono::milliseconds timeout) {
   // The facade refuses a timeout that is not positive.
   work_item internal;
   auto id = item.id;
-  if (auto why = to_item(std::move(item), internal); !why.empty())
+  if (auto why = to_item(std::move(item), internal, impl_->home); !why.empty())
     return refused(id, why);
-  return to_outcome(impl_->rt->run(std::move(internal), timeout));
+  return to_outcome(impl_->rt->run(std::move(internal), timeout), impl_->home);
 }
 
 std::vector<device_view> runtime::devices() const {
@@ -610,6 +726,59 @@ dry_run_report runtime::dry_run(const std::vector<dry_run_step>& steps,
   for (auto& s : r->steps)
     out.steps.push_back({s.ok, s.code, s.detail, s.soft});
   out.tenant_peaks = r->tenant_peaks;
+  return out;
+}
+
+object_ref runtime::put(const std::string& tenant, buffer data,
+                        const std::string& device) {
+  if (data.object() != 0)
+    throw error{errc::invalid_arguments,
+                "invalid_arguments: an object is made from host data, not "
+                "from another object's buffer"};
+  auto info = impl_->rt->put_object(tenant, to_host(data), device);
+  if (!info)
+    raise(info.error());
+  return detail::object_access::make(std::move(*info), impl_->home);
+}
+
+buffer runtime::get(const object_ref& obj) {
+  auto& st = detail::object_access::state(obj);
+  if (!st)
+    throw error{errc::invalid_arguments,
+                "invalid_arguments: runtime::get of an empty object handle"};
+  if (st->home != impl_->home)
+    throw error{errc::invalid_arguments, "invalid_arguments: object " +
+                                             std::to_string(st->id) +
+                                             " belongs to another runtime"};
+  auto b = impl_->rt->get_object(st->tenant, st->id);
+  if (!b)
+    raise(b.error());
+  auto held = std::make_shared<host_buffer>(std::move(*b));
+  auto view = held->view();
+  return typed_buffer(held, view.data, view.size,
+                      static_cast<dtype>(view.type));
+}
+
+std::vector<object_view> runtime::objects(const std::string& tenant) {
+  auto list = impl_->rt->objects(tenant);
+  if (!list)
+    raise(list.error());
+  std::vector<object_view> out;
+  out.reserve(list->size());
+  for (auto& o : *list) {
+    object_view v;
+    v.id = o.id;
+    v.tenant = std::move(o.tenant);
+    v.type = static_cast<dtype>(o.type);
+    v.size = o.elements;
+    v.bytes = o.bytes();
+    v.devices = std::move(o.devices);
+    v.host_copy = o.host_copy;
+    v.handles = o.handles;
+    v.readers = o.readers;
+    v.age_ms = o.age_ms;
+    out.push_back(std::move(v));
+  }
   return out;
 }
 

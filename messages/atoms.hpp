@@ -47,5 +47,12 @@ using device_atom = caf::atom_constant<caf::atom("device")>;
 using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
 using audit_atom = caf::atom_constant<caf::atom("audit")>;
 using bundle_atom = caf::atom_constant<caf::atom("bundle")>;
+using object_atom = caf::atom_constant<caf::atom("object")>;
+using put_atom = caf::atom_constant<caf::atom("put")>;
+using get_atom = caf::atom_constant<caf::atom("get")>;
+using list_atom = caf::atom_constant<caf::atom("list")>;
+using store_atom = caf::atom_constant<caf::atom("store")>;
+using read_atom = caf::atom_constant<caf::atom("read")>;
+using drop_atom = caf::atom_constant<caf::atom("drop")>;
 
 } // namespace cohort

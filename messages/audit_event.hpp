@@ -31,6 +31,9 @@ enum class audit_kind : uint8_t {
   rotated = 11,
   /// A kernel bundle loaded or refused (12 is BATCH, a storage form).
   kernel_bundle = 13,
+  /// A device-resident object made, stored, evicted, lost or freed
+  /// (docs/objects.md).
+  object = 14,
 };
 
 /// Returns the kind's name ("admitted", ...).

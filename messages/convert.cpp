@@ -57,6 +57,8 @@ const char* to_string(audit_kind kind) {
     return "rotated";
   case audit_kind::kernel_bundle:
     return "kernel_bundle";
+  case audit_kind::object:
+    return "object";
   }
   return "unknown";
 }

@@ -75,6 +75,8 @@ std::string to_string(errc x) {
     return "kernel_error";
   case errc::bundle_refused:
     return "bundle_refused";
+  case errc::object_lost:
+    return "object_lost";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

@@ -51,6 +51,24 @@ public:
     // nop
   }
 
+  /// An input that names device-resident object `id` (docs/objects.md) of
+  /// `size` elements of `type`, with no host data: the balancer resolves it
+  /// to a copy on the device the item runs on, or to the object's host
+  /// copy, before any device reads it. `handle`, the client's handle of
+  /// the object, is held by every copy (the item holds the object).
+  static host_buffer object(uint64_t id, size_t size, kernels::dtype type,
+                            std::shared_ptr<const void> handle = {}) {
+    host_buffer b;
+    b.owner_ = std::move(handle);
+    b.size_ = size;
+    b.type_ = type;
+    b.object_ = id;
+    return b;
+  }
+
+  /// The object it names; 0 for a buffer of host data.
+  uint64_t object() const { return object_; }
+
   /// The values of an f32 buffer (what the built-in kernels take); empty
   /// for a default-constructed buffer or one of another type.
   std::span<const float> span() const {
@@ -71,7 +89,7 @@ public:
 
   /// Where the values are: copies of one buffer share an identity, and
   /// two live buffers with one identity and one size hold the same values
-  /// (null for a default buffer).
+  /// (null for a default buffer and an object's name).
   const void* identity() const { return data_; }
 
 private:
@@ -79,6 +97,7 @@ private:
   const void* data_ = nullptr;
   size_t size_ = 0;
   kernels::dtype type_ = kernels::dtype::f32;
+  uint64_t object_ = 0;
 };
 
 /// Serializes a buffer as its element type and bytes (only for remote
@@ -88,9 +107,14 @@ typename std::enable_if<Inspector::reads_state,
                         typename Inspector::result_type>::type
 inspect(Inspector& f, host_buffer& x) {
   auto type = static_cast<uint8_t>(x.type());
-  auto* p = static_cast<const uint8_t*>(x.view().data);
-  std::vector<uint8_t> tmp(p, p + x.bytes());
-  return f(type, tmp);
+  auto object = x.object();
+  uint64_t size = x.size();
+  std::vector<uint8_t> tmp;
+  if (object == 0) {
+    auto* p = static_cast<const uint8_t*>(x.view().data);
+    tmp.assign(p, p + x.bytes());
+  }
+  return f(type, tmp, object, size);
 }
 
 /// Deserializes a buffer from its element type and bytes.
@@ -100,10 +124,18 @@ typename std::enable_if<Inspector::writes_state,
 inspect(Inspector& f, host_buffer& x) {
   uint8_t type = 0;
   std::vector<uint8_t> tmp;
+  uint64_t object = 0;
+  uint64_t size = 0;
   auto load = caf::meta::load_callback([&]() -> caf::error {
     if (type >= kernels::dtype_limit)
       return caf::sec::invalid_argument;
     auto t = static_cast<kernels::dtype>(type);
+    if (object != 0) {
+      if (!tmp.empty())
+        return caf::sec::invalid_argument;
+      x = host_buffer::object(object, size, t);
+      return caf::none;
+    }
     if (tmp.size() % kernels::element_size(t) != 0)
       return caf::sec::invalid_argument;
     auto held = std::make_shared<const std::vector<uint8_t>>(std::move(tmp));
@@ -111,7 +143,7 @@ inspect(Inspector& f, host_buffer& x) {
                     t};
     return caf::none;
   });
-  return f(type, tmp, load);
+  return f(type, tmp, object, size, load);
 }
 
 } // namespace cohort

@@ -11,6 +11,8 @@
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "messages/objects.hpp"
+
 namespace cohort {
 
 /// Where a device stands in its life cycle. The supervisor drives it (health
@@ -212,6 +214,8 @@ struct balancer_stats {
   /// Exploration runs: an item sent to a device with no measurement for
   /// its kernel and size class yet.
   uint64_t explored = 0;
+  /// Device-resident objects (docs/objects.md).
+  object_counters objects;
 };
 
 template <class Inspector>
@@ -220,7 +224,8 @@ typename Inspector::result_type inspect(Inspector& f, balancer_stats& x) {
            x.fallbacks_by_reason, x.completed, x.retries, x.failed,
            x.duplicates_dropped, x.outstanding, x.fallback_by_tenant,
            x.admission, x.latency, x.waiting, x.max_waiting, x.batches,
-           x.batched_items, x.gangs, x.gang_waits, x.explored, x.cancelled);
+           x.batched_items, x.gangs, x.gang_waits, x.explored, x.cancelled,
+           x.objects);
 }
 
 } // namespace cohort

@@ -34,6 +34,10 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<work_done>>(
       "std::vector<cohort::work_done>");
   cfg.add_message_type<run_request>("cohort::run_request");
+  cfg.add_message_type<host_buffer>("cohort::host_buffer");
+  cfg.add_message_type<object_info>("cohort::object_info");
+  cfg.add_message_type<std::vector<object_info>>(
+      "std::vector<cohort::object_info>");
   cfg.add_message_type<std::vector<run_request>>(
       "std::vector<cohort::run_request>");
   cfg.add_message_type<device_info>("cohort::device_info");

@@ -8,6 +8,7 @@
 
 #include "kernels/catalog.hpp"
 #include "messages/host_buffer.hpp"
+#include "messages/objects.hpp"
 
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
@@ -83,6 +84,23 @@ struct work_item {
   /// a failure's id field). The id stays the item's name everywhere else
   /// (the audit log, devices, errors).
   uint64_t tag = 0;
+  /// Its output stays on the device that made it, as a new object
+  /// (docs/objects.md): the result names the object instead of carrying
+  /// the values.
+  bool keep_on_device = false;
+
+  /// Inputs that name objects (host_buffer::object), first stage and
+  /// chained stages alike.
+  bool reads_objects() const {
+    for (auto& in : inputs)
+      if (in.object() != 0)
+        return true;
+    for (auto& st : then)
+      for (auto& in : st.inputs)
+        if (in.object() != 0)
+          return true;
+    return false;
+  }
 
   /// What the client's sink knows the item by: its tag when set, else its
   /// id.
@@ -175,7 +193,7 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("work_item"), x.id, x.tenant, kernel, x.args,
-           x.inputs, x.then, x.gang, x.tag, load);
+           x.inputs, x.then, x.gang, x.tag, x.keep_on_device, load);
 }
 
 /// The successful end of a work item, as the client receives it.
@@ -190,12 +208,15 @@ struct work_result {
   bool fallback = false;
   /// The item's tag (see work_item::tag).
   uint64_t tag = 0;
+  /// An item kept on a device: the object its output became (then `output`
+  /// is empty); id 0 otherwise.
+  object_info object;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_result& x) {
   return f(caf::meta::type_name("work_result"), x.id, x.output, x.device,
-           x.attempts, x.fallback, x.tag);
+           x.attempts, x.fallback, x.tag, x.object);
 }
 
 /// One item's end in a batch of ends: its result, or (error set) why it
@@ -220,11 +241,17 @@ struct work_done {
   kernels::kernel_output output;
   /// Time the device spent on it (modeled on simulated devices).
   int64_t device_ns = 0;
+  /// Non-zero: the output was kept on the device as this object
+  /// (run_request::keep_as); `output` holds its type only, `kept_elements`
+  /// its size.
+  uint64_t kept_as = 0;
+  uint64_t kept_elements = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_done& x) {
-  return f(caf::meta::type_name("work_done"), x.id, x.output, x.device_ns);
+  return f(caf::meta::type_name("work_done"), x.id, x.output, x.device_ns,
+           x.kept_as, x.kept_elements);
 }
 
 /// One launch the balancer asks a device actor for. The device allocates
@@ -232,12 +259,17 @@ typename Inspector::result_type inspect(Inspector& f, work_done& x) {
 struct run_request {
   /// The balancer's ticket for the item (unique per runtime).
   uint64_t ticket = 0;
+  /// Inputs naming objects are on this device (the others were replaced by
+  /// host copies).
   work_item item;
+  /// Non-zero: keep the output on the device as this object, if it can
+  /// (its memory may refuse: the output then comes back as usual).
+  uint64_t keep_as = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
-  return f(caf::meta::type_name("run_request"), x.ticket, x.item);
+  return f(caf::meta::type_name("run_request"), x.ticket, x.item, x.keep_as);
 }
 
 } // namespace cohort

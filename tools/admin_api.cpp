@@ -209,6 +209,8 @@ const std::vector<admin_route>& admin_api::routes() {
       {"GET", "/v1/devices", false, &self::get_devices},
       {"GET", "/v1/tenants", false, &self::get_tenants},
       {"GET", "/v1/alerts", false, &self::get_alerts},
+      {"GET", "/v1/objects", false, &self::get_objects},
+      {"GET", "/v1/tenants/:name/objects", false, &self::get_objects},
       {"POST", "/v1/simulate", false, &self::post_simulate},
       {"POST", "/v1/devices/:name/drain", true, &self::post_device_action},
       {"POST", "/v1/devices/:name/offline", true, &self::post_device_action},
@@ -315,6 +317,35 @@ http_reply admin_api::get_alerts(const admin_request&) {
   pb::AlertList out;
   for (auto& a : *alerts)
     fill_alert(*out.add_alerts(), a);
+  return json(200, out);
+}
+
+http_reply admin_api::get_objects(const admin_request& req) {
+  std::string tenant = req.params.empty() ? std::string{} : req.params[0];
+  if (!tenant.empty()) {
+    // A tenant the node does not know is an error, not an empty list.
+    auto h = rt_.headroom(tenant);
+    if (!h)
+      return error(h.error());
+  }
+  auto objects = rt_.objects(tenant);
+  if (!objects)
+    return error(objects.error());
+  pb::ObjectList out;
+  for (auto& o : *objects) {
+    auto* v = out.add_objects();
+    v->set_id(o.id);
+    v->set_tenant(o.tenant);
+    v->set_dtype(std::string{kernels::name(o.type)});
+    v->set_elements(o.elements);
+    v->set_bytes(o.bytes());
+    for (auto& d : o.devices)
+      v->add_devices(d);
+    v->set_host_copy(o.host_copy);
+    v->set_handles(o.handles);
+    v->set_readers(o.readers);
+    v->set_age_ms(o.age_ms);
+  }
   return json(200, out);
 }
 

@@ -7,8 +7,10 @@
 #include <google/protobuf/util/json_util.h>
 #include <httplib.h>
 
+#include "messages/admin.pb.h"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
+#include "tools/byte_units.hpp"
 #include "tools/strict_numbers.hpp"
 
 namespace cohort::tools {
@@ -39,6 +41,7 @@ void add_admin_command(CLI::App& parent, admin_cli& c) {
         {"devices", "every device and its state"},
         {"tenants", "every tenant's grant, limits and headroom"},
         {"alerts", "the alerts firing now"},
+        {"objects", "every device-resident object (docs/objects.md)"},
         {"metrics", "the Prometheus text of /metrics"}})
     c.commands[name] = admin->add_subcommand(name, help);
   auto* sim = admin->add_subcommand(
@@ -68,12 +71,89 @@ void add_admin_command(CLI::App& parent, admin_cli& c) {
     cmd->fallthrough();
 }
 
-int cmd_admin(const admin_cli& c) {
-  std::string url = "http://127.0.0.1:9470";
+std::string node_url(const std::string& given) {
+  if (!given.empty())
+    return given;
   if (auto* env = std::getenv("COHORT_URL"))
-    url = env;
-  if (!c.url.empty())
-    url = c.url;
+    return env;
+  return "http://127.0.0.1:9470";
+}
+
+void add_objects_command(CLI::App& parent, objects_cli& c) {
+  c.app = parent.add_subcommand(
+      "objects", "a running node's device-resident objects (docs/objects.md): "
+                 "id, tenant, type, size, the devices holding a copy, a host "
+                 "copy, holders (handles + items reading it), age. URL "
+                 "defaults to $COHORT_URL or http://127.0.0.1:9470");
+  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
+  c.app->add_option("--tenant", c.tenant, "only this tenant's")
+      ->type_name("NAME");
+  c.app->add_flag("--json", c.json, "the admin API's JSON answer");
+}
+
+int cmd_objects(const objects_cli& c) {
+  auto url = node_url(c.url);
+  httplib::Client client{url};
+  client.set_connection_timeout(5);
+  client.set_read_timeout(30);
+  auto path = c.tenant.empty() ? std::string{"/v1/objects"}
+                               : "/v1/tenants/" + c.tenant + "/objects";
+  auto res = client.Get(path.c_str());
+  if (!res) {
+    std::fprintf(stderr, "cohort objects: cannot reach %s: %s\n", url.c_str(),
+                 httplib::to_string(res.error()).c_str());
+    return exit_failed;
+  }
+  if (res->status != 200) {
+    std::fprintf(stderr, "cohort objects: HTTP %d: %s\n", res->status,
+                 res->body.c_str());
+    return exit_failed;
+  }
+  if (c.json) {
+    std::fputs(res->body.c_str(), stdout);
+    return exit_ok;
+  }
+  pb::ObjectList list;
+  google::protobuf::util::JsonParseOptions lenient;
+  lenient.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(res->body, &list, lenient)
+           .ok()) {
+    std::fprintf(stderr,
+                 "cohort objects: %s answered something that is not "
+                 "an object list\n",
+                 url.c_str());
+    return exit_failed;
+  }
+  std::printf("%-8s %-16s %-4s %12s %10s %-24s %-4s %7s %6s\n", "ID", "TENANT",
+              "TYPE", "ELEMENTS", "BYTES", "DEVICES", "HOST", "HOLDERS", "AGE");
+  uint64_t on_devices = 0;
+  uint64_t host_only = 0;
+  for (auto& o : list.objects()) {
+    std::string devs;
+    for (auto& d : o.devices())
+      devs += (devs.empty() ? "" : ",") + d;
+    if (devs.empty())
+      devs = "-";
+    on_devices += o.bytes() * uint64_t(o.devices_size());
+    if (o.devices_size() == 0 && o.host_copy())
+      host_only += o.bytes();
+    auto age = o.age_ms() < 10000 ? std::to_string(o.age_ms()) + "ms"
+                                  : std::to_string(o.age_ms() / 1000) + "s";
+    std::printf("%-8llu %-16s %-4s %12llu %10s %-24s %-4s %3u+%-3u %6s\n",
+                (unsigned long long)o.id(), o.tenant().c_str(),
+                o.dtype().c_str(), (unsigned long long)o.elements(),
+                human_bytes(o.bytes()).c_str(), devs.c_str(),
+                o.host_copy() ? "yes" : "no", o.handles(), o.readers(),
+                age.c_str());
+  }
+  std::printf("%d object%s: %s in device memory, %s in host memory only\n",
+              list.objects_size(), list.objects_size() == 1 ? "" : "s",
+              human_bytes(on_devices).c_str(), human_bytes(host_only).c_str());
+  return exit_ok;
+}
+
+int cmd_admin(const admin_cli& c) {
+  auto url = node_url(c.url);
   std::string token;
   if (auto* env = std::getenv("COHORT_ADMIN_TOKEN"))
     token = env;
@@ -91,7 +171,7 @@ int cmd_admin(const admin_cli& c) {
   std::string path;
   std::string body;
   if (cmd == "stats" || cmd == "devices" || cmd == "tenants" ||
-      cmd == "alerts" || cmd == "metrics") {
+      cmd == "alerts" || cmd == "objects" || cmd == "metrics") {
     path = cmd == "metrics" ? "/metrics" : "/v1/" + cmd;
   } else if (cmd == "drain" || cmd == "offline" || cmd == "online") {
     method = "POST";

@@ -21,6 +21,25 @@ struct admin_cli {
   string_options limits;
 };
 
+/// The node's admin API address: `given`, else $COHORT_URL, else
+/// http://127.0.0.1:9470.
+std::string node_url(const std::string& given);
+
+/// `cohort objects` as CLI11 parsed it.
+struct objects_cli {
+  CLI::App* app = nullptr;
+  std::string url;
+  std::string tenant;
+  bool json = false;
+};
+
+/// Adds `objects [--url URL] [--tenant NAME] [--json]` to `parent`.
+void add_objects_command(CLI::App& parent, objects_cli& c);
+
+/// Lists a node's device-resident objects as a table (or its JSON): 0, or
+/// 1 when the node cannot be reached or refuses.
+int cmd_objects(const objects_cli& c);
+
 /// Adds `admin [--url URL] [--token-file FILE] COMMAND [ARGS]` to `parent`.
 void add_admin_command(CLI::App& parent, admin_cli& c);
 

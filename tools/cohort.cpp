@@ -487,6 +487,8 @@ int main(int argc, char** argv) {
   tools::add_serve_command(app, serve_args);
   tools::admin_cli admin_args;
   tools::add_admin_command(app, admin_args);
+  tools::objects_cli objects_args;
+  tools::add_objects_command(app, objects_args);
 
   std::string shell;
   auto* completion = app.add_subcommand(
@@ -532,6 +534,8 @@ int main(int argc, char** argv) {
     return tools::cmd_serve(serve_args);
   if (admin_args.app->parsed())
     return tools::cmd_admin(admin_args);
+  if (objects_args.app->parsed())
+    return tools::cmd_objects(objects_args);
   if (completion->parsed()) {
     std::fputs(tools::bash_completion(app).c_str(), stdout);
     return exit_ok;

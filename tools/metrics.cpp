@@ -107,6 +107,8 @@ caf::expected<metrics_input> read_metrics(actors::runtime& rt) {
     in.audit = std::move(*audit);
   in.xids = rt.xid_errors();
   in.bundles = rt.kernel_bundles();
+  if (auto objects = rt.objects())
+    in.objects = std::move(*objects);
   return in;
 }
 
@@ -425,6 +427,52 @@ metrics_exporter::render(const metrics_input& in,
       refused.add({{"reason", why}},
                   n == in.bundles.refused.end() ? 0.0 : double(n->second));
     }
+  }
+  {
+    // Device-resident objects (docs/objects.md): what they hold now, per
+    // tenant and place ("host" for host copies), and what happened to them.
+    std::map<std::string, uint64_t> live;
+    std::map<std::pair<std::string, std::string>, uint64_t> bytes;
+    for (auto& o : in.objects) {
+      ++live[o.tenant];
+      for (auto& d : o.devices)
+        bytes[{o.tenant, d}] += o.bytes();
+      if (o.host_copy)
+        bytes[{o.tenant, "host"}] += o.bytes();
+    }
+    family objects{out, "cohort_objects", "Live device-resident objects",
+                   MetricType::Gauge};
+    for (auto& [tenant, n] : live)
+      objects.add({{"tenant", tenant}}, double(n));
+    family held{out, "cohort_object_bytes",
+                "Bytes of device-resident objects' copies, by tenant and "
+                "where the copy is (a device, or host)",
+                MetricType::Gauge};
+    for (auto& [key, b] : bytes)
+      held.add({{"tenant", key.first}, {"device", key.second}}, double(b));
+    auto& oc = in.stats.objects;
+    auto one = [&](const char* name, const char* help, double v) {
+      family{out, name, help, MetricType::Counter}.add({}, v);
+    };
+    one("cohort_objects_made_total",
+        "Objects made (put, or an item's output kept on a device)",
+        double(oc.made));
+    one("cohort_objects_freed_total",
+        "Objects freed (their last holder let go)", double(oc.freed));
+    one("cohort_object_copies_stored_total", "Object copies stored on devices",
+        double(oc.copies_stored));
+    one("cohort_object_evictions_total",
+        "Object copies evicted from a device to make room", double(oc.evicted));
+    one("cohort_object_spills_total",
+        "Only copies of objects read back to host memory before they were "
+        "evicted",
+        double(oc.spilled));
+    one("cohort_object_copies_lost_total",
+        "Object copies that went with a lost device", double(oc.copies_lost));
+    one("cohort_objects_lost_total",
+        "Objects lost with a device that held their only copy (their readers "
+        "end with object_lost)",
+        double(oc.lost));
   }
   {
     family firing{out, "cohort_alerts_firing",

@@ -31,6 +31,8 @@ struct metrics_input {
   std::vector<std::pair<uint64_t, uint32_t>> xids;
   /// Kernel bundles loaded and refused.
   actors::bundle_counts bundles;
+  /// The live device-resident objects.
+  std::vector<object_info> objects;
 };
 
 /// Reads a runtime's counters (a few actor round trips).

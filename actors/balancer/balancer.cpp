@@ -4,6 +4,7 @@
 
 #include "actors/balancer/admission_rules.hpp"
 #include "actors/balancer/gang_planner.hpp"
+#include "actors/balancer/objects.hpp"
 #include "actors/balancer/placement_policy.hpp"
 #include "actors/balancer/state.hpp"
 #include "quota/simulation.hpp"
@@ -18,6 +19,7 @@
 #include "devices/memory/memory_resource.hpp"
 #include "kernels/small_vector.hpp"
 #include "messages/errc.hpp"
+#include "messages/output_buffer.hpp"
 
 namespace cohort::actors {
 
@@ -203,11 +205,16 @@ uint32_t cell_key(size_t device, const balancer_state::record& r) {
 // not moved again. With `evicting`, inputs it would have to push others out
 // for cost those too (a later item moves them back): what placement weighs,
 // not what the run measures.
-double units_on(const balancer_state::slot& s, const balancer_state::record& r,
-                bool evicting = false) {
+double units_on(const balancer_state& st, size_t index,
+                const balancer_state::record& r, bool evicting = false) {
+  auto& s = st.devices[index];
+  // Objects a device holds are read where they are (docs/objects.md).
+  double objects = r.objects.empty()
+                       ? 0.0
+                       : double(st.objects.resident_bytes(r.objects, index));
   if (s.resident.budget() == 0)
-    return r.cost_units;
-  double held = 0;
+    return std::max(r.cost_units - objects, r.cost_units * 0.01);
+  double held = objects;
   uint64_t incoming = 0;
   for (auto& in : r.item.inputs) {
     if (s.resident.holds(in.span().data()))
@@ -252,8 +259,7 @@ double rate_of(const balancer_state& st, size_t index, kernels::kernel_id k,
 // measure instead of guessing).
 double predict_ns(const balancer_state& st, size_t index,
                   const balancer_state::record& r, bool* explore = nullptr) {
-  auto& s = st.devices[index];
-  auto units = units_on(s, r, true);
+  auto units = units_on(st, index, r, true);
   bool measured = false;
   auto rate = rate_of(st, index, r.item.kernel, r.cls, &measured);
   if (!measured && explore != nullptr)
@@ -265,7 +271,7 @@ double predict_ns(const balancer_state& st, size_t index,
 // which inputs that device holds from now on.
 void send_inputs(balancer_state& st, size_t index, balancer_state::record& r) {
   auto& s = st.devices[index];
-  r.device_units = units_on(s, r);
+  r.device_units = units_on(st, index, r);
   if (s.resident.budget() == 0)
     return;
   auto bit = uint64_t{1} << index;
@@ -314,7 +320,7 @@ template <class F>
 decltype(auto) with_charges(balancer_state& st, const balancer_state::record& r,
                             F f) {
   if (r.members.empty()) {
-    balancer::charge one{r.tenant, r.bytes};
+    balancer::charge one{r.tenant, r.device >= 0 ? r.charged : r.bytes};
     return f(balancer::charges{&one, 1});
   }
   // Inline for launches of up to 64 members (no allocation per call).
@@ -325,19 +331,244 @@ decltype(auto) with_charges(balancer_state& st, const balancer_state::record& r,
   return f(balancer::charges{all});
 }
 
+// Device memory `r` takes on device `d`: its item's bytes less the copies
+// of its objects that `d` holds (read in place, not allocated there).
+uint64_t bytes_on(const balancer_state& st, const balancer_state::record& r,
+                  size_t d) {
+  uint64_t resident = 0;
+  for (auto id : r.objects)
+    if (auto* e = st.objects.find(id);
+        e != nullptr && objects::has_device(e->replicas, d))
+      resident += object_block_bytes(e->bytes());
+  return r.bytes - std::min(r.bytes, resident);
+}
+
 // Why `r` may not take device memory on device `index` now; none if it may.
 caf::error memory_check(balancer_state& st, const balancer_state::record& r,
                         size_t index) {
+  if (r.members.empty() && !r.objects.empty()) {
+    balancer::charge c{r.tenant, bytes_on(st, r, index)};
+    return st.acct.check({&c, 1}, index);
+  }
   return with_charges(
       st, r, [&](balancer::charges cs) { return st.acct.check(cs, index); });
 }
 
 // Takes an item off its device (the quota book's charge and the backlog).
+// Moves `r`'s hold on its objects from readers' key `from` to `to` (a
+// device, or unplaced_key).
+void move_object_holds(balancer_state& st, const balancer_state::record& r,
+                       size_t from, size_t to) {
+  for (auto id : r.objects) {
+    st.objects.unpin(id, from);
+    st.objects.pin(id, to);
+  }
+}
+
+// Records what happened to object `e` (made, stored, evicted, lost, freed).
+void audit_object(self_ptr self, const objects::object_entry& e,
+                  std::string device, const std::string& what) {
+  self->state.audit.add(
+      self, audit_event{audit_kind::object, e.tenant, 0, std::move(device), "",
+                        "object " + std::to_string(e.id) + " (" +
+                            std::to_string(e.bytes()) + " bytes, " +
+                            std::string{kernels::name(e.type)} + "): " + what,
+                        wall_clock_ns()});
+}
+
+// The charge of one copy of object `e` on a device.
+balancer::charge object_charge(const balancer_state& st,
+                               const objects::object_entry& e) {
+  return {st.acct.book().tenant_index(e.tenant), object_block_bytes(e.bytes())};
+}
+
+// Frees object `id`: its copies are dropped and their charges refunded.
+void free_object(self_ptr self, uint64_t id, const std::string& why) {
+  auto& st = self->state;
+  auto* e = st.objects.find(id);
+  if (e == nullptr)
+    return;
+  auto c = object_charge(st, *e);
+  for (size_t d = 0; d < st.devices.size(); ++d) {
+    if (!objects::has_device(e->replicas | e->storing, d))
+      continue;
+    if (auto& h = st.devices[d].handle)
+      self->send(h, drop_atom::value, id);
+    if (c.tenant >= 0 && st.acct.metered(d))
+      st.acct.refund({&c, 1}, d);
+  }
+  audit_object(self, *e, "", "freed: " + why);
+  ++st.counters.objects.freed;
+  st.spilling.erase(id);
+  st.objects.erase(id);
+}
+
+// Drops the copy of object `id` on device `d` (another copy, or the host
+// copy, remains).
+void evict_copy(self_ptr self, uint64_t id, size_t d, const std::string& why) {
+  auto& st = self->state;
+  auto* e = st.objects.find(id);
+  if (e == nullptr || !objects::has_device(e->replicas, d))
+    return;
+  if (auto& h = st.devices[d].handle)
+    self->send(h, drop_atom::value, id);
+  st.objects.unstored(id, d);
+  auto c = object_charge(st, *e);
+  if (c.tenant >= 0 && st.acct.metered(d))
+    st.acct.refund({&c, 1}, d);
+  audit_object(self, *e, st.devices[d].info.name, "evicted: " + why);
+  ++st.counters.objects.evicted;
+}
+
+// Reads the only copy of object `id` on device `d` back to host memory, then
+// evicts it there (unless an item placed there reads it by then). What
+// waits for room runs again when the spill ends.
+void spill_copy(self_ptr self, uint64_t id, size_t d, const std::string& why) {
+  auto& st = self->state;
+  auto& h = st.devices[d].handle;
+  if (!h || !st.spilling.insert(id).second)
+    return;
+  auto done = [self] {
+    auto& st = self->state;
+    auto waiting = std::move(st.after_spill);
+    st.after_spill = {};
+    for (auto& f : waiting)
+      f();
+    wake(self);
+  };
+  self->request(h, caf::infinite, read_atom::value, id)
+      .then(
+          [=](host_buffer& b) {
+            auto& st = self->state;
+            stamp(st);
+            st.spilling.erase(id);
+            if (auto* e = st.objects.find(id)) {
+              st.objects.set_host(id, std::move(b));
+              ++st.counters.objects.spilled;
+              audit_object(self, *e, st.devices[d].info.name,
+                           "spilled to host memory");
+              if (e->readers.count(uint32_t(d)) == 0)
+                evict_copy(self, id, d, why);
+            }
+            done();
+          },
+          [=](caf::error&) {
+            // The device left meanwhile: its copies went with it.
+            self->state.spilling.erase(id);
+            done();
+          });
+}
+
+// What make_room achieved.
+enum class room {
+  /// `cs` fits now.
+  made,
+  /// Spills are under way that will make room: try again when they end.
+  coming,
+  /// Evicting every copy it may would not make room: nothing was evicted.
+  none,
+};
+
+// Makes room for `cs` on device `d` by evicting copies of objects that no
+// item there reads (of the charges' tenant when its quota is the limit, of
+// any tenant when the device is), least recently used first. A copy with
+// another copy elsewhere (the host's or a device's) is dropped at once; the
+// only copy of an object is spilled to host memory first. `why` is the
+// first refusal when it returns none.
+room make_room(self_ptr self, balancer::charges cs, size_t d,
+               const std::string& for_what, caf::error& why) {
+  auto& st = self->state;
+  why = st.acct.check(cs, d);
+  if (!why)
+    return room::made;
+  if (st.objects.size() == 0 || cs.empty() || cs[0].tenant < 0)
+    return room::none;
+  std::string tenant;
+  if (code_of(why) == errc::over_memory_quota)
+    tenant = st.acct.book().policy(cs[0].tenant).tenant;
+  auto all = st.objects.evictable(d, UINT64_MAX, tenant, &object_block_bytes);
+  std::vector<balancer::charge> gone;
+  for (auto& ev : all)
+    if (auto* e = st.objects.find(ev.id))
+      gone.push_back(object_charge(st, *e));
+  if (gone.empty())
+    return st.spilling.empty() ? room::none : room::coming;
+  // Nothing is evicted unless evicting everything it may would make room.
+  st.acct.refund(gone, d);
+  bool would_fit = !st.acct.check(cs, d);
+  st.acct.charge_to(gone, d);
+  if (!would_fit)
+    return room::none;
+  for (auto& ev : all) {
+    if (ev.spill)
+      continue;
+    evict_copy(self, ev.id, d, "to make room for " + for_what);
+    if (!st.acct.check(cs, d))
+      return room::made;
+  }
+  // Dropping was not enough: the only copies go to host memory first. The
+  // charges they free are counted as they are started.
+  std::vector<balancer::charge> pending;
+  for (auto& ev : all) {
+    if (!ev.spill)
+      continue;
+    if (auto* e = st.objects.find(ev.id))
+      pending.push_back(object_charge(st, *e));
+    spill_copy(self, ev.id, d, "to make room for " + for_what);
+    st.acct.refund(pending, d);
+    bool enough = !st.acct.check(cs, d);
+    st.acct.charge_to(pending, d);
+    if (enough)
+      break;
+  }
+  return room::coming;
+}
+
+// An item device memory refuses everywhere: copies of objects that nothing
+// reads are evicted from the first device of its grant where that makes
+// room for it (made), or spilled there first (coming); none when evicting
+// would not make room anywhere.
+room evict_for(self_ptr self, uint64_t ticket) {
+  auto& st = self->state;
+  if (st.objects.size() == 0)
+    return room::none;
+  auto& r = st.outstanding.at(ticket);
+  if (!r.members.empty())
+    return room::none;
+  for (size_t d = 0; d < st.devices.size(); ++d) {
+    if (!st.acct.metered(d) || (r.device_mask >> d & 1) == 0 ||
+        !takes_work(st.devices[d].status))
+      continue;
+    balancer::charge c{r.tenant, bytes_on(st, r, d)};
+    caf::error why;
+    // Its own objects' copies there stay: it would only move them back.
+    for (auto id : r.objects)
+      st.objects.pin(id, d);
+    auto got =
+        make_room(self, {&c, 1}, d, "item " + std::to_string(r.item.id), why);
+    for (auto id : r.objects)
+      st.objects.unpin(id, d);
+    if (got != room::none)
+      return got;
+  }
+  return room::none;
+}
+
+// `r` ends: it lets go of its objects (freed when nothing else holds them).
+void let_go_objects(self_ptr self, balancer_state::record& r) {
+  auto ids = std::move(r.objects);
+  r.objects = {};
+  for (auto id : ids)
+    if (self->state.objects.unpin(id, unplaced_key))
+      free_object(self, id, "its last holder, an item, ended");
+}
+
 void unplace(self_ptr self, balancer_state::record& r) {
   auto& st = self->state;
   if (r.device < 0)
     return;
   auto index = size_t(r.device);
+  move_object_holds(st, r, index, unplaced_key);
   auto& s = st.devices[index];
   touch(st, index);
   s.backlog_ns = std::max(0.0, s.backlog_ns - r.predicted_ns);
@@ -424,6 +655,7 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   // it already released.
   unplace(self, rec);
   unready(st, rec);
+  let_go_objects(self, rec);
   st.acct.book().end(rec.tenant);
   tell_end(self, rec.sink, {rec.item.key(), std::move(err), {}});
   ++st.counters.failed;
@@ -555,18 +787,32 @@ void send_queued(self_ptr self, size_t index) {
     return;
   auto n = std::min(s.queued.size(), max_run_batch);
   std::vector<run_request> batch;
+  std::vector<std::pair<uint64_t, caf::error>> lost;
   batch.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     auto r = st.outstanding.find(s.queued[i]);
     // Skip tickets that ended or moved on since they were queued.
-    if (r != st.outstanding.end() && r->second.device == int32_t(index))
-      batch.push_back({s.queued[i], r->second.item});
+    if (r == st.outstanding.end() || r->second.device != int32_t(index))
+      continue;
+    if (r->second.objects.empty() && r->second.keep_as == 0) {
+      batch.push_back({s.queued[i], r->second.item, 0});
+      continue;
+    }
+    // Objects this device holds stay names; the others go as host copies.
+    auto item = item_for(st.objects, r->second.item, index);
+    if (!item) {
+      lost.emplace_back(s.queued[i], item.error());
+      continue;
+    }
+    batch.push_back({s.queued[i], std::move(*item), r->second.keep_as});
   }
   s.queued.erase(s.queued.begin(), s.queued.begin() + std::ptrdiff_t(n));
-  if (batch.empty())
-    return;
-  s.sent += uint32_t(batch.size());
-  self->send(s.handle, run_atom::value, std::move(batch));
+  if (!batch.empty()) {
+    s.sent += uint32_t(batch.size());
+    self->send(s.handle, run_atom::value, std::move(batch));
+  }
+  for (auto& [ticket, err] : lost)
+    end_failed(self, ticket, std::move(err));
 }
 
 // Hands a placed ticket to its device: at once while the device has room in
@@ -632,6 +878,7 @@ void bind(balancer_state& st, balancer_state::record& r, size_t index) {
   r.park_deadline = {};
   r.predicted_ns = predict_ns(st, index, r);
   send_inputs(st, index, r);
+  move_object_holds(st, r, unplaced_key, index);
   if (st.fleet.has_cell(r.item.kernel, r.cls))
     st.fleet.note_units(st.fleet.cell(r.item.kernel, r.cls), index,
                         r.device_units);
@@ -641,6 +888,7 @@ void bind(balancer_state& st, balancer_state::record& r, size_t index) {
   s.placed_units += r.cost_units;
   if (!s.breaker.closed())
     s.breaker.placed(clock::now());
+  r.charged = bytes_on(st, r, index);
   with_charges(st, r,
                [&](balancer::charges cs) { st.acct.charge_to(cs, index); });
   ++r.attempts;
@@ -700,6 +948,9 @@ constexpr int max_weighed_holders = 8;
 // Devices that hold any of `r`'s inputs.
 uint64_t holders_of(const balancer_state& st, const balancer_state::record& r) {
   uint64_t out = 0;
+  for (auto id : r.objects)
+    if (auto* e = st.objects.find(id))
+      out |= e->replicas;
   if (st.holders.empty())
     return out;
   for (auto& in : r.item.inputs)
@@ -766,7 +1017,7 @@ std::optional<placement> place_quickly(self_ptr self, uint64_t ticket,
   auto completion = [&](size_t d) {
     auto& s = st.devices[d];
     double t = s.backlog_ns / std::max(1u, s.info.streams) +
-               st.fleet.rate(cell, d) * units_on(s, r, true);
+               st.fleet.rate(cell, d) * units_on(st, d, r, true);
     return s.status == device_status::degraded ? t * st.cfg.degraded_penalty
                                                : t;
   };
@@ -898,6 +1149,19 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
     return placement::elsewhere;
   }
   bool memory_fallback = false;
+  if (memory_online && !memory_fits && r.members.empty()) {
+    switch (evict_for(self, ticket)) {
+    case room::made:
+      return place(self, ticket, strict);
+    case room::coming:
+      // Spills will make room: it waits for them, whatever its policy.
+      r.device = -1;
+      wait_for_memory(self, ticket, memory_why);
+      return placement::elsewhere;
+    case room::none:
+      break;
+    }
+  }
   if (memory_online && !memory_fits) {
     // Every device with memory it may use is full for it (soft OOM): its
     // tenant's policy decides.
@@ -1440,7 +1704,8 @@ void memory_refused(self_ptr self, uint64_t ticket, const caf::error& err) {
 // Ends one item with its output, produced on device `index`.
 void end_ok(self_ptr self, uint64_t ticket, size_t index,
             kernels::kernel_output output, const std::string& device,
-            uint32_t attempts, bool fallback, const std::string& detail) {
+            uint32_t attempts, bool fallback, const std::string& detail,
+            object_info object = {}) {
   auto& st = self->state;
   auto i = st.outstanding.find(ticket);
   auto& r = i->second;
@@ -1477,6 +1742,7 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
                              (detail.empty() ? "" : "; " + detail)
                        : detail);
   unplace(self, r);
+  let_go_objects(self, r);
   st.acct.book().end(r.tenant);
   st.by_client.erase(key_of(r.sink, r.item.key()));
   ++st.counters.completed;
@@ -1485,8 +1751,57 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
            {r.item.key(),
             {},
             work_result{r.item.id, std::move(output), device, attempts,
-                        fallback, r.item.tag}});
+                        fallback, r.item.tag, std::move(object)}});
   st.outstanding.erase(i);
+}
+
+// Ends an item kept on a device (keep_on_device): its output becomes an
+// object, on the device when the device kept it there, else in host memory
+// (a CPU worker, or a device whose memory refused it).
+void end_kept(self_ptr self, size_t index, work_done& done, bool fallback) {
+  auto& st = self->state;
+  auto& r = st.outstanding.at(done.id);
+  auto& s = st.devices[index];
+  auto id = r.keep_as;
+  if (r.cancelled) {
+    if (done.kept_as != 0 && s.handle)
+      self->send(s.handle, drop_atom::value, done.kept_as);
+    return end_ok(self, done.id, index, {}, s.info.name, r.attempts, fallback,
+                  {});
+  }
+  auto now = steady_ns(st.now);
+  std::string where;
+  if (done.kept_as == id) {
+    st.objects.create_as(id, r.item.tenant, done.output.type,
+                         done.kept_elements, std::nullopt, now);
+    st.objects.stored(id, index);
+    ++st.counters.objects.copies_stored;
+    auto c = object_charge(st, *st.objects.find(id));
+    if (c.tenant >= 0 && st.acct.metered(index))
+      st.acct.charge_to({&c, 1}, index);
+    where = "kept on " + s.info.name;
+  } else {
+    auto type = done.output.type;
+    auto n = done.output.elements();
+    st.objects.create_as(id, r.item.tenant, type, n,
+                         to_host_buffer(std::move(done.output)), now);
+    where = "kept in host memory (" + s.info.name +
+            (s.info.kind == device_kind::cpu ? " is a CPU worker)"
+                                             : " had no room for it)");
+  }
+  auto& e = *st.objects.find(id);
+  ++st.counters.objects.made;
+  audit_object(self, e, s.info.name,
+               "made from item " + std::to_string(r.item.id) + "'s output, " +
+                   where);
+  std::vector<std::string> names;
+  for (auto& d : st.devices)
+    names.push_back(d.info.name);
+  auto info = describe_object(e, names, now);
+  kernels::kernel_output none;
+  none.type = e.type;
+  end_ok(self, done.id, index, std::move(none), s.info.name, r.attempts,
+         fallback, {}, std::move(info));
 }
 
 // Ends an item with the result its device reported, unless it already
@@ -1569,6 +1884,8 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
            "gang of " + std::to_string(g.item.gang) + " devices");
     return;
   }
+  if (r.keep_as != 0)
+    return end_kept(self, index, done, fallback);
   end_ok(self, done.id, index, std::move(done.output), s.info.name, r.attempts,
          fallback, {});
 }
@@ -1654,17 +1971,40 @@ void admit(self_ptr self, int t, work_item item, end_sink sink,
   r.bytes = bytes;
   r.cls = size_class(r.cost_units);
   r.admitted_at = now;
+  r.objects = objects_read(item);
+  for (auto id : r.objects)
+    st.objects.pin(id, unplaced_key);
+  if (!r.objects.empty())
+    r.device_mask &= object_mask(st.objects, r.objects);
+  if (item.keep_on_device) {
+    r.keep_as = st.objects.reserve_id();
+    // Kept on a device: one with memory, where its grant has one (a CPU
+    // worker would keep it in host memory).
+    if (auto with_memory = r.device_mask & st.acct.metered_mask();
+        with_memory != 0)
+      r.device_mask = with_memory;
+  }
   st.by_client.insert_or_assign(key_of(sink, item.key()), ticket);
   r.item = std::move(item);
   r.sink = std::move(sink);
   auto& rec = st.outstanding.emplace(ticket, std::move(r)).first->second;
+  if (rec.device_mask == 0) {
+    // Only devices outside its grant hold an object it reads.
+    end_failed(self, ticket,
+               make_error(errc::no_device_available,
+                          "the devices holding the objects it reads are not "
+                          "granted to tenant '" +
+                              rec.item.tenant + "' or lack its kernel's code"));
+    pump(self);
+    return;
+  }
   if (rec.item.gang > 1) {
     st.gangs_waiting.push_back(ticket);
     pump(self);
     return;
   }
   auto& rule = st.cfg.batch[static_cast<size_t>(rec.item.kernel)];
-  if (rule.enabled && !st.closed &&
+  if (rule.enabled && !st.closed && rec.objects.empty() && rec.keep_as == 0 &&
       batching::output_elements(rec.item) <= rule.max_item_elements) {
     if (auto key = batching::key_of(rec.item)) {
       // Waits for company: up to the preferred batch or the longest delay.
@@ -1781,7 +2121,7 @@ void expire(self_ptr self, clock::time_point now) {
     caf::error why;
     for (size_t d = 0; d < st.devices.size() && !why; ++d)
       if ((r.device_mask & (uint64_t{1} << d)) && st.acct.metered(d))
-        why = st.acct.book().check_place(r.tenant, d, r.bytes);
+        why = st.acct.book().check_place(r.tenant, d, bytes_on(st, r, d));
     if (!why)
       why = r.memory_why;
     end_failed(
@@ -1834,6 +2174,15 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
   item_shape shape;
   if (auto err = check_item(pol, item, shape))
     return reject(self, item, sink, std::move(err));
+  bool objects = item.reads_objects();
+  if (item.gang > 1 && (objects || item.keep_on_device))
+    return reject(self, item, sink,
+                  make_error(errc::invalid_arguments,
+                             "a gang item neither reads objects nor is kept "
+                             "on a device"));
+  if (objects)
+    if (auto err = check_objects(st.objects, item))
+      return reject(self, item, sink, std::move(err));
   if ((pol.device_mask & code_mask(st, item)) == 0)
     return reject(self, item, sink,
                   make_error(errc::no_device_available,
@@ -1850,7 +2199,14 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
       return reject(self, item, sink,
                     make_error(errc::no_device_available, std::move(why)));
   }
-  if (auto err = st.acct.book().check_ever(t, shape.bytes, pol.device_mask))
+  // An item reading objects takes less where their copies are: at best,
+  // none of their bytes.
+  auto ever = shape.bytes;
+  if (objects)
+    for (auto id : objects_read(item))
+      if (auto* e = st.objects.find(id))
+        ever -= std::min(ever, object_block_bytes(e->bytes()));
+  if (auto err = st.acct.book().check_ever(t, ever, pol.device_mask))
     return reject(self, item, sink, std::move(err));
   auto key = key_of(sink, item.key());
   if (st.by_client.count(key) > 0)
@@ -2000,6 +2356,26 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
   s.handle = device_actor{};
   s.backlog_ns = 0;
   forget_inputs(st, index);
+  // Its objects' copies are gone with its actor (a new one starts without
+  // any); objects without another copy are lost.
+  auto copies = st.objects.device_lost(index);
+  for (auto* ids : {&copies.kept, &copies.rerun, &copies.lost})
+    for (auto id : *ids) {
+      auto& e = *st.objects.find(id);
+      auto c = object_charge(st, e);
+      if (c.tenant >= 0 && st.acct.metered(index)) {
+        st.acct.refund({&c, 1}, index);
+        if (!permanent)
+          st.acct.strand({&c, 1}, index);
+      }
+      audit_object(self, e, s.info.name,
+                   ids == &copies.kept ? "its copy here went with the device; "
+                                         "other copies remain"
+                                       : "lost with the device: no other copy");
+      ++st.counters.objects.copies_lost;
+      if (ids != &copies.kept)
+        ++st.counters.objects.lost;
+    }
   // Queued tickets are re-placed below with the ones the actor held.
   s.sent = 0;
   s.queued.clear();
@@ -2025,8 +2401,26 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
       with_charges(st, st.outstanding.at(ticket),
                    [&](balancer::charges cs) { st.acct.strand(cs, index); });
   }
+  // Items reading a lost object end with object_lost, placed or not.
+  if (!copies.lost.empty() || !copies.rerun.empty()) {
+    std::vector<uint64_t> failing;
+    for (auto& [ticket, r] : st.outstanding)
+      for (auto id : r.objects)
+        if (auto* e = st.objects.find(id); e != nullptr && !e->has_host &&
+                                           e->replicas == 0 &&
+                                           e->storing == 0) {
+          failing.push_back(ticket);
+          break;
+        }
+    for (auto ticket : failing)
+      end_failed(self, ticket,
+                 make_error(errc::object_lost,
+                            "an object it reads was lost with " + s.info.name +
+                                ", which held its only copy"));
+  }
   for (auto ticket : moving)
-    replace_after_failure(self, ticket, reason, true);
+    if (st.outstanding.count(ticket) > 0)
+      replace_after_failure(self, ticket, reason, true);
   // Parked items whose devices are all gone for good cannot wait longer.
   if (permanent)
     retry_parked(self);
@@ -2106,6 +2500,195 @@ quota_usage live_usage(const balancer_state& st) {
   return u;
 }
 
+// The devices' names, by index.
+std::vector<std::string> device_names(const balancer_state& st) {
+  std::vector<std::string> out;
+  out.reserve(st.devices.size());
+  for (auto& d : st.devices)
+    out.push_back(d.info.name);
+  return out;
+}
+
+// Where a new object of tenant `t` goes: device `hint` (by name) or the
+// granted device with memory that takes work and has the least backlog.
+// -1: host memory only (a CPU worker named, or no device with memory).
+caf::expected<int32_t> object_device(const balancer_state& st, int t,
+                                     const std::string& hint) {
+  auto mask = st.acct.book().policy(t).device_mask;
+  if (!hint.empty()) {
+    for (size_t d = 0; d < st.devices.size(); ++d) {
+      auto& s = st.devices[d];
+      if (s.info.name != hint)
+        continue;
+      if (!st.acct.metered(d))
+        return -1;
+      if ((mask >> d & 1) == 0)
+        return make_error(errc::not_granted,
+                          "device " + hint + " is not granted to tenant '" +
+                              st.acct.book().policy(t).tenant + "'");
+      if (!takes_work(s.status))
+        return make_error(errc::no_device_available,
+                          "device " + hint + " does not take work now (" +
+                              std::string{to_string(s.status)} + ")");
+      return int32_t(d);
+    }
+    return make_error(errc::unknown_device,
+                      "no device is named '" + hint + "'");
+  }
+  int32_t pick = -1;
+  bool any_memory = false;
+  for (size_t d = 0; d < st.devices.size(); ++d) {
+    auto& s = st.devices[d];
+    if (!st.acct.metered(d) || (mask >> d & 1) == 0)
+      continue;
+    any_memory = true;
+    if (!takes_work(s.status))
+      continue;
+    if (pick < 0 || s.backlog_ns < st.devices[size_t(pick)].backlog_ns)
+      pick = int32_t(d);
+  }
+  if (any_memory && pick < 0)
+    return make_error(errc::no_device_available,
+                      "no device with memory granted to tenant '" +
+                          st.acct.book().policy(t).tenant + "' takes work now");
+  return pick;
+}
+
+// Stores the new object `id` (its host copy) on device `d` and answers
+// `rp` once it is there; makes room first, waiting for spills if need be.
+void store_object(self_ptr self, uint64_t id, size_t d,
+                  caf::typed_response_promise<object_info> rp) {
+  auto& st = self->state;
+  auto* e = st.objects.find(id);
+  if (e == nullptr)
+    return;
+  if (st.closed) {
+    st.objects.erase(id);
+    rp.deliver(make_error(errc::shutting_down, "the runtime is stopping"));
+    return;
+  }
+  auto c = object_charge(st, *e);
+  caf::error why;
+  switch (make_room(self, {&c, 1}, d, "object " + std::to_string(id), why)) {
+  case room::made:
+    break;
+  case room::coming:
+    st.after_spill.push_back([=]() mutable { store_object(self, id, d, rp); });
+    return;
+  case room::none:
+    st.objects.erase(id);
+    rp.deliver(std::move(why));
+    return;
+  }
+  if (!st.devices[d].handle) {
+    st.objects.erase(id);
+    rp.deliver(make_error(errc::no_device_available,
+                          st.devices[d].info.name + " left"));
+    return;
+  }
+  st.acct.charge_to({&c, 1}, d);
+  st.objects.storing(id, d);
+  self->request(st.devices[d].handle, caf::infinite, store_atom::value, id,
+                e->host, e->tenant)
+      .then(
+          [=](uint64_t) mutable {
+            auto& st = self->state;
+            stamp(st);
+            auto* e = st.objects.find(id);
+            if (e == nullptr || !objects::has_device(e->storing, d)) {
+              // Its device left while it was stored.
+              if (auto& h = st.devices[d].handle)
+                self->send(h, drop_atom::value, id);
+              rp.deliver(make_error(errc::device_lost,
+                                    st.devices[d].info.name +
+                                        " left while the object was stored"));
+              if (e != nullptr)
+                st.objects.erase(id);
+              return;
+            }
+            st.objects.stored(id, d);
+            ++st.counters.objects.made;
+            ++st.counters.objects.copies_stored;
+            audit_object(self, *e, st.devices[d].info.name, "stored");
+            rp.deliver(
+                describe_object(*e, device_names(st), steady_ns(st.now)));
+          },
+          [=](caf::error& err) mutable {
+            auto& st = self->state;
+            if (auto* e = st.objects.find(id)) {
+              if (objects::has_device(e->storing, d))
+                st.acct.refund({&c, 1}, d);
+              st.objects.erase(id);
+            }
+            rp.deliver(std::move(err));
+          });
+}
+
+caf::result<object_info> put_object(self_ptr self, const std::string& tenant,
+                                    host_buffer data, const std::string& hint) {
+  auto& st = self->state;
+  if (st.closed)
+    return make_error(errc::shutting_down, "the runtime is stopping");
+  auto t = st.acct.book().tenant_index(tenant);
+  if (t < 0)
+    return no_grant(tenant);
+  if (data.object() != 0)
+    return make_error(errc::invalid_arguments,
+                      "an object is made from host data, not from another "
+                      "object's name");
+  if (data.size() == 0)
+    return make_error(errc::invalid_arguments,
+                      "an object holds at least one element");
+  auto where = object_device(st, t, hint);
+  if (!where)
+    return where.error();
+  auto now = steady_ns(st.now);
+  auto type = data.type();
+  auto n = data.size();
+  auto id = st.objects.create(tenant, type, n, std::move(data), now);
+  if (*where < 0) {
+    auto& e = *st.objects.find(id);
+    ++st.counters.objects.made;
+    audit_object(self, e, "", "made in host memory (no device with memory)");
+    return describe_object(e, device_names(st), now);
+  }
+  auto rp = self->make_response_promise<object_info>();
+  store_object(self, id, size_t(*where), rp);
+  return rp;
+}
+
+caf::result<host_buffer> get_object(self_ptr self, const std::string& tenant,
+                                    uint64_t id) {
+  auto& st = self->state;
+  if (st.closed)
+    return make_error(errc::shutting_down, "the runtime is stopping");
+  auto* e = st.objects.find(id);
+  if (e == nullptr)
+    return make_error(errc::invalid_arguments,
+                      "object " + std::to_string(id) + " does not exist");
+  if (e->tenant != tenant)
+    return make_error(errc::not_granted,
+                      "object " + std::to_string(id) +
+                          " belongs to another tenant than '" + tenant + "'");
+  st.objects.touch(id);
+  if (e->has_host)
+    return e->host;
+  for (size_t d = 0; d < st.devices.size(); ++d) {
+    auto& h = st.devices[d].handle;
+    if (!objects::has_device(e->replicas, d) || !h)
+      continue;
+    auto rp = self->make_response_promise<host_buffer>();
+    self->request(h, caf::infinite, read_atom::value, id)
+        .then([=](host_buffer& b) mutable { rp.deliver(std::move(b)); },
+              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+    return rp;
+  }
+  return make_error(errc::object_lost,
+                    "object " + std::to_string(id) +
+                        ": every copy was lost with its device, and it had "
+                        "no host copy");
+}
+
 // Ends every item still open with shutting_down: the devices are gone.
 void end_everything(self_ptr self) {
   auto& st = self->state;
@@ -2129,6 +2712,11 @@ void end_everything(self_ptr self) {
       end_failed(self, ticket,
                  make_error(errc::shutting_down,
                             "the runtime stopped before the item finished"));
+  // Puts waiting for spills end now (closed: with shutting_down).
+  auto waiting = std::move(st.after_spill);
+  st.after_spill = {};
+  for (auto& f : waiting)
+    f();
   st.audit.flush(self);
   deliver_ends(self);
 }
@@ -2366,6 +2954,31 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         return quota::simulate(
             plan.from_now ? st.acct.book() : quota::quota_book{st.acct.lease()},
             plan, st.cfg.pools);
+      },
+      [=](object_atom, put_atom, std::string& tenant, host_buffer& data,
+          std::string& device) -> caf::result<object_info> {
+        stamp(self->state);
+        return put_object(self, tenant, std::move(data), device);
+      },
+      [=](object_atom, get_atom, std::string& tenant,
+          uint64_t id) -> caf::result<host_buffer> {
+        stamp(self->state);
+        return get_object(self, tenant, id);
+      },
+      [=](object_atom, release_atom, uint64_t id) {
+        stamp(self->state);
+        if (self->state.objects.release(id))
+          free_object(self, id, "its last handle was released");
+      },
+      [=](object_atom, list_atom, std::string& tenant) {
+        stamp(self->state);
+        auto& st = self->state;
+        auto names = device_names(st);
+        std::vector<object_info> out;
+        for (auto* e : st.objects.list())
+          if (tenant.empty() || e->tenant == tenant)
+            out.push_back(describe_object(*e, names, steady_ns(st.now)));
+        return out;
       },
       [=](flush_atom) {
         stamp(self->state);

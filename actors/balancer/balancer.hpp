@@ -99,6 +99,20 @@ using balancer_actor = device_listener::extend<
     caf::replies_to<simulate_atom, allocation_plan>::with<simulation_report>,
     /// Sends buffered audit events on; replies when done.
     caf::replies_to<flush_atom>::with<bool>,
+    /// Makes an object of `tenant` from `data` (docs/objects.md), kept on
+    /// device `device` (any device with memory that takes it when empty;
+    /// host memory only when the fleet has none), with one handle.
+    caf::replies_to<object_atom, put_atom, std::string, host_buffer,
+                    std::string>::with<object_info>,
+    /// A host copy of object `id` for `tenant`.
+    caf::replies_to<object_atom, get_atom, std::string,
+                    uint64_t>::with<host_buffer>,
+    /// Drops one handle of object `id`; the object is freed when no handle
+    /// and no item holds it.
+    caf::reacts_to<object_atom, release_atom, uint64_t>,
+    /// Every live object of `tenant` (every tenant when empty).
+    caf::replies_to<object_atom, list_atom,
+                    std::string>::with<std::vector<object_info>>,
     /// Internal: periodic flush of buffered audit events.
     caf::reacts_to<tick_atom>,
     /// Internal: held-back and waiting items are due for another try.

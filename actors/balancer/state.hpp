@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <memory_resource>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "actors/audit.hpp"
@@ -22,6 +24,7 @@
 #include "actors/balancer/ready_queues.hpp"
 #include "actors/balancer/stats.hpp"
 #include "devices/input_cache.hpp"
+#include "objects/object_directory.hpp"
 
 namespace cohort::actors {
 
@@ -133,6 +136,15 @@ struct balancer_state {
     clock::time_point first_refusal{};
     caf::error memory_why;
     clock::time_point admitted_at{};
+    /// The objects its inputs name (docs/objects.md), each once; it holds
+    /// them until it ends. Devices without a copy of one that has no host
+    /// copy are left out of its mask.
+    std::vector<uint64_t> objects;
+    /// Its output becomes this object (keep_on_device; 0 otherwise).
+    uint64_t keep_as = 0;
+    /// Device memory charged where it is placed: `bytes` less the copies
+    /// of its objects there (read in place, not allocated).
+    uint64_t charged = 0;
   };
   /// An item held back before admission (in-flight cap, rate limit).
   struct held_item {
@@ -216,6 +228,13 @@ struct balancer_state {
   /// Which devices hold each input (by identity) in their modeled input
   /// caches: placement weighs the few devices that hold an item's inputs.
   std::unordered_map<const void*, uint64_t> holders;
+  /// Device-resident objects: where their copies are and who holds them
+  /// (docs/objects.md).
+  objects::object_directory objects;
+  /// Objects whose only copy is being read back to host memory before it
+  /// is evicted (a spill), and what waits for a spill to end.
+  std::unordered_set<uint64_t> spilling;
+  std::vector<std::function<void()>> after_spill;
   /// The drain horizon's sums over devices that take work: placed units
   /// and units per ns (see drain_ns); updates since they were summed anew.
   double drain_units = 0;

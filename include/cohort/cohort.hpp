@@ -65,6 +65,39 @@ private:
   errc code_;
 };
 
+namespace detail {
+struct object_state;
+struct object_access;
+} // namespace detail
+
+/// A handle of a device-resident object (docs/objects.md): an immutable
+/// buffer a runtime keeps in a device's memory between items, owned by a
+/// tenant and charged to its device-memory quota. Made by `runtime::put`
+/// or by an item kept on a device (`work::keep_on_device`). Items read it
+/// as an input (`buffer{ref}`); `runtime::get` copies it to the host.
+/// Copies share one handle; the runtime frees the object once the last
+/// copy is gone and no item that reads it is in flight. Thread-safe as a
+/// shared_ptr is.
+class object_ref {
+public:
+  object_ref() = default;
+
+  bool valid() const { return state_ != nullptr; }
+  explicit operator bool() const { return valid(); }
+
+  /// Its id in the runtime that made it (0 for an empty handle).
+  uint64_t id() const;
+  /// Its tenant, element type and number of elements.
+  const std::string& tenant() const;
+  dtype type() const;
+  size_t size() const;
+  size_t bytes() const { return size() * element_size(type()); }
+
+private:
+  friend struct detail::object_access;
+  std::shared_ptr<const detail::object_state> state_;
+};
+
 /// An immutable array of one element type, shared by reference count:
 /// copies are cheap and never copy the elements. It either owns its
 /// elements (made from a std::vector, moved in) or wraps the caller's
@@ -75,6 +108,12 @@ class buffer {
 public:
   /// An empty f32 buffer.
   buffer() = default;
+
+  /// An input that reads object `obj` where it is (on its device); it has
+  /// the object's type and size but no host elements (`view` throws), and
+  /// holds the object while it lives. Throws cohort::error
+  /// (invalid_arguments) for an empty handle.
+  explicit buffer(const object_ref& obj);
 
   /// Owns `values` (moved, not copied).
   template <class T>
@@ -111,9 +150,17 @@ public:
   bool empty() const { return size_ == 0; }
   const void* data() const { return data_; }
 
+  /// The id of the object it reads (buffer(object_ref)); 0 for host data.
+  uint64_t object() const { return object_; }
+
   /// The elements as `T`; throws cohort::error (invalid_arguments) when
-  /// the buffer holds another type.
+  /// the buffer holds another type or names an object.
   template <class T> std::span<const T> view() const {
+    if (object_ != 0)
+      throw error{errc::invalid_arguments,
+                  "the buffer names object " + std::to_string(object_) +
+                      ", whose elements are on a device: runtime::get "
+                      "copies them to the host"};
     if (dtype_of<T>::value != type_)
       throw error{errc::invalid_arguments, std::string{"the buffer holds "} +
                                                to_string(type_) + ", not " +
@@ -136,6 +183,7 @@ private:
   const void* data_ = nullptr;
   size_t size_ = 0;
   dtype type_ = dtype::f32;
+  uint64_t object_ = 0;
 };
 
 // -- work -------------------------------------------------------------------
@@ -303,6 +351,10 @@ struct work {
   std::vector<stage> then;
   /// Devices it needs at once (a gang gemm, split by rows): 0 or 1 for one.
   uint32_t gang = 0;
+  /// Keep the output on the device that computes it, as a new object
+  /// (result::object) that later items read without a copy; a CPU worker
+  /// keeps it in host memory. Not for gangs.
+  bool keep_on_device = false;
 };
 
 /// An item's result.
@@ -319,6 +371,9 @@ struct result {
   uint32_t attempts = 0;
   /// True if it ended on a CPU worker after a GPU placement failed.
   bool fallback = false;
+  /// The object its output became (work::keep_on_device; `values` is then
+  /// empty); an empty handle otherwise.
+  object_ref object;
 };
 
 /// An item's end: its result, or the error it ended with.
@@ -452,6 +507,24 @@ struct device_view {
   uint64_t memory_bytes = 0; ///< 0 for CPU workers (host memory)
   uint32_t streams = 0;
   int32_t numa_node = -1;
+};
+
+/// A live device-resident object, as `runtime::objects` lists it.
+struct object_view {
+  uint64_t id = 0;
+  std::string tenant;
+  dtype type = dtype::f32;
+  size_t size = 0;
+  size_t bytes = 0;
+  /// Devices holding a copy ("sim0", ...), and whether host memory holds
+  /// one (made from a host buffer, or kept by a CPU worker).
+  std::vector<std::string> devices;
+  bool host_copy = false;
+  /// Handles held by clients, and items in flight that read it.
+  uint32_t handles = 0;
+  uint32_t readers = 0;
+  /// Milliseconds since it was made.
+  int64_t age_ms = 0;
 };
 
 /// Counters of the runtime so far.
@@ -593,6 +666,27 @@ public:
   /// now); nothing is allocated. Throws cohort::error for a malformed plan.
   dry_run_report dry_run(const std::vector<dry_run_step>& steps,
                          bool from_now = false);
+
+  /// Makes a device-resident object of `tenant` from `data` (docs/objects.md)
+  /// and returns its handle once the copy is on the device: on `device`
+  /// (a name, "sim0"), or else on the granted device with memory that has
+  /// the least work; in host memory when the fleet has no device with
+  /// memory or `device` names a CPU worker. Copies of other objects there
+  /// that nothing reads may be evicted to make room. Throws cohort::error:
+  /// unknown_tenant, not_granted, unknown_device, invalid_arguments (an
+  /// empty buffer, or one naming an object), over_memory_quota,
+  /// memory_limit or out_of_memory (when eviction did not make room),
+  /// device_lost, shutting_down.
+  object_ref put(const std::string& tenant, buffer data,
+                 const std::string& device = {});
+
+  /// A host copy of `obj`'s elements (read back from its device when it
+  /// has no host copy). Throws cohort::error: invalid_arguments (an empty
+  /// handle, or another runtime's object), object_lost, shutting_down.
+  buffer get(const object_ref& obj);
+
+  /// The live objects of `tenant` (every tenant when empty), by id.
+  std::vector<object_view> objects(const std::string& tenant = {});
 
   /// Counters so far (after stop(), the final ones).
   cohort::stats stats();

@@ -92,6 +92,10 @@ enum class errc : uint8_t {
   /// key, revoked itself, tampered with, malformed, or its code did not
   /// load. The message starts with the reason's name.
   bundle_refused,
+  /// A device-resident object the item reads is gone: every copy was lost
+  /// with its device, and it had neither a host copy nor an item to make it
+  /// again (docs/objects.md).
+  object_lost,
 };
 
 /// Returns the enumerator's name ("cancelled", ...).

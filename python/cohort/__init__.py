@@ -22,9 +22,9 @@ import atexit
 import concurrent.futures
 import weakref
 
-from ._cohort import Error, NativeRuntime, Result, version
+from ._cohort import Error, NativeRuntime, Object, Result, version
 
-__all__ = ["Error", "Result", "Runtime", "version", "KERNELS"]
+__all__ = ["Error", "Object", "Result", "Runtime", "version", "KERNELS"]
 
 KERNELS = ("axpy", "dot", "nrm2", "reduce_sum", "inclusive_scan", "gemv",
            "gemm", "topk_cosine")
@@ -101,12 +101,15 @@ class Runtime:
         return inputs, (int(args.pop("id", 0)), str(args.pop("tenant", "default")),
                         float(args.pop("alpha", 1.0)), int(args.pop("m", 0)),
                         int(args.pop("n", 0)), int(args.pop("k", 0)),
-                        int(args.pop("top_k", 0)), int(args.pop("gang", 0))), args
+                        int(args.pop("top_k", 0)), int(args.pop("gang", 0)),
+                        bool(args.pop("keep_on_device", False))), args
 
     def submit(self, kernel, inputs, **kw):
         """Submits one item; returns a concurrent.futures.Future that gets
         its Result, or a cohort.Error. Keywords: id, tenant, alpha, m, n, k,
-        top_k, gang (m, n and k come from 2-D inputs when left out).
+        top_k, gang (m, n and k come from 2-D inputs when left out), and
+        keep_on_device (the output stays on the device as an Object, the
+        Result's `object`; docs/objects.md). An input may be an Object.
         Cancel it with cancel(id), not Future.cancel()."""
         inputs, fixed, rest = self._args(kernel, inputs, kw)
         if rest:
@@ -157,6 +160,23 @@ class Runtime:
         kernels' names, which `run` and `submit` then take. Raises Error
         (errc "bundle_refused") when the bundle is refused."""
         return self._rt.load_kernel_bundle(str(dir))
+
+    def put(self, array, tenant="default", device=""):
+        """Keeps `array` in a device's memory as an object of `tenant`
+        (docs/objects.md), on `device` or the granted device with the least
+        work, and returns its cohort.Object handle. Items take the handle
+        as an input and read the object where it is; the object is freed
+        once no handle and no item holds it."""
+        return self._rt.put(str(tenant), array, str(device))
+
+    def get(self, obj):
+        """A host copy of object `obj`, as a read-only array."""
+        return self._rt.get(obj)
+
+    def objects(self, tenant=""):
+        """The live objects (of `tenant`), as dicts: id, tenant, dtype, size,
+        bytes, devices, host_copy, handles, readers, age_ms."""
+        return self._rt.objects(str(tenant))
 
     def dry_run(self, steps, from_now=False):
         """A dry run of allocation steps (dicts: tenant, device, bytes,

@@ -107,6 +107,12 @@ template <class T> py::object to_array(const cohort::buffer& b) {
   return arr;
 }
 
+// A handle of a device-resident object (cohort.Object): the object lives
+// while a handle, or an item reading it, holds it.
+struct py_object {
+  cohort::object_ref ref;
+};
+
 struct py_result {
   uint64_t id = 0;
   py::object values;
@@ -114,27 +120,30 @@ struct py_result {
   std::string device;
   uint32_t attempts = 0;
   bool fallback = false;
+  py::object object;
 };
+
+// A buffer's elements as a read-only array of their type.
+py::object values_of(const cohort::buffer& b) {
+  switch (b.type()) {
+  case cohort::dtype::f64:
+    return to_array<double>(b);
+  case cohort::dtype::i32:
+    return to_array<int32_t>(b);
+  case cohort::dtype::i64:
+    return to_array<int64_t>(b);
+  case cohort::dtype::u8:
+    return to_array<uint8_t>(b);
+  default:
+    return to_array<float>(b);
+  }
+}
 
 py_result to_py(const cohort::result& r) {
   py_result out;
   out.id = r.id;
-  switch (r.values.type()) {
-  case cohort::dtype::f64:
-    out.values = to_array<double>(r.values);
-    break;
-  case cohort::dtype::i32:
-    out.values = to_array<int32_t>(r.values);
-    break;
-  case cohort::dtype::i64:
-    out.values = to_array<int64_t>(r.values);
-    break;
-  case cohort::dtype::u8:
-    out.values = to_array<uint8_t>(r.values);
-    break;
-  default:
-    out.values = to_array<float>(r.values);
-  }
+  out.values = values_of(r.values);
+  out.object = r.object ? py::cast(py_object{r.object}) : py::none();
   out.indices = r.indices.empty() ? py::none() : to_array<int64_t>(r.indices);
   out.device = r.device;
   out.attempts = r.attempts;
@@ -145,7 +154,7 @@ py_result to_py(const cohort::result& r) {
 cohort::work make_work(const std::string& kernel, const py::list& inputs,
                        uint64_t id, const std::string& tenant, float alpha,
                        uint64_t m, uint64_t n, uint64_t k, uint32_t top_k,
-                       uint32_t gang) {
+                       uint32_t gang, bool keep_on_device) {
   auto kn = cohort::kernel_named(kernel);
   if (!kn)
     throw py::value_error("unknown kernel '" + kernel +
@@ -162,8 +171,15 @@ cohort::work make_work(const std::string& kernel, const py::list& inputs,
   w.args.k = k;
   w.args.top_k = top_k;
   w.gang = gang;
+  w.keep_on_device = keep_on_device;
   size_t slot = 0;
   for (auto in : inputs) {
+    if (py::isinstance<py_object>(in)) {
+      // Read where it is.
+      w.inputs.push_back(cohort::buffer{in.cast<const py_object&>().ref});
+      ++slot;
+      continue;
+    }
     std::optional<cohort::dtype> want;
     if (sig && slot < sig->inputs.size())
       want = sig->inputs[slot].type;
@@ -238,9 +254,10 @@ public:
   void submit(py::object future, const std::string& kernel,
               const py::list& inputs, uint64_t id, const std::string& tenant,
               float alpha, uint64_t m, uint64_t n, uint64_t k, uint32_t top_k,
-              uint32_t gang) {
+              uint32_t gang, bool keep_on_device) {
     auto& rt = live();
-    auto w = make_work(kernel, inputs, id, tenant, alpha, m, n, k, top_k, gang);
+    auto w = make_work(kernel, inputs, id, tenant, alpha, m, n, k, top_k, gang,
+                       keep_on_device);
     future_setter set{future.release().ptr(), &rt};
     py::gil_scoped_release nogil;
     rt.submit(std::move(w), std::move(set));
@@ -248,9 +265,10 @@ public:
 
   py_result run(const std::string& kernel, const py::list& inputs, uint64_t id,
                 const std::string& tenant, float alpha, uint64_t m, uint64_t n,
-                uint64_t k, uint32_t top_k, uint32_t gang,
+                uint64_t k, uint32_t top_k, uint32_t gang, bool keep_on_device,
                 std::optional<double> timeout) {
-    auto w = make_work(kernel, inputs, id, tenant, alpha, m, n, k, top_k, gang);
+    auto w = make_work(kernel, inputs, id, tenant, alpha, m, n, k, top_k, gang,
+                       keep_on_device);
     std::optional<cohort::outcome> o;
     {
       py::gil_scoped_release nogil;
@@ -375,6 +393,40 @@ public:
     return x;
   }
 
+  py_object put(const std::string& tenant, py::handle array,
+                const std::string& device) {
+    auto b = to_buffer(array, std::nullopt);
+    return waiting([&](cohort::runtime& rt) {
+      return py_object{rt.put(tenant, std::move(b), device)};
+    });
+  }
+
+  py::object get(const py_object& obj) {
+    auto b = waiting([&](cohort::runtime& rt) { return rt.get(obj.ref); });
+    return values_of(b);
+  }
+
+  py::list objects(const std::string& tenant) {
+    auto list =
+        waiting([&tenant](cohort::runtime& rt) { return rt.objects(tenant); });
+    py::list out;
+    for (auto& o : list) {
+      py::dict x;
+      x["id"] = o.id;
+      x["tenant"] = o.tenant;
+      x["dtype"] = std::string{cohort::to_string(o.type)};
+      x["size"] = o.size;
+      x["bytes"] = o.bytes;
+      x["devices"] = o.devices;
+      x["host_copy"] = o.host_copy;
+      x["handles"] = o.handles;
+      x["readers"] = o.readers;
+      x["age_ms"] = o.age_ms;
+      out.append(x);
+    }
+    return out;
+  }
+
   std::string audit_path() { return live().audit_path(); }
 
   void stop() {
@@ -436,10 +488,31 @@ PYBIND11_MODULE(_cohort, m) {
       .def_readonly("device", &py_result::device)
       .def_readonly("attempts", &py_result::attempts)
       .def_readonly("fallback", &py_result::fallback)
+      .def_readonly("object", &py_result::object)
       .def("__repr__", [](const py_result& r) {
         return "<cohort.Result id=" + std::to_string(r.id) +
                " device=" + r.device +
                " values=" + std::to_string(py::len(r.values)) + ">";
+      });
+  py::class_<py_object>(m, "Object")
+      .def_property_readonly("id",
+                             [](const py_object& o) { return o.ref.id(); })
+      .def_property_readonly("tenant",
+                             [](const py_object& o) { return o.ref.tenant(); })
+      .def_property_readonly("dtype",
+                             [](const py_object& o) {
+                               return std::string{
+                                   cohort::to_string(o.ref.type())};
+                             })
+      .def_property_readonly("size",
+                             [](const py_object& o) { return o.ref.size(); })
+      .def_property_readonly("nbytes",
+                             [](const py_object& o) { return o.ref.bytes(); })
+      .def("__repr__", [](const py_object& o) {
+        return "<cohort.Object id=" + std::to_string(o.ref.id()) +
+               " tenant=" + o.ref.tenant() + " " +
+               cohort::to_string(o.ref.type()) + "[" +
+               std::to_string(o.ref.size()) + "]>";
       });
   py::class_<py_runtime>(m, "NativeRuntime")
       .def(py::init<std::optional<uint32_t>, uint32_t, bool, std::string,
@@ -456,6 +529,9 @@ PYBIND11_MODULE(_cohort, m) {
       .def("load_kernel_bundle", &py_runtime::load_kernel_bundle,
            py::arg("dir"), py::call_guard<py::gil_scoped_release>())
       .def("dry_run", &py_runtime::dry_run)
+      .def("put", &py_runtime::put)
+      .def("get", &py_runtime::get)
+      .def("objects", &py_runtime::objects)
       .def("audit_path", &py_runtime::audit_path)
       .def("stop", &py_runtime::stop)
       .def("close", &py_runtime::close)

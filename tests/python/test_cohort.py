@@ -281,3 +281,51 @@ def test_tampered_bundle_is_refused(tmp_path):
             rt.load_kernel_bundle(str(d))
         assert e.value.errc == "bundle_refused"
         assert "tampered_blob" in str(e.value)
+
+
+def test_objects_stay_on_the_device_between_items(tmp_path):
+    with cohort.Runtime(cpu_workers=1, simulated_gpus=2, gpus=False,
+                        audit_path=tmp_path / "audit.log") as rt:
+        w = np.linspace(0, 1, 10000, dtype=np.float32)
+        x = np.full(10000, 2.0, np.float32)
+        obj = rt.put(w, device="sim1")
+        assert isinstance(obj, cohort.Object)
+        assert (obj.tenant, obj.dtype, obj.size, obj.nbytes) == \
+            ("default", "f32", 10000, 40000)
+        listed = rt.objects()
+        assert [o["id"] for o in listed] == [obj.id]
+        assert listed[0]["devices"] == ["sim1"]
+        assert listed[0]["host_copy"]
+        np.testing.assert_array_equal(rt.get(obj), w)
+        r = rt.run("dot", [obj, x])
+        assert r.values[0] == pytest.approx(2 * w.sum(), rel=1e-5)
+        # An output kept on its device, read by the next item there.
+        kept = rt.run("axpy", [obj, x], alpha=3.0, keep_on_device=True)
+        assert kept.values.size == 0
+        assert isinstance(kept.object, cohort.Object)
+        total = rt.run("reduce_sum", [kept.object])
+        assert total.device == kept.device
+        assert total.values[0] == pytest.approx((3 * w + x).sum(), rel=1e-4)
+        np.testing.assert_allclose(rt.get(kept.object), 3 * w + x, rtol=1e-6)
+        # Dropping the handles frees both objects.
+        del obj, kept
+        for _ in range(400):
+            if not rt.objects():
+                break
+            import time
+            time.sleep(0.005)
+        assert rt.objects() == []
+
+
+def test_object_errors(tmp_path):
+    with cohort.Runtime(cpu_workers=1, simulated_gpus=1, gpus=False,
+                        audit_path=tmp_path / "audit.log") as rt:
+        with pytest.raises(cohort.Error) as e:
+            rt.put(np.ones(4, np.float32), tenant="nobody")
+        assert e.value.errc == "unknown_tenant"
+        with pytest.raises(cohort.Error) as e:
+            rt.put(np.ones(4, np.float32), device="sim7")
+        assert e.value.errc == "unknown_device"
+        with pytest.raises(cohort.Error) as e:
+            rt.put(np.ones(0, np.float32))
+        assert e.value.errc == "invalid_arguments"

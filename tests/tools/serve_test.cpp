@@ -409,3 +409,60 @@ TEST_CASE("cohort serve's stop summary counts this run only",
   CHECK(has(res.output, "0 items admitted, 0 ended in this run"));
   CHECK(has(res.output, ": verified,"));
 }
+
+TEST_CASE_METHOD(served, "the admin API and cohort objects list the objects",
+                 "[tools][serve][objects]") {
+  start(test::make_config(dir, 1, {{"sim0", 1}, {"sim1", 1}}));
+  std::vector<float> x(1024, 1.0f);
+  auto obj = rt->put_object("t", host_buffer{x}, "sim1");
+  REQUIRE(obj);
+  auto all = get("/v1/objects");
+  REQUIRE(all);
+  CHECK(all->status == 200);
+  CHECK(has(all->body, "\"id\": \"" + std::to_string(obj->id) + "\""));
+  CHECK(has(all->body, "\"tenant\": \"t\""));
+  CHECK(has(all->body, "\"dtype\": \"f32\""));
+  CHECK(has(all->body, "\"bytes\": \"4096\""));
+  CHECK(has(all->body, "\"sim1\""));
+  CHECK(has(all->body, "\"host_copy\": true"));
+  CHECK(has(all->body, "\"handles\": 1"));
+  auto mine = get("/v1/tenants/t/objects");
+  REQUIRE(mine);
+  CHECK(mine->status == 200);
+  CHECK(has(mine->body, "\"sim1\""));
+  auto nobody = get("/v1/tenants/nobody/objects");
+  REQUIRE(nobody);
+  CHECK(nobody->status == 404);
+  auto url = " --url http://127.0.0.1:" + std::to_string(port);
+  auto table = test::cohort_cli("objects" + url);
+  CHECK(table.status == 0);
+  INFO(table.output);
+  CHECK(has(table.output, "TENANT"));
+  CHECK(has(table.output, "4.0 KiB"));
+  CHECK(has(table.output, "sim1"));
+  CHECK(has(table.output, "1 object: 4.0 KiB in device memory"));
+  auto json = test::cohort_cli("objects --json --tenant t" + url);
+  CHECK(json.status == 0);
+  CHECK(has(json.output, "\"objects\""));
+  auto unknown = test::cohort_cli("objects --tenant nobody" + url);
+  CHECK(unknown.status == 1);
+  auto m = get("/metrics");
+  REQUIRE(m);
+  CHECK(has(m->body, "cohort_objects{tenant=\"t\"} 1"));
+  CHECK(has(m->body, "cohort_object_bytes{tenant=\"t\",device=\"sim1\"} 4096"));
+  CHECK(has(m->body, "cohort_object_bytes{tenant=\"t\",device=\"host\"} 4096"));
+  CHECK(has(m->body, "cohort_objects_made_total 1"));
+  CHECK(has(m->body, "cohort_object_copies_stored_total 1"));
+  CHECK(has(m->body, "cohort_objects_lost_total 0"));
+  rt->release_object(obj->id);
+  for (int i = 0; i < 400; ++i) {
+    auto l = rt->objects();
+    REQUIRE(l);
+    if (l->empty())
+      break;
+    std::this_thread::sleep_for(5ms);
+  }
+  auto empty = get("/v1/objects");
+  REQUIRE(empty);
+  CHECK(has(empty->body, "\"objects\": []"));
+}
