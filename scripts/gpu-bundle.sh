@@ -28,6 +28,7 @@ programs=(
   tests/cohort_tests tests/libfake_nvml.so tests/audit_crash_writer
   tests/asan_overflow tests/libacme_kernels.so tests/acme_kernels.ptx
   tools/cohort bench/bench_kernels bench/pool/bench_pool bench/bench_geo
+  bench/bench_objects
   examples/embed examples/quotas devices/libcohort-cuda.so
   devices/cohort-kernel-probe
 )

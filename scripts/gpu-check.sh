@@ -121,6 +121,8 @@ step "GPU tests" "$log_dir/gpu" "$build_dir/tests/cohort_tests" "[gpu]" --durati
 step "bench kernels" "$log_dir/bench_kernels" "$build_dir/bench/bench_kernels"
 step "bench pool" "$log_dir/bench_pool" "$build_dir/bench/pool/bench_pool"
 step "bench geo" "$log_dir/bench_geo" "$build_dir/bench/bench_geo" 4000000 5
+step "bench objects" "$log_dir/bench_objects" "$build_dir/bench/bench_objects" \
+  --gpus --batches 64 --rounds 3
 if [ -n "${COHORT_GPU_PREBUILT:-}" ]; then
   # No meson here: the test programs themselves, area by area as meson runs them.
   for area in kernels devices actors tools chaos; do
