@@ -294,6 +294,51 @@ TEST_CASE("the only copy of an object is spilled to host memory for room",
   CHECK(rt.run(sum).ok());
 }
 
+TEST_CASE("handles are counted right under concurrency", "[api][objects]") {
+  scratch_dir dir;
+  auto rt = start(dir, "cpu_workers: 1 "
+                       "sim_gpu { name: \"sim0\" memory_mib: 256 streams: 4 "
+                       "speed: 4 } "
+                       "sim_gpu { name: \"sim1\" memory_mib: 256 streams: 4 "
+                       "speed: 4 }");
+  // Threads put objects, copy and drop handles, submit items that read
+  // them and keep outputs, all at once; every result is checked, and in
+  // the end nothing is left and no memory is charged.
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      auto x = ramp(2048, float(t + 1));
+      for (int i = 0; i < 25; ++i) {
+        auto obj = rt.put("t", cohort::buffer{x});
+        auto copy = obj;
+        cohort::work w;
+        w.tenant = "t";
+        w.kernel = cohort::kernel::axpy;
+        w.inputs = {cohort::buffer{copy}, cohort::buffer{obj}};
+        w.keep_on_device = i % 2 == 0;
+        auto f = rt.submit(std::move(w));
+        obj = {};
+        copy = {};
+        auto o = f.wait();
+        if (!o.ok()) {
+          ++bad;
+          continue;
+        }
+        auto out = o->object ? rt.get(o->object).to_vector<float>()
+                             : o->values.to_vector<float>();
+        if (out.size() != x.size() || out[7] != 2.0f * x[7])
+          ++bad;
+      }
+    });
+  for (auto& th : threads)
+    th.join();
+  CHECK(bad == 0);
+  CHECK(wait_for_objects(rt, 0));
+  for (auto& h : rt.headroom("t"))
+    CHECK(h.memory == 0);
+}
+
 TEST_CASE("a fleet of CPU workers keeps objects in host memory",
           "[api][objects]") {
   scratch_dir dir;
