@@ -292,6 +292,10 @@ bool work_future::wait_for(std::chrono::nanoseconds timeout) const {
 
 client_hub::client_hub(caf::actor_system& sys, entry_actor entry)
     : sys_(sys), entry_(std::move(entry)) {
+  home_ = std::make_shared<detail::object_home>();
+  home_->release = [dest = caf::actor_cast<caf::actor>(entry_)](uint64_t id) {
+    caf::anon_send(dest, object_atom::value, release_atom::value, id);
+  };
   // Callbacks: one at a time, on a thread of their own.
   callbacks_ = std::make_unique<callback_queue>(this);
   companion_ = caf::actor_cast<caf::actor>(sys.spawn<caf::actor_companion>());
@@ -332,6 +336,8 @@ client_hub::client_hub(caf::actor_system& sys, entry_actor entry)
 client_hub::~client_hub() {
   flush_held();
   drain();
+  // Futures that outlive the hub release nothing.
+  home_->close();
   if (auto* self = static_cast<caf::actor_companion*>(
           caf::actor_cast<caf::abstract_actor*>(companion_))) {
     // Late messages are dropped; the companion terminates (as CAF's own
@@ -346,6 +352,7 @@ client_hub::~client_hub() {
 
 work_future client_hub::submit(work_item item) {
   auto* slot = new detail::work_slot;
+  slot->home = home_;
   // One reference for the future, one for the item in flight.
   slot->refs.store(2, std::memory_order_relaxed);
   slot->id = item.id;
@@ -356,6 +363,7 @@ work_future client_hub::submit(work_item item) {
 
 void client_hub::submit(work_item item, work_callback done) {
   auto* slot = new detail::work_slot;
+  slot->home = home_;
   slot->id = item.id;
   slot->callback = std::move(done);
   item.tag = id_of(slot);
@@ -414,6 +422,7 @@ std::vector<work_future> client_hub::submit(std::vector<work_item> items) {
   out.reserve(items.size());
   for (auto& item : items) {
     auto* slot = new detail::work_slot;
+    slot->home = home_;
     slot->refs.store(2, std::memory_order_relaxed);
     slot->id = item.id;
     item.tag = id_of(slot);
@@ -427,6 +436,7 @@ void client_hub::submit(std::vector<work_item> items, batch_callback done) {
   auto shared = std::make_shared<batch_callback>(std::move(done));
   for (auto& item : items) {
     auto* slot = new detail::work_slot;
+    slot->home = home_;
     slot->id = item.id;
     slot->callback = [shared, id = item.id](caf::expected<work_result> x) {
       (*shared)(id, std::move(x));

@@ -102,6 +102,9 @@ private:
 
   caf::actor_system& sys_;
   entry_actor entry_;
+  /// Where an end that names an object and is never taken releases it
+  /// (set on every slot; closed when the hub goes).
+  std::shared_ptr<detail::object_home> home_;
   caf::actor companion_;
   client_sink sink_;
   /// What callbacks submitted, not yet sent (callback thread only).

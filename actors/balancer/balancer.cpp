@@ -537,9 +537,15 @@ room evict_for(self_ptr self, uint64_t ticket) {
     return room::none;
   for (size_t d = 0; d < st.devices.size(); ++d) {
     if (!st.acct.metered(d) || (r.device_mask >> d & 1) == 0 ||
-        !takes_work(st.devices[d].status))
+        (r.memory_refused >> d & 1) != 0 || !takes_work(st.devices[d].status))
       continue;
     balancer::charge c{r.tenant, bytes_on(st, r, d)};
+    // Only where the books refuse it: elsewhere placement left the device
+    // out for another reason (its circuit), which no eviction changes. So
+    // `made` below always means copies were evicted, and placing again
+    // ends.
+    if (!st.acct.check({&c, 1}, d))
+      continue;
     caf::error why;
     // Its own objects' copies there stay: it would only move them back.
     for (auto id : r.objects)

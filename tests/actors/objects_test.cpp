@@ -153,3 +153,35 @@ TEST_CASE_METHOD(fixture, "handles and items hold an object until both let go",
   CHECK(r.objects()->empty());
   CHECK(sim0_used(r) == 0);
 }
+
+TEST_CASE_METHOD(fixture, "an end the caller never takes releases its object",
+                 "[actors][objects]") {
+  auto cfg = test::make_config(dir, 1, {{"sim0", 1.0}});
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::vector<float> x(1000, 1.0f);
+  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
+  keep.keep_on_device = true;
+  {
+    auto f = r.submit(keep);
+    REQUIRE(f.wait_for(std::chrono::seconds(20)));
+    CHECK(r.objects()->size() == 1);
+    // Dropped without get: its object's handle goes with it.
+  }
+  for (int i = 0; i < 400 && !r.objects()->empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(r.objects()->empty());
+  CHECK(sim0_used(r) == 0);
+  // A timed run that gives up may still see the end come in: the end is
+  // then dropped with its object.
+  keep.id = 2;
+  r.sim_device("sim0")->slow_down(2000);
+  auto late = r.run(keep, std::chrono::milliseconds(1));
+  REQUIRE_FALSE(late);
+  CHECK(code_of(late.error()) == errc::timed_out);
+  r.sim_device("sim0")->slow_down(1);
+  for (int i = 0; i < 1000 && !r.objects()->empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(r.objects()->empty());
+}
