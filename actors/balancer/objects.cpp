@@ -9,15 +9,8 @@ namespace cohort::actors::balancer {
 
 namespace {
 
-template <class F> void for_each_input(const work_item& item, F&& f) {
-  for (auto& in : item.inputs)
-    f(in);
-  for (auto& st : item.then)
-    for (auto& in : st.inputs)
-      f(in);
-}
-
-template <class F> void for_each_input(work_item& item, F&& f) {
+// Every input of `item` (a work_item, const or not), every stage's.
+template <class Item, class F> void for_each_input(Item& item, F&& f) {
   for (auto& in : item.inputs)
     f(in);
   for (auto& st : item.then)

@@ -687,6 +687,15 @@ caf::error gpu_device::do_health() {
 }
 
 caf::error gpu_device::copy_in(void* dst, const void* src, size_t bytes) {
+  return copy_now(dst, src, bytes, true);
+}
+
+caf::error gpu_device::copy_out(void* dst, const void* src, size_t bytes) {
+  return copy_now(dst, src, bytes, false);
+}
+
+caf::error gpu_device::copy_now(void* dst, const void* src, size_t bytes,
+                                bool to_device) {
   // Synchronous on stream 0, as objects are ordered there (store_object).
   if (lost_)
     return lost_;
@@ -695,27 +704,15 @@ caf::error gpu_device::copy_in(void* dst, const void* src, size_t bytes) {
                       info().name + ": no streams (a reset did not complete)");
   if (auto rc = rt_->set_device(ordinal_); rc.failed())
     return COHORT_GPU_FAIL(rc, "selecting the device");
-  auto rc = rt_->copy_to_device(dst, src, bytes, streams_[0]);
+  auto rc = to_device ? rt_->copy_to_device(dst, src, bytes, streams_[0])
+                      : rt_->copy_to_host(dst, src, bytes, streams_[0]);
   if (!rc.failed())
     rc = rt_->stream_synchronize(streams_[0]);
   if (rc.failed())
-    return fail(rc, "copying an object to the device", __LINE__);
-  return caf::none;
-}
-
-caf::error gpu_device::copy_out(void* dst, const void* src, size_t bytes) {
-  if (lost_)
-    return lost_;
-  if (streams_.empty())
-    return make_error(errc::device_lost,
-                      info().name + ": no streams (a reset did not complete)");
-  if (auto rc = rt_->set_device(ordinal_); rc.failed())
-    return COHORT_GPU_FAIL(rc, "selecting the device");
-  auto rc = rt_->copy_to_host(dst, src, bytes, streams_[0]);
-  if (!rc.failed())
-    rc = rt_->stream_synchronize(streams_[0]);
-  if (rc.failed())
-    return fail(rc, "copying an object to the host", __LINE__);
+    return fail(rc,
+                to_device ? "copying an object to the device"
+                          : "copying an object to the host",
+                __LINE__);
   return caf::none;
 }
 

@@ -137,6 +137,8 @@ private:
   std::vector<std::string> do_take_warnings() override;
   caf::error copy_in(void* dst, const void* src, size_t bytes) override;
   caf::error copy_out(void* dst, const void* src, size_t bytes) override;
+  /// copy_in / copy_out: one copy on stream 0, waited for.
+  caf::error copy_now(void* dst, const void* src, size_t bytes, bool to_device);
 
   caf::error create_streams(int line);
   void destroy_streams();
