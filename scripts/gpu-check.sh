@@ -125,7 +125,7 @@ step "bench objects" "$log_dir/bench_objects" "$build_dir/bench/bench_objects" \
   --gpus --batches 64 --rounds 3
 if [ -n "${COHORT_GPU_PREBUILT:-}" ]; then
   # No meson here: the test programs themselves, area by area as meson runs them.
-  for area in kernels devices actors tools chaos; do
+  for area in kernels devices actors tools chaos api; do
     step "test suite: $area" "$log_dir/suite-$area" \
       "$build_dir/tests/cohort_tests" "[$area]"
   done

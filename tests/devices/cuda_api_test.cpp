@@ -5,6 +5,7 @@
 
 #include "devices/cuda/cuda_api.hpp"
 #include "devices/gpu/discover.hpp"
+#include "devices/gpu/plugin.hpp"
 
 using namespace cohort;
 using namespace cohort::devices;
@@ -21,7 +22,13 @@ TEST_CASE("CUDA errors are sorted into what the host logic acts on",
   CHECK(cuda::classify(cudaErrorNoDevice) == status::no_device);
   CHECK(cuda::classify(cudaErrorInvalidValue) == status::invalid_value);
   auto rt = gpu::cuda_runtime();
-  REQUIRE(rt);
+  if (!rt) {
+    // The plugin was built with this test, but this machine may lack the
+    // vendor's runtime library it links (a bundle carried to a GPU machine
+    // of the other vendor, say).
+    WARN("SKIPPED CUDA: " << gpu::plugin("CUDA").note);
+    return;
+  }
   CHECK_THAT(rt->describe(cudaErrorIllegalAddress),
              Catch::Contains("cudaErrorIllegalAddress"));
   int n = -1;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "devices/gpu/discover.hpp"
+#include "devices/gpu/plugin.hpp"
 #include "devices/hip/hip_api.hpp"
 
 using namespace cohort;
@@ -18,7 +19,13 @@ TEST_CASE("HIP errors are sorted into what the host logic acts on",
   CHECK(hip::classify(hipErrorLaunchFailure) == status::launch_failure);
   CHECK(hip::classify(hipErrorNoDevice) == status::no_device);
   auto rt = gpu::hip_runtime();
-  REQUIRE(rt);
+  if (!rt) {
+    // The plugin was built with this test, but this machine may lack the
+    // vendor's runtime library it links (a bundle carried to a GPU machine
+    // of the other vendor, say).
+    WARN("SKIPPED HIP: " << gpu::plugin("HIP").note);
+    return;
+  }
   CHECK_THAT(rt->describe(hipErrorOutOfMemory),
              Catch::Contains("hipErrorOutOfMemory"));
   int n = -1;
