@@ -379,6 +379,25 @@ device_impl(device_actor::stateful_pointer<device_state> self,
         return to_host_buffer(std::move(*out));
       },
       [=](drop_atom, uint64_t id) { self->state.dev->drop_object(id); },
+      [=](share_atom, uint64_t id) -> caf::result<share_handle> {
+        auto& dev = *self->state.dev;
+        auto r = dev.share_object(id);
+        if (!r)
+          return r.error();
+        share_handle h;
+        using kind = devices::memory::shared_region::kind;
+        h.kind = r->how == kind::memfd      ? "memfd"
+                 : r->how == kind::cuda_ipc ? "cuda_ipc"
+                                            : "hip_ipc";
+        h.fd = r->fd;
+        if (r->how != kind::memfd)
+          h.ipc.assign(r->ipc.begin(), r->ipc.end());
+        h.offset = r->offset;
+        h.region_bytes = r->region_bytes;
+        h.device = dev.info().name;
+        h.pci_bus_id = dev.info().pci_bus_id;
+        return h;
+      },
   };
 }
 

@@ -13,6 +13,7 @@
 #include "devices/device.hpp"
 #include "messages/atoms.hpp"
 #include "messages/memory_stats.hpp"
+#include "messages/share.hpp"
 #include "messages/work.hpp"
 
 namespace cohort::actors {
@@ -56,7 +57,9 @@ using device_actor = caf::typed_actor<
     /// Copies object `id` back to host memory.
     caf::replies_to<read_atom, uint64_t>::with<host_buffer>,
     /// Frees object `id` (no launch reads it any more).
-    caf::reacts_to<drop_atom, uint64_t>>;
+    caf::reacts_to<drop_atom, uint64_t>,
+    /// How another process maps object `id` (docs/objects.md).
+    caf::replies_to<share_atom, uint64_t>::with<share_handle>>;
 
 /// Settings of one device actor.
 struct device_actor_config {

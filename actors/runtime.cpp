@@ -16,6 +16,7 @@
 #include "devices/topology.hpp"
 #include "kernels/bundle/loader.hpp"
 #include "messages/errc.hpp"
+#include "objects/share_server.hpp"
 
 namespace cohort::actors {
 
@@ -290,6 +291,28 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
       .receive([](bool) {}, [&](caf::error& err) { failure = std::move(err); });
   if (failure)
     return failure;
+  rt->share_socket_ = cfg.share_socket();
+  if (!rt->share_socket_.empty()) {
+    // The share socket's thread asks the balancer as any client does.
+    auto* raw = rt.get();
+    cohort::objects::share_backend backend;
+    backend.attach = [raw](const std::string& token, const share_peer& peer,
+                           bool write) {
+      return raw->ask<attachment_info>(raw->balancer_, object_atom::value,
+                                       attach_atom::value, token, peer, write);
+    };
+    backend.detach = [raw](uint64_t id, bool died) {
+      caf::anon_send(raw->balancer_, object_atom::value, detach_atom::value, id,
+                     died);
+    };
+    auto server =
+        cohort::objects::share_server::start(rt->share_socket_, backend);
+    if (!server) {
+      rt->stop();
+      return server.error();
+    }
+    rt->share_ = std::move(*server);
+  }
   return rt;
 }
 
@@ -433,6 +456,32 @@ caf::expected<std::vector<object_info>>
 runtime::objects(const std::string& tenant) {
   return ask<std::vector<object_info>>(balancer_, object_atom::value,
                                        list_atom::value, tenant);
+}
+
+caf::expected<std::string> runtime::export_object(const std::string& tenant,
+                                                  uint64_t id,
+                                                  share_grant grant) {
+  if (share_socket_.empty())
+    return make_error(errc::invalid_arguments,
+                      "this runtime does not share objects: it has no share "
+                      "socket (share_socket in its config)");
+  return ask<std::string>(balancer_, object_atom::value, export_atom::value,
+                          tenant, id, grant);
+}
+
+caf::error runtime::unexport_object(const std::string& tenant,
+                                    const std::string& token) {
+  auto r = ask<bool>(balancer_, object_atom::value, unexport_atom::value,
+                     tenant, token);
+  if (!r)
+    return r.error();
+  if (!*r)
+    return make_error(errc::invalid_arguments,
+                      "no export of " +
+                          (tenant.empty() ? std::string{"any tenant"}
+                                          : "tenant '" + tenant + "'") +
+                          " has this token");
+  return caf::none;
 }
 
 caf::expected<simulation_report> runtime::simulate(allocation_plan plan) {
@@ -598,6 +647,10 @@ void runtime::stop() {
   // What the callback thread still holds goes in before the door closes,
   // or ends with shutting_down.
   hub_->close();
+  // Attached processes are detached (their mappings stay theirs) and the
+  // share socket goes first: nothing attaches to a stopping runtime.
+  if (share_)
+    share_->stop();
   ask<bool>(balancer_, down_atom::value);
   // Let what is running finish.
   auto deadline = std::chrono::steady_clock::now() + drain_timeout_;

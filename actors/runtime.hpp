@@ -28,6 +28,10 @@ struct trust_store;
 struct isolation;
 } // namespace cohort::kernels::bundle
 
+namespace cohort::objects {
+class share_server;
+} // namespace cohort::objects
+
 namespace cohort::actors {
 
 /// The kernel bundles a runtime loaded and refused since it started.
@@ -208,6 +212,20 @@ public:
   caf::expected<std::vector<object_info>>
   objects(const std::string& tenant = {});
 
+  /// Sharing objects with other processes of the node (docs/objects.md,
+  /// "Sharing across processes"). `export_object` exports object `id` of
+  /// `tenant` under `grant` and returns the token a process attaches with
+  /// through `share_socket()`; `unexport_object` revokes one (`tenant`
+  /// empty: of any tenant). Errors: invalid_arguments (no such object or
+  /// token, no share socket), not_granted (another tenant's),
+  /// shutting_down.
+  caf::expected<std::string> export_object(const std::string& tenant,
+                                           uint64_t id, share_grant grant);
+  caf::error unexport_object(const std::string& tenant,
+                             const std::string& token);
+  /// The share socket's path; empty when this runtime does not share.
+  const std::string& share_socket() const { return share_socket_; }
+
   /// Bundles loaded and refused since start.
   bundle_counts kernel_bundles() const;
 
@@ -261,6 +279,8 @@ private:
   balancer_actor balancer_;
   /// The sink of submit and run.
   std::unique_ptr<client_hub> hub_;
+  std::string share_socket_;
+  std::unique_ptr<cohort::objects::share_server> share_;
   quota_actor quota_;
   supervisor_actor supervisor_;
   alert_actor alerts_;

@@ -533,6 +533,8 @@ runtime runtime::start(const options& opts) {
   }
   if (!opts.audit_path.empty())
     cfg.set_audit_path(opts.audit_path);
+  if (!opts.share_socket.empty())
+    cfg.set_share_socket(opts.share_socket);
   auto p = std::make_unique<impl>(cfg);
   auto rt = actors::runtime::start(p->sys, cfg);
   if (!rt)
@@ -759,6 +761,34 @@ buffer runtime::get(const object_ref& obj) {
                       static_cast<dtype>(view.type));
 }
 
+std::string runtime::share(const object_ref& obj, const share_options& opts) {
+  auto& st = detail::object_access::state(obj);
+  if (!st)
+    throw error{errc::invalid_arguments,
+                "invalid_arguments: runtime::share of an empty object handle"};
+  if (st->home != impl_->home)
+    throw error{errc::invalid_arguments, "invalid_arguments: object " +
+                                             std::to_string(st->id) +
+                                             " belongs to another runtime"};
+  share_grant grant;
+  grant.write = opts.write;
+  grant.uid = opts.uid;
+  grant.max_attached = opts.max_attached;
+  auto token = impl_->rt->export_object(st->tenant, st->id, grant);
+  if (!token)
+    raise(token.error());
+  return std::move(*token);
+}
+
+void runtime::unshare(const std::string& token) {
+  if (auto err = impl_->rt->unexport_object("", token))
+    raise(err);
+}
+
+std::string runtime::share_socket() const {
+  return impl_->rt->share_socket();
+}
+
 std::vector<object_view> runtime::objects(const std::string& tenant) {
   auto list = impl_->rt->objects(tenant);
   if (!list)
@@ -776,6 +806,8 @@ std::vector<object_view> runtime::objects(const std::string& tenant) {
     v.host_copy = o.host_copy;
     v.handles = o.handles;
     v.readers = o.readers;
+    v.attached = o.attached;
+    v.exports = o.exports;
     v.age_ms = o.age_ms;
     out.push_back(std::move(v));
   }

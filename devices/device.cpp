@@ -126,6 +126,21 @@ caf::expected<kernels::kernel_output> device::read_object(uint64_t id) {
   return out;
 }
 
+caf::expected<memory::shared_region> device::share_object(uint64_t id) {
+  auto* obj = find_object(id);
+  if (obj == nullptr)
+    return make_error(errc::invalid_arguments,
+                      info_.name + ": no object " + std::to_string(id));
+  auto* mem = memory();
+  if (mem == nullptr)
+    return make_error(errc::invalid_arguments,
+                      info_.name + ": a CPU worker keeps no objects in device "
+                                   "memory");
+  if (auto err = health())
+    return err;
+  return mem->share(obj->data.data);
+}
+
 bool device::drop_object(uint64_t id) {
   auto i = objects_.find(id);
   if (i == objects_.end())

@@ -168,6 +168,12 @@ public:
   /// evicted). Errors: invalid_arguments when it is not held; device_lost.
   caf::expected<kernels::kernel_output> read_object(uint64_t id);
 
+  /// How another process maps object `id` (docs/objects.md, "Sharing
+  /// across processes"): the region of device memory holding it and the
+  /// object's offset there. Errors: invalid_arguments when it is not held
+  /// or the device's memory cannot be shared (CPU workers).
+  caf::expected<memory::shared_region> share_object(uint64_t id);
+
   /// Frees object `id`; false when it is not held. Launches in flight that
   /// read it must have ended (the caller counts its readers).
   bool drop_object(uint64_t id);

@@ -30,6 +30,10 @@ struct object_info {
   /// Client handles and items in flight that hold it.
   uint32_t handles = 0;
   uint32_t readers = 0;
+  /// Processes attached to it, and its live exports (docs/objects.md,
+  /// "Sharing across processes").
+  uint32_t attached = 0;
+  uint32_t exports = 0;
   /// Milliseconds since it was made.
   int64_t age_ms = 0;
 
@@ -46,8 +50,8 @@ typename Inspector::result_type inspect(Inspector& f, object_info& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("object_info"), x.id, x.tenant, type,
-           x.elements, x.devices, x.host_copy, x.handles, x.readers, x.age_ms,
-           load);
+           x.elements, x.devices, x.host_copy, x.handles, x.readers, x.attached,
+           x.exports, x.age_ms, load);
 }
 
 /// What has happened to objects since the runtime started (the balancer's
@@ -67,12 +71,24 @@ struct object_counters {
   /// other copy).
   uint64_t copies_lost = 0;
   uint64_t lost = 0;
+  /// Sharing across processes: exports made and revoked, attaches granted
+  /// and refused, detaches, and attachments reclaimed (their process exited,
+  /// or closed its connection, without a detach); attachments live now.
+  uint64_t exported = 0;
+  uint64_t unexported = 0;
+  uint64_t attaches = 0;
+  uint64_t attach_refused = 0;
+  uint64_t detaches = 0;
+  uint64_t reclaimed = 0;
+  uint64_t attached_now = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, object_counters& x) {
   return f(caf::meta::type_name("object_counters"), x.made, x.freed,
-           x.copies_stored, x.evicted, x.spilled, x.copies_lost, x.lost);
+           x.copies_stored, x.evicted, x.spilled, x.copies_lost, x.lost,
+           x.exported, x.unexported, x.attaches, x.attach_refused, x.detaches,
+           x.reclaimed, x.attached_now);
 }
 
 } // namespace cohort

@@ -17,6 +17,7 @@
 #include "messages/latency_stealing.hpp"
 #include "messages/memory_stats.hpp"
 #include "messages/quota.hpp"
+#include "messages/share.hpp"
 #include "messages/simulation.hpp"
 #include "messages/stats.hpp"
 #include "messages/work.hpp"
@@ -38,6 +39,10 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<object_info>("cohort::object_info");
   cfg.add_message_type<std::vector<object_info>>(
       "std::vector<cohort::object_info>");
+  cfg.add_message_type<share_grant>("cohort::share_grant");
+  cfg.add_message_type<share_peer>("cohort::share_peer");
+  cfg.add_message_type<share_handle>("cohort::share_handle");
+  cfg.add_message_type<attachment_info>("cohort::attachment_info");
   cfg.add_message_type<std::vector<run_request>>(
       "std::vector<cohort::run_request>");
   cfg.add_message_type<device_info>("cohort::device_info");

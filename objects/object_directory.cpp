@@ -101,6 +101,32 @@ void object_directory::pin(uint64_t id, size_t d) {
   }
 }
 
+void object_directory::attach(uint64_t id, uint32_t key) {
+  if (auto* e = find(id)) {
+    ++e->attached[key];
+    e->last_use = ++clock_;
+  }
+}
+
+bool object_directory::detach(uint64_t id, uint32_t key) {
+  auto* e = find(id);
+  if (e == nullptr)
+    return false;
+  auto i = e->attached.find(key);
+  if (i == e->attached.end())
+    return false;
+  if (--i->second == 0)
+    e->attached.erase(i);
+  return unreferenced(id);
+}
+
+void object_directory::drop_host(uint64_t id) {
+  if (auto* e = find(id)) {
+    e->host = {};
+    e->has_host = false;
+  }
+}
+
 bool object_directory::unpin(uint64_t id, size_t d) {
   auto* e = find(id);
   if (e == nullptr)
@@ -119,7 +145,8 @@ void object_directory::erase(uint64_t id) {
 
 bool object_directory::unreferenced(uint64_t id) const {
   auto* e = find(id);
-  return e != nullptr && e->handles == 0 && e->readers.empty();
+  return e != nullptr && e->handles == 0 && e->readers.empty() &&
+         e->attached.empty();
 }
 
 uint64_t object_directory::resident_bytes(const std::vector<uint64_t>& ids,
@@ -145,7 +172,7 @@ object_directory::evictable(size_t d, uint64_t bytes, const std::string& tenant,
       continue;
     if (!tenant.empty() && e.tenant != tenant)
       continue;
-    if (e.readers.count(uint32_t(d)) != 0)
+    if (e.readers.count(uint32_t(d)) != 0 || e.attached.count(uint32_t(d)) != 0)
       continue;
     candidates.push_back(&e);
   }

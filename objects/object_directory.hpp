@@ -47,6 +47,10 @@ struct object_entry {
   /// Items in flight that read it, per device they run on (0 for the host
   /// copy, a CPU worker's read).
   std::unordered_map<uint32_t, uint32_t> readers;
+  /// Processes attached to it through the share socket, per device whose
+  /// copy they map (unplaced_key for a snapshot of the host copy). They
+  /// hold it, and the copy they map is never evicted.
+  std::unordered_map<uint32_t, uint32_t> attached;
   /// The item whose output it is, when the balancer keeps that item to
   /// re-run it should every copy be lost (its key in the balancer's books).
   std::optional<uint64_t> producer;
@@ -126,6 +130,16 @@ public:
   /// copies and then calls `erase`.
   void retain(uint64_t id);
   bool release(uint64_t id);
+
+  /// A process attached to the copy on device `key` (unplaced_key: a
+  /// snapshot of the host copy), and detached; `detach` returns true when
+  /// the object is to be freed now.
+  void attach(uint64_t id, uint32_t key);
+  bool detach(uint64_t id, uint32_t key);
+
+  /// Drops the host copy (a read-write attach makes the attached copy the
+  /// only one).
+  void drop_host(uint64_t id);
 
   /// An item reading it runs (or ran) on device `d`.
   void pin(uint64_t id, size_t d);

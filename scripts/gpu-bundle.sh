@@ -27,7 +27,7 @@ ninja -C "$build_dir"
 programs=(
   tests/cohort_tests tests/libfake_nvml.so tests/audit_crash_writer
   tests/asan_overflow tests/libacme_kernels.so tests/acme_kernels.ptx
-  tests/libunruly_crash.so tests/libunruly_hang.so
+  tests/libunruly_crash.so tests/libunruly_hang.so tests/share_attacher
   tests/plugins/fake_cuda/libcohort-cuda.so tests/plugins/bad_abi/libcohort-cuda.so
   tools/cohort bench/bench_kernels bench/pool/bench_pool bench/bench_geo
   bench/bench_objects

@@ -344,6 +344,8 @@ http_reply admin_api::get_objects(const admin_request& req) {
     v->set_host_copy(o.host_copy);
     v->set_handles(o.handles);
     v->set_readers(o.readers);
+    v->set_attached(o.attached);
+    v->set_exports(o.exports);
     v->set_age_ms(o.age_ms);
   }
   return json(200, out);

@@ -124,8 +124,9 @@ int cmd_objects(const objects_cli& c) {
                  url.c_str());
     return exit_failed;
   }
-  std::printf("%-8s %-16s %-4s %12s %10s %-24s %-4s %7s %6s\n", "ID", "TENANT",
-              "TYPE", "ELEMENTS", "BYTES", "DEVICES", "HOST", "HOLDERS", "AGE");
+  std::printf("%-8s %-16s %-4s %12s %10s %-24s %-4s %7s %8s %6s\n", "ID",
+              "TENANT", "TYPE", "ELEMENTS", "BYTES", "DEVICES", "HOST",
+              "HOLDERS", "ATTACHED", "AGE");
   uint64_t on_devices = 0;
   uint64_t host_only = 0;
   for (auto& o : list.objects()) {
@@ -139,12 +140,12 @@ int cmd_objects(const objects_cli& c) {
       host_only += o.bytes();
     auto age = o.age_ms() < 10000 ? std::to_string(o.age_ms()) + "ms"
                                   : std::to_string(o.age_ms() / 1000) + "s";
-    std::printf("%-8llu %-16s %-4s %12llu %10s %-24s %-4s %3u+%-3u %6s\n",
+    std::printf("%-8llu %-16s %-4s %12llu %10s %-24s %-4s %3u+%-3u %8u %6s\n",
                 (unsigned long long)o.id(), o.tenant().c_str(),
                 o.dtype().c_str(), (unsigned long long)o.elements(),
                 human_bytes(o.bytes()).c_str(), devs.c_str(),
                 o.host_copy() ? "yes" : "no", o.handles(), o.readers(),
-                age.c_str());
+                o.attached(), age.c_str());
   }
   std::printf("%d object%s: %s in device memory, %s in host memory only\n",
               list.objects_size(), list.objects_size() == 1 ? "" : "s",

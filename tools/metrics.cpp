@@ -473,6 +473,26 @@ metrics_exporter::render(const metrics_input& in,
         "Objects lost with a device that held their only copy (their readers "
         "end with object_lost)",
         double(oc.lost));
+    // Sharing across processes.
+    family{out, "cohort_object_attachments",
+           "Attachments of other processes to shared objects now",
+           MetricType::Gauge}
+        .add({}, double(oc.attached_now));
+    one("cohort_object_exports_total", "Objects exported to other processes",
+        double(oc.exported));
+    one("cohort_object_attaches_total",
+        "Attaches of other processes to exported objects", double(oc.attaches));
+    one("cohort_object_attaches_refused_total",
+        "Attaches refused (unknown or revoked token, another user, write "
+        "under a read-only export, the export's limit)",
+        double(oc.attach_refused));
+    one("cohort_object_detaches_total",
+        "Attachments ended by their process with a detach",
+        double(oc.detaches));
+    one("cohort_object_attachments_reclaimed_total",
+        "Attachments reclaimed: their process exited, or closed its "
+        "connection, without detaching",
+        double(oc.reclaimed));
   }
   {
     family firing{out, "cohort_alerts_firing",

@@ -33,6 +33,7 @@ struct serve_options {
   int port = 9470;
   std::string token_file;
   std::string audit;
+  std::string share_socket;
   std::string scheduler;
   std::string pipeline;
   uint32_t repeat = 0; // 0: until stopped
@@ -113,6 +114,8 @@ parse(const std::map<std::string, std::string>& given) {
       o.token_file = v;
     } else if (k == "--audit") {
       o.audit = v;
+    } else if (k == "--share-socket") {
+      o.share_socket = v;
     } else if (k == "--scheduler") {
       o.scheduler = v;
     } else if (k == "--pipeline") {
@@ -196,6 +199,10 @@ void add_serve_command(CLI::App& parent, serve_cli& c) {
   o.add(*serve, "--listen", "where the HTTP server listens", "HOST:PORT");
   o.add(*serve, "--token-file", "the admin token (first line)", "FILE");
   o.add(*serve, "--audit", "the audit log (over the config's)", "PATH");
+  o.add(*serve, "--share-socket",
+        "share exported objects with other processes through this Unix "
+        "socket (over the config's share_socket)",
+        "PATH");
   o.add(*serve, "--pipeline", "run this pipeline's batches as the workload",
         "FILE");
   o.add(*serve, "--repeat", "run the pipeline N times (0: until stopped)", "N");
@@ -244,6 +251,8 @@ int cmd_serve(const serve_cli& c) {
   }
   if (!opts->audit.empty())
     cfg.set_audit_path(opts->audit);
+  if (!opts->share_socket.empty())
+    cfg.set_share_socket(opts->share_socket);
   if (!opts->scheduler.empty()) {
     if (auto err = apply_scheduler_arg(cfg, opts->scheduler))
       return bad_input(describe(err));
@@ -274,6 +283,8 @@ int cmd_serve(const serve_cli& c) {
               "admin API at /v1; mutating calls %s)\n",
               opts->host.c_str(), *port,
               token->empty() ? "disabled: no token" : "need the token");
+  if (!(*rt)->share_socket().empty())
+    std::printf("  sharing objects at %s\n", (*rt)->share_socket().c_str());
   for (auto& d : (*rt)->devices())
     std::printf("  device %-8s %s%s\n", d.name.c_str(), to_string(d.kind),
                 d.simulated ? " (simulated)" : "");

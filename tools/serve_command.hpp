@@ -19,8 +19,9 @@ struct serve_cli {
 };
 
 /// Adds `serve [--config FILE] [--listen HOST:PORT] [--token-file FILE]
-/// [--audit PATH] [--pipeline FILE [--repeat N]] [--for SECONDS]
-/// [--http-* LIMIT]...` (the limits of `http_limits`) to `parent`.
+/// [--audit PATH] [--share-socket PATH] [--pipeline FILE [--repeat N]]
+/// [--for SECONDS] [--http-* LIMIT]...` (the limits of `http_limits`) to
+/// `parent`.
 void add_serve_command(CLI::App& parent, serve_cli& c);
 
 /// Runs it. Returns 0 after a clean stop, 1 when the stop found an item

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include <caf/all.hpp>
+#include <unistd.h>
 
 #include "devices/memory/memory_resource.hpp"
 #include "kernels/small_vector.hpp"
@@ -399,6 +400,7 @@ void free_object(self_ptr self, uint64_t id, const std::string& why) {
   }
   audit_object(self, *e, "", "freed: " + why);
   ++st.counters.objects.freed;
+  st.shares.object_gone(id);
   st.spilling.erase(id);
   st.objects.erase(id);
 }
@@ -447,7 +449,8 @@ void spill_copy(self_ptr self, uint64_t id, size_t d, const std::string& why) {
               ++st.counters.objects.spilled;
               audit_object(self, *e, st.devices[d].info.name,
                            "spilled to host memory");
-              if (e->readers.count(uint32_t(d)) == 0)
+              if (e->readers.count(uint32_t(d)) == 0 &&
+                  e->attached.count(uint32_t(d)) == 0)
                 evict_copy(self, id, d, why);
             }
             done();
@@ -2663,19 +2666,31 @@ caf::result<object_info> put_object(self_ptr self, const std::string& tenant,
   return rp;
 }
 
-caf::result<host_buffer> get_object(self_ptr self, const std::string& tenant,
-                                    uint64_t id) {
-  auto& st = self->state;
+// Object `id` of `tenant` (of any tenant when it is empty: an operator,
+// or the embedding application's own export), for a request while the
+// runtime runs. Errors: shutting_down, invalid_arguments, not_granted.
+caf::expected<objects::object_entry*>
+tenant_object(balancer_state& st, const std::string& tenant, uint64_t id) {
   if (st.closed)
     return make_error(errc::shutting_down, "the runtime is stopping");
   auto* e = st.objects.find(id);
   if (e == nullptr)
     return make_error(errc::invalid_arguments,
                       "object " + std::to_string(id) + " does not exist");
-  if (e->tenant != tenant)
+  if (!tenant.empty() && e->tenant != tenant)
     return make_error(errc::not_granted,
                       "object " + std::to_string(id) +
                           " belongs to another tenant than '" + tenant + "'");
+  return e;
+}
+
+caf::result<host_buffer> get_object(self_ptr self, const std::string& tenant,
+                                    uint64_t id) {
+  auto& st = self->state;
+  auto found = tenant_object(st, tenant, id);
+  if (!found)
+    return found.error();
+  auto* e = *found;
   st.objects.touch(id);
   if (e->has_host)
     return e->host;
@@ -2693,6 +2708,265 @@ caf::result<host_buffer> get_object(self_ptr self, const std::string& tenant,
                     "object " + std::to_string(id) +
                         ": every copy was lost with its device, and it had "
                         "no host copy");
+}
+
+// Sharing objects with other processes (docs/objects.md, "Sharing across
+// processes"). The share socket's server asks; the balancer decides.
+
+caf::result<std::string> export_object(self_ptr self, const std::string& tenant,
+                                       uint64_t id, const share_grant& grant) {
+  auto& st = self->state;
+  auto found = tenant_object(st, tenant, id);
+  if (!found)
+    return found.error();
+  auto* e = *found;
+  if (grant.uid < -1 || grant.uid > int64_t{UINT32_MAX - 1})
+    return make_error(errc::invalid_arguments,
+                      "an export's user id is -1 (the runtime's user) or a "
+                      "user id, not " +
+                          std::to_string(grant.uid));
+  if (!e->has_host && e->replicas == 0 && e->storing == 0)
+    return make_error(errc::object_lost,
+                      "object " + std::to_string(id) +
+                          " was lost with its device and cannot be exported");
+  auto token = st.shares.add_export(id, e->tenant, grant);
+  ++st.counters.objects.exported;
+  auto uid = grant.uid < 0 ? st.own_uid : uint32_t(grant.uid);
+  audit_object(
+      self, *e, "",
+      "exported as " + token.substr(0, 8) + "… (" +
+          (grant.write ? "read-write" : "read-only") + ", user " +
+          std::to_string(uid) +
+          (grant.max_attached != 0
+               ? ", at most " + std::to_string(grant.max_attached) + " attached"
+               : "") +
+          ")");
+  return token;
+}
+
+caf::result<bool> unexport_object(self_ptr self, const std::string& tenant,
+                                  const std::string& token) {
+  auto& st = self->state;
+  auto* x = st.shares.find_export(token);
+  if (x == nullptr || (!tenant.empty() && x->tenant != tenant))
+    return false;
+  auto object = x->object;
+  st.shares.revoke(token, tenant);
+  ++st.counters.objects.unexported;
+  if (auto* e = st.objects.find(object))
+    audit_object(self, *e, "", "export " + token.substr(0, 8) + "… revoked");
+  return true;
+}
+
+// A refused attach: counted and audited (with the peer, never the token).
+caf::error refuse_attach(self_ptr self, const share_peer& peer,
+                         caf::error why) {
+  auto& st = self->state;
+  ++st.counters.objects.attach_refused;
+  st.audit.add(self,
+               audit_event{audit_kind::object, "", 0, "", "",
+                           "attach refused for process " +
+                               std::to_string(peer.pid) + " (user " +
+                               std::to_string(peer.uid) + "): " + describe(why),
+                           wall_clock_ns()});
+  return why;
+}
+
+// A new attachment of object `id` through copy `key` (a device, or
+// unplaced_key for a snapshot of the host copy), mapped as `h`.
+attachment_info attached(self_ptr self, const std::string& token, uint64_t id,
+                         uint32_t key, const share_peer& peer, bool write,
+                         share_handle h) {
+  auto& st = self->state;
+  auto& e = *st.objects.find(id);
+  auto aid = st.shares.attach(token, id, peer, write,
+                              key == unplaced_key ? -1 : int32_t(key));
+  ++st.counters.objects.attaches;
+  st.counters.objects.attached_now = st.shares.attachments();
+  audit_object(self, e, h.device,
+               "attached by process " + std::to_string(peer.pid) + " (user " +
+                   std::to_string(peer.uid) + "), " +
+                   (write ? "read-write" : "read-only") + ", attachment " +
+                   std::to_string(aid));
+  attachment_info out;
+  out.id = aid;
+  out.object = describe_object(e, device_names(st), steady_ns(st.now));
+  out.object.attached = st.shares.attached_to(id);
+  out.object.exports = st.shares.exports_of(id);
+  out.handle = std::move(h);
+  out.writable = write;
+  return out;
+}
+
+// Why a read-write attach of object `e` through its copy on device `d`
+// must wait, if it must: writes would make every other copy stale, so it
+// needs them idle (no item reading them, nothing attached to them, no copy
+// being stored or spilled).
+caf::error write_blocked(const balancer_state& st,
+                         const objects::object_entry& e, size_t d) {
+  auto busy = [&](const std::string& what) {
+    return make_error(errc::invalid_arguments,
+                      "object " + std::to_string(e.id) + " is " + what +
+                          "; a read-write attach needs its other copies "
+                          "idle (try again)");
+  };
+  for (auto& [key, n] : e.readers)
+    if (key != uint32_t(d))
+      return busy(key < st.devices.size()
+                      ? "being read on " + st.devices[key].info.name
+                      : std::string{"being read from its host copy"});
+  for (auto& [key, n] : e.attached)
+    if (key != uint32_t(d))
+      return busy("attached through another copy");
+  if ((e.storing & ~objects::device_bit(d)) != 0)
+    return busy("being stored on another device");
+  if (st.spilling.count(e.id) != 0)
+    return busy("being spilled to host memory");
+  return caf::none;
+}
+
+// A read-write attach keeps one copy, the one on `d`: the others and the
+// host copy are dropped, since writes would make them stale.
+void keep_only_copy(self_ptr self, uint64_t id, size_t d) {
+  auto& st = self->state;
+  auto* e = st.objects.find(id);
+  for (size_t i = 0; i < st.devices.size(); ++i)
+    if (i != d && objects::has_device(e->replicas, i))
+      evict_copy(self, id, i, "a read-write attach keeps one copy");
+  if (e->has_host) {
+    st.objects.drop_host(id);
+    audit_object(self, *e, "",
+                 "host copy dropped: a read-write attach keeps one copy");
+  }
+}
+
+caf::result<attachment_info> attach_object(self_ptr self,
+                                           const std::string& token,
+                                           const share_peer& peer, bool write) {
+  auto& st = self->state;
+  if (st.closed)
+    return make_error(errc::shutting_down, "the runtime is stopping");
+  auto ok = st.shares.check(token, peer, write, st.own_uid);
+  if (!ok)
+    return refuse_attach(self, peer, ok.error());
+  auto id = (*ok)->object;
+  auto* e = st.objects.find(id);
+  if (e == nullptr) {
+    st.shares.object_gone(id);
+    return refuse_attach(self, peer,
+                         make_error(errc::not_granted,
+                                    "no export has this token (unknown, "
+                                    "revoked, or its object was freed)"));
+  }
+  // The copy to map: one on a device (the first that holds it).
+  int32_t d = -1;
+  for (size_t i = 0; i < st.devices.size() && d < 0; ++i)
+    if (objects::has_device(e->replicas, i) && st.devices[i].handle &&
+        st.acct.metered(i))
+      d = int32_t(i);
+  if (write) {
+    if (d < 0)
+      return refuse_attach(
+          self, peer,
+          make_error(errc::invalid_arguments,
+                     "object " + std::to_string(id) +
+                         " has no copy on a device; only device copies are "
+                         "attached read-write"));
+    if (auto err = write_blocked(st, *e, size_t(d)))
+      return refuse_attach(self, peer, std::move(err));
+  }
+  if (d < 0) {
+    // Only the host copy (a CPU-only fleet, or every device copy evicted):
+    // a sealed memfd with a snapshot of it, read-only by construction.
+    if (!e->has_host)
+      return refuse_attach(
+          self, peer,
+          make_error(errc::object_lost, "object " + std::to_string(id) +
+                                            " has no copy left to attach to"));
+    auto fd = objects::sealed_snapshot(e->host.view().data,
+                                       e->host.view().bytes(), "cohort-object");
+    if (!fd)
+      return refuse_attach(self, peer, fd.error());
+    share_handle h;
+    h.kind = "memfd";
+    h.fd = *fd;
+    h.offset = 0;
+    h.region_bytes = e->bytes();
+    h.device = "host";
+    st.objects.attach(id, uint32_t(unplaced_key));
+    return attached(self, token, id, uint32_t(unplaced_key), peer, false,
+                    std::move(h));
+  }
+  // Held (and its copy kept where it is) while the device is asked.
+  st.objects.attach(id, uint32_t(d));
+  auto rp = self->make_response_promise<attachment_info>();
+  // The share socket's thread waits for this answer (docs/objects.md: a
+  // hung device holds the socket until the watchdog takes it down).
+  self->request(st.devices[d].handle, caf::infinite, share_atom::value, id)
+      .then(
+          [=](share_handle& h) mutable {
+            auto& st = self->state;
+            stamp(st);
+            if (st.objects.find(id) == nullptr) {
+              if (h.fd >= 0)
+                ::close(h.fd);
+              rp.deliver(make_error(errc::object_lost,
+                                    "object " + std::to_string(id) +
+                                        " went while it was attached"));
+              return;
+            }
+            if (write) {
+              // Checked again: items may have started reading another copy
+              // meanwhile. Only then are the other copies dropped.
+              if (auto err =
+                      write_blocked(st, *st.objects.find(id), size_t(d))) {
+                if (h.fd >= 0)
+                  ::close(h.fd);
+                if (st.objects.detach(id, uint32_t(d)))
+                  free_object(self, id, "its last holder let go");
+                rp.deliver(refuse_attach(self, peer, std::move(err)));
+                return;
+              }
+              keep_only_copy(self, id, size_t(d));
+            }
+            rp.deliver(attached(self, token, id, uint32_t(d), peer, write,
+                                std::move(h)));
+          },
+          [=](caf::error& err) mutable {
+            if (self->state.objects.detach(id, uint32_t(d)))
+              free_object(self, id, "its last holder let go");
+            rp.deliver(refuse_attach(self, peer, std::move(err)));
+          });
+  return rp;
+}
+
+void detach_object(self_ptr self, uint64_t attachment, bool died) {
+  auto& st = self->state;
+  auto a = st.shares.detach(attachment);
+  if (!a)
+    return;
+  if (died)
+    ++st.counters.objects.reclaimed;
+  else
+    ++st.counters.objects.detaches;
+  st.counters.objects.attached_now = st.shares.attachments();
+  auto key = a->device < 0 ? uint32_t(unplaced_key) : uint32_t(a->device);
+  auto* e = st.objects.find(a->object);
+  if (e == nullptr)
+    return;
+  audit_object(self, *e,
+               a->device < 0 ? "host" : st.devices[a->device].info.name,
+               (died ? "reclaimed from process " : "detached by process ") +
+                   std::to_string(a->peer.pid) + ", attachment " +
+                   std::to_string(attachment) +
+                   (died ? " (it exited, or closed its connection, without "
+                           "detaching)"
+                         : ""));
+  if (st.objects.detach(a->object, key))
+    free_object(self, a->object,
+                died ? "its last holder, an attached process, let go "
+                       "without detaching (it exited)"
+                     : "its last holder detached");
 }
 
 // Ends every item still open with shutting_down: the devices are gone.
@@ -2751,6 +3025,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   st.ready = balancer::ready_queues{st.acct.book().tenants()};
   st.model = run_time_model{cfg.model_window};
   st.started_at = clock::now();
+  st.own_uid = ::getuid();
   refresh_wall_offset(st);
   stamp(st);
   st.audit = audit_buffer{std::move(audit_dest)};
@@ -2982,9 +3257,31 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         auto names = device_names(st);
         std::vector<object_info> out;
         for (auto* e : st.objects.list())
-          if (tenant.empty() || e->tenant == tenant)
+          if (tenant.empty() || e->tenant == tenant) {
             out.push_back(describe_object(*e, names, steady_ns(st.now)));
+            out.back().attached = st.shares.attached_to(e->id);
+            out.back().exports = st.shares.exports_of(e->id);
+          }
         return out;
+      },
+      [=](object_atom, export_atom, std::string& tenant, uint64_t id,
+          share_grant& grant) -> caf::result<std::string> {
+        stamp(self->state);
+        return export_object(self, tenant, id, grant);
+      },
+      [=](object_atom, unexport_atom, std::string& tenant,
+          std::string& token) -> caf::result<bool> {
+        stamp(self->state);
+        return unexport_object(self, tenant, token);
+      },
+      [=](object_atom, attach_atom, std::string& token, share_peer& peer,
+          bool write) -> caf::result<attachment_info> {
+        stamp(self->state);
+        return attach_object(self, token, peer, write);
+      },
+      [=](object_atom, detach_atom, uint64_t attachment, bool died) {
+        stamp(self->state);
+        detach_object(self, attachment, died);
       },
       [=](flush_atom) {
         stamp(self->state);

@@ -23,11 +23,12 @@
 #include "actors/client_sink.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/device_change.hpp"
-#include "quota/quota_book.hpp"
 #include "devices/memory/pool_resource.hpp"
-#include "messages/simulation.hpp"
 #include "messages/errc.hpp"
+#include "messages/share.hpp"
+#include "messages/simulation.hpp"
 #include "messages/stats.hpp"
+#include "quota/quota_book.hpp"
 
 // The balancer's typed interface and settings are what the other actors and
 // the runtime speak, so they stay in cohort::actors; its parts (the files
@@ -113,6 +114,22 @@ using balancer_actor = device_listener::extend<
     /// Every live object of `tenant` (every tenant when empty).
     caf::replies_to<object_atom, list_atom,
                     std::string>::with<std::vector<object_info>>,
+    /// Exports object `id` of `tenant` to other processes of the node under
+    /// `grant`; returns the token they attach with (docs/objects.md,
+    /// "Sharing across processes").
+    caf::replies_to<object_atom, export_atom, std::string, uint64_t,
+                    share_grant>::with<std::string>,
+    /// Revokes an export of `tenant`: no new attaches (attached processes
+    /// keep theirs). False when there is no such export.
+    caf::replies_to<object_atom, unexport_atom, std::string,
+                    std::string>::with<bool>,
+    /// The share socket: process `peer` attaches with `token`, read-write
+    /// when `write`. The attachment holds the object (and pins its copy)
+    /// until it is detached.
+    caf::replies_to<object_atom, attach_atom, std::string, share_peer,
+                    bool>::with<attachment_info>,
+    /// Ends attachment `id`; `died` when its process died (reclaimed).
+    caf::reacts_to<object_atom, detach_atom, uint64_t, bool>,
     /// Internal: periodic flush of buffered audit events.
     caf::reacts_to<tick_atom>,
     /// Internal: held-back and waiting items are due for another try.

@@ -25,6 +25,7 @@
 #include "actors/balancer/stats.hpp"
 #include "devices/input_cache.hpp"
 #include "objects/object_directory.hpp"
+#include "objects/share_table.hpp"
 
 namespace cohort::actors {
 
@@ -231,6 +232,10 @@ struct balancer_state {
   /// Device-resident objects: where their copies are and who holds them
   /// (docs/objects.md).
   objects::object_directory objects;
+  /// Objects shared with other processes: exports and attachments.
+  objects::share_table shares;
+  /// The runtime's user: an export's default grantee.
+  uint32_t own_uid = 0;
   /// Objects whose only copy is being read back to host memory before it
   /// is evicted (a spill), and what waits for a spill to end.
   std::unordered_set<uint64_t> spilling;

@@ -15,8 +15,16 @@
 // instead. The two modes alternate round by round; the table gives every
 // round and the median.
 //
+// With --share it times instead what another process of the node pays to
+// read an object (docs/objects.md, "Sharing across processes"): attaching
+// through the share socket (connect, token check, the memfd passed and
+// mapped, one element read, detach) against copying the object to the
+// host (`get`), the path without sharing. In this process, so on
+// simulated GPUs (memfd); CUDA IPC opens only in another process, which
+// the GPU test times.
+//
 //   build/bench/bench_objects [--batches B] [--elements N] [--rounds R]
-//                             [--sims S] [--gpus]
+//                             [--sims S] [--gpus] [--share]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,6 +35,9 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
+#include <cohort/client.hpp>
 #include <cohort/cohort.hpp>
 
 namespace {
@@ -39,6 +50,7 @@ struct settings {
   uint32_t rounds = 3;
   uint32_t sims = 4;
   bool gpus = false;
+  bool share = false;
 };
 
 double seconds_since(clock_type::time_point t0) {
@@ -134,6 +146,62 @@ double median(std::vector<double> v) {
 
 } // namespace
 
+// p50, p99 and min of `us`, sorted here.
+void spread(const char* what, std::vector<double>& us) {
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) { return us[size_t(q * double(us.size() - 1))]; };
+  std::printf("%-28s %10.1f %10.1f %10.1f\n", what, at(0.5), at(0.99),
+              us.front());
+}
+
+int share_figures(cohort::runtime& rt, const settings& s) {
+  std::vector<float> x(s.elements), zero(s.elements, 0.0f);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(i % 97);
+  // An item's output kept on its device: no host copy, so `get` copies
+  // it from the device (a `put` object's get would hand out its host copy).
+  auto kept = rt.run(item(cohort::kernel::axpy, 1.0f,
+                          {cohort::buffer{x}, cohort::buffer{zero}}, true));
+  if (!kept.ok() || !kept->object) {
+    std::fprintf(stderr, "bench_objects: the kept item failed\n");
+    return 1;
+  }
+  auto obj = kept->object;
+  auto token = rt.share(obj);
+  auto mib = double(s.elements * sizeof(float)) / double(1 << 20);
+  std::printf("attach vs copy of a %.1f MiB object on %s, %u times each, "
+              "alternating (microseconds)\n",
+              mib, rt.objects().front().devices.front().c_str(),
+              s.batches * 10);
+  std::printf("%-28s %10s %10s %10s\n", "", "p50", "p99", "min");
+  std::vector<double> attach, copy;
+  double check = 0;
+  for (uint32_t i = 0; i < s.batches * 10; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    {
+      auto a = cohort::client::attachment::attach(rt.share_socket(), token);
+      auto v = a.view<float>();
+      check += v[v.size() - 1];
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    auto b = rt.get(obj);
+    check += b.view<float>()[b.size() - 1];
+    auto t2 = std::chrono::steady_clock::now();
+    attach.push_back(
+        std::chrono::duration<double, std::micro>(t1 - t0).count());
+    copy.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+  }
+  spread("attach, read, detach", attach);
+  spread("get (copy to the host)", copy);
+  auto expect = double(x.back()) * 2 * s.batches * 10;
+  if (check != expect) {
+    std::fprintf(stderr, "bench_objects: read %f, expected %f\n", check,
+                 expect);
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   settings s;
   for (int i = 1; i < argc; ++i) {
@@ -162,9 +230,11 @@ int main(int argc, char** argv) {
       s.sims = uint32_t(std::min<uint64_t>(value(), 64));
     else if (arg == "--gpus")
       s.gpus = true;
+    else if (arg == "--share")
+      s.share = true;
     else {
       std::fprintf(stderr, "usage: bench_objects [--batches B] [--elements N] "
-                           "[--rounds R] [--sims S] [--gpus]\n");
+                           "[--rounds R] [--sims S] [--gpus] [--share]\n");
       return 2;
     }
   }
@@ -173,7 +243,18 @@ int main(int argc, char** argv) {
   opts.simulated_gpus = s.gpus ? 0 : s.sims;
   opts.gpus = s.gpus;
   opts.audit_path = "/tmp/cohort-bench-objects-audit.log";
+  if (s.share) {
+    if (s.gpus) {
+      std::printf("bench_objects --share: CUDA and HIP IPC handles open only "
+                  "in another process; the GPU test times that\n");
+      return 0;
+    }
+    opts.share_socket =
+        "/tmp/cohort-bench-objects-" + std::to_string(::getpid()) + ".sock";
+  }
   auto rt = cohort::runtime::start(opts);
+  if (s.share)
+    return share_figures(rt, s);
   std::string fleet;
   for (auto& d : rt.devices())
     fleet += (fleet.empty() ? "" : ", ") + d.name;

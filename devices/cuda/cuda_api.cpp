@@ -1,6 +1,7 @@
 #include "devices/cuda/cuda_api.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <type_traits>
 #include <unordered_map>
@@ -216,6 +217,28 @@ public:
   }
 
   gpu::result free_device(void* p) override { return rc(cudaFree(p)); }
+
+  // Interprocess sharing: the handle is cudaIpcMemHandle_t's bytes, 64 of them.
+  gpu::result ipc_get_handle(void* base,
+                             std::array<uint8_t, 64>& out) override {
+    cudaIpcMemHandle_t h{};
+    static_assert(sizeof h == 64);
+    auto r = rc(cudaIpcGetMemHandle(&h, base));
+    if (!r.failed())
+      std::memcpy(out.data(), &h, sizeof h);
+    return r;
+  }
+
+  gpu::result ipc_open_handle(const std::array<uint8_t, 64>& handle,
+                              void*& base) override {
+    cudaIpcMemHandle_t h{};
+    std::memcpy(&h, handle.data(), sizeof h);
+    return rc(cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess));
+  }
+
+  gpu::result ipc_close_handle(void* base) override {
+    return rc(cudaIpcCloseMemHandle(base));
+  }
 
   gpu::result host_register(void* p, size_t bytes) override {
     return rc(cudaHostRegister(p, bytes, cudaHostRegisterDefault));

@@ -4,6 +4,7 @@
 // (error mapping, stream bookkeeping, the completion path) without hardware.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -162,6 +163,27 @@ public:
 
   /// Destroys the device's context and everything in it.
   virtual result device_reset() = 0;
+
+  /// Interprocess sharing (docs/objects.md): the IPC handle of the
+  /// allocation that starts at `base` (made by malloc_device), which
+  /// another process opens. Runtimes without it answer invalid_value.
+  virtual result ipc_get_handle(void* base, std::array<uint8_t, 64>& out) {
+    (void)base;
+    (void)out;
+    return {status::invalid_value, 0};
+  }
+  /// In a consumer process: maps the allocation of `handle` on the current
+  /// device, and unmaps it.
+  virtual result ipc_open_handle(const std::array<uint8_t, 64>& handle,
+                                 void*& base) {
+    (void)handle;
+    (void)base;
+    return {status::invalid_value, 0};
+  }
+  virtual result ipc_close_handle(void* base) {
+    (void)base;
+    return {status::invalid_value, 0};
+  }
 };
 
 } // namespace cohort::devices::gpu

@@ -1,5 +1,7 @@
 #include "devices/gpu/gpu_memory_resource.hpp"
 
+#include <string_view>
+
 #include "devices/gpu/gpu_device.hpp"
 #include "messages/errc.hpp"
 
@@ -48,6 +50,32 @@ caf::error gpu_memory_resource::do_deallocate(void* p, size_t bytes,
   if (auto rc = rt_->free_device(p); rc.failed())
     return to_error(*rt_, rc, device_, "freeing a slab", __FILE__, __LINE__);
   return caf::none;
+}
+
+caf::expected<memory::shared_region>
+gpu_memory_resource::do_share(const void* p) {
+  auto* c = static_cast<const char*>(p);
+  auto i = blocks_.upper_bound(const_cast<void*>(p));
+  if (i == blocks_.begin())
+    return make_error(errc::invalid_arguments,
+                      device_ + ": no slab holds that address");
+  --i;
+  auto* base = static_cast<const char*>(i->first);
+  if (c >= base + i->second)
+    return make_error(errc::invalid_arguments,
+                      device_ + ": no slab holds that address");
+  memory::shared_region r;
+  r.how = std::string_view{rt_->vendor()} == "HIP"
+              ? memory::shared_region::kind::hip_ipc
+              : memory::shared_region::kind::cuda_ipc;
+  rt_->set_device(ordinal_);
+  if (auto rc = rt_->ipc_get_handle(i->first, r.ipc); rc.failed())
+    return to_error(*rt_, rc, device_,
+                    "getting the IPC handle of a slab to share an object",
+                    __FILE__, __LINE__);
+  r.offset = static_cast<uint64_t>(c - base);
+  r.region_bytes = i->second;
+  return r;
 }
 
 } // namespace cohort::devices::gpu

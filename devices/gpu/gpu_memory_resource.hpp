@@ -5,9 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
 #include "devices/gpu/api.hpp"
 #include "devices/memory/memory_resource.hpp"
@@ -28,12 +28,14 @@ private:
   caf::error do_deallocate(void* p, size_t bytes,
                            memory::stream_ref stream) override;
   void do_forget_all() override;
+  caf::expected<memory::shared_region> do_share(const void* p) override;
 
   std::shared_ptr<api> rt_;
   int ordinal_;
   std::string device_;
   uint64_t used_ = 0;
-  std::unordered_map<void*, size_t> blocks_;
+  /// By address, to find the slab holding a pointer.
+  std::map<void*, size_t> blocks_;
 };
 
 } // namespace cohort::devices::gpu

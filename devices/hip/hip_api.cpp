@@ -1,6 +1,7 @@
 #include "devices/hip/hip_api.hpp"
 
 #include <cstdio>
+#include <cstring>
 
 #include "kernels/hip/launch.hpp"
 
@@ -139,6 +140,28 @@ public:
   }
 
   gpu::result free_device(void* p) override { return rc(hipFree(p)); }
+
+  // Interprocess sharing: the handle is hipIpcMemHandle_t's bytes, 64 of them.
+  gpu::result ipc_get_handle(void* base,
+                             std::array<uint8_t, 64>& out) override {
+    hipIpcMemHandle_t h{};
+    static_assert(sizeof h == 64);
+    auto r = rc(hipIpcGetMemHandle(&h, base));
+    if (!r.failed())
+      std::memcpy(out.data(), &h, sizeof h);
+    return r;
+  }
+
+  gpu::result ipc_open_handle(const std::array<uint8_t, 64>& handle,
+                              void*& base) override {
+    hipIpcMemHandle_t h{};
+    std::memcpy(&h, handle.data(), sizeof h);
+    return rc(hipIpcOpenMemHandle(&base, h, hipIpcMemLazyEnablePeerAccess));
+  }
+
+  gpu::result ipc_close_handle(void* base) override {
+    return rc(hipIpcCloseMemHandle(base));
+  }
 
   gpu::result host_register(void* p, size_t bytes) override {
     return rc(hipHostRegister(p, bytes, hipHostRegisterDefault));

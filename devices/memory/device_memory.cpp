@@ -4,6 +4,12 @@
 
 namespace cohort::devices::memory {
 
+caf::expected<shared_region> memory_resource::do_share(const void*) {
+  return make_error(errc::invalid_arguments,
+                    "this device's memory cannot be shared with another "
+                    "process");
+}
+
 caf::expected<std::unique_ptr<device_memory>>
 device_memory::make(std::string device, bool simulated, uint64_t capacity,
                     std::unique_ptr<memory_resource> upstream,

@@ -73,6 +73,11 @@ public:
 
   memory_snapshot snapshot() const;
 
+  /// How another process maps the memory at `p` (see memory_resource).
+  caf::expected<shared_region> share(const void* p) {
+    return upstream_->share(p);
+  }
+
   /// Replaces the options of a stack with nothing handed out: rebuilds the
   /// pool and the adaptors and takes the reservations (the runtime
   /// configures each device once its grants are compiled). A null observer

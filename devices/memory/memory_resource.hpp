@@ -5,6 +5,7 @@
 // memory in stream order, enforce per-tenant limits and report leaks.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -38,6 +39,26 @@ struct owner_tag {
 
 /// Hands out and takes back device memory. Not thread-safe unless a
 /// resource says otherwise: one device actor owns a device's resources.
+/// Where another process can map memory a resource handed out
+/// (docs/objects.md, "Sharing across processes"): the region holding it
+/// and its offset there.
+struct shared_region {
+  enum class kind : uint8_t {
+    /// A memfd (a simulated GPU's slab): `fd` is a descriptor the caller
+    /// owns and closes.
+    memfd,
+    /// A CUDA or HIP IPC handle of the allocation holding it (`ipc`).
+    cuda_ipc,
+    hip_ipc,
+  };
+  kind how = kind::memfd;
+  int fd = -1;
+  std::array<uint8_t, 64> ipc{};
+  /// Of the pointer from the start of the region, and the region's size.
+  uint64_t offset = 0;
+  uint64_t region_bytes = 0;
+};
+
 class memory_resource {
 public:
   virtual ~memory_resource() = default;
@@ -69,6 +90,11 @@ public:
   /// memory (a simulated GPU's slabs), which AddressSanitizer can watch.
   bool host_memory() const { return do_host_memory(); }
 
+  /// How another process maps the memory at `p` (inside a block this
+  /// resource handed out). Errors: invalid_arguments for a pointer it did
+  /// not hand out or a resource whose memory cannot be shared.
+  caf::expected<shared_region> share(const void* p) { return do_share(p); }
+
 private:
   virtual caf::expected<void*> do_allocate(size_t bytes, stream_ref stream,
                                            const owner_tag& owner) = 0;
@@ -78,6 +104,7 @@ private:
   virtual void do_forget_all() {}
   /// Device memory, or address space only, unless a resource says otherwise.
   virtual bool do_host_memory() const { return false; }
+  virtual caf::expected<shared_region> do_share(const void* p);
 };
 
 /// Rounds `x` up to a multiple of `a` (a power of two), saturating instead

@@ -496,6 +496,21 @@ struct options {
   bool gpus = true;
   /// The audit log; empty: cohort-audit.log in the working directory.
   std::string audit_path;
+  /// The Unix domain socket through which other processes of the node
+  /// attach to exported objects (docs/objects.md, "Sharing across
+  /// processes"); overrides the config's `share_socket`. Empty: not shared.
+  std::string share_socket;
+};
+
+/// What an export lets the processes holding its token do
+/// (runtime::share).
+struct share_options {
+  /// Attach read-write (write the object in place); read-only otherwise.
+  bool write = false;
+  /// Only processes of this user id may attach; -1: the runtime's own.
+  int64_t uid = -1;
+  /// At most this many attachments at once; 0: no limit.
+  uint32_t max_attached = 0;
 };
 
 /// A device of the runtime, as it was when the runtime started.
@@ -523,6 +538,9 @@ struct object_view {
   /// Handles held by clients, and items in flight that read it.
   uint32_t handles = 0;
   uint32_t readers = 0;
+  /// Processes attached to it through the share socket, and its exports.
+  uint32_t attached = 0;
+  uint32_t exports = 0;
   /// Milliseconds since it was made.
   int64_t age_ms = 0;
 };
@@ -687,6 +705,25 @@ public:
 
   /// The live objects of `tenant` (every tenant when empty), by id.
   std::vector<object_view> objects(const std::string& tenant = {});
+
+  /// Exports `obj` to other processes of this node (docs/objects.md,
+  /// "Sharing across processes") and returns the token that a process
+  /// gives the client library (cohort/client.hpp) to attach through
+  /// share_socket(). Nothing is attachable without a token; the export
+  /// does not hold the object (handles and attached processes do), and
+  /// ends when the object is freed or unshare() revokes it. Throws
+  /// cohort::error: invalid_arguments (an empty handle, another runtime's
+  /// object, no share socket, or a read-write export of an object that
+  /// items are reading on another device), object_lost, shutting_down.
+  std::string share(const object_ref& obj, const share_options& opts = {});
+
+  /// Revokes an export: no new attaches with `token` (attached processes
+  /// keep theirs until they detach or exit). Throws cohort::error
+  /// (invalid_arguments for an unknown token).
+  void unshare(const std::string& token);
+
+  /// The share socket's path; empty when this runtime does not share.
+  std::string share_socket() const;
 
   /// Counters so far (after stop(), the final ones).
   cohort::stats stats();

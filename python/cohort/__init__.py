@@ -77,10 +77,11 @@ class Runtime:
     """
 
     def __init__(self, cpu_workers=None, simulated_gpus=0, gpus=True,
-                 audit_path="", config_file="", config_text=""):
+                 audit_path="", config_file="", config_text="",
+                 share_socket=""):
         self._rt = NativeRuntime(cpu_workers, simulated_gpus, gpus,
                                  str(audit_path), str(config_file),
-                                 config_text)
+                                 config_text, str(share_socket))
         _open.add(self)
 
     def __enter__(self):
@@ -175,8 +176,26 @@ class Runtime:
 
     def objects(self, tenant=""):
         """The live objects (of `tenant`), as dicts: id, tenant, dtype, size,
-        bytes, devices, host_copy, handles, readers, age_ms."""
+        bytes, devices, host_copy, handles, readers, attached, exports,
+        age_ms."""
         return self._rt.objects(str(tenant))
+
+    def share(self, obj, write=False, uid=-1, max_attached=0):
+        """Exports object `obj` to other processes of this node and returns
+        the token they attach with (cohort.client.attach) through
+        `share_socket`: read-write when `write`, for user `uid` (-1: this
+        process's user), at most `max_attached` attachments at once (0: no
+        limit). Needs a runtime started with share_socket."""
+        return self._rt.share(obj, bool(write), int(uid), int(max_attached))
+
+    def unshare(self, token):
+        """Revokes an export: no new attaches with `token`."""
+        self._rt.unshare(str(token))
+
+    @property
+    def share_socket(self):
+        """The share socket's path ("" when this runtime does not share)."""
+        return self._rt.share_socket()
 
     def dry_run(self, steps, from_now=False):
         """A dry run of allocation steps (dicts: tenant, device, bytes,

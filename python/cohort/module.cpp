@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cohort/client.hpp>
 #include <cohort/cohort.hpp>
 
 namespace py = pybind11;
@@ -112,6 +113,65 @@ template <class T> py::object to_array(const cohort::buffer& b) {
 struct py_object {
   cohort::object_ref ref;
 };
+
+// An attachment to an object shared by a runtime of this node
+// (cohort.client): its memory is mapped here.
+struct py_attachment {
+  cohort::client::attachment a;
+  /// Arrays over its mapping still alive: detach() waits for none.
+  int arrays = 0;
+};
+
+// What an array over an attachment holds: the attachment (its mapping
+// stays) and its count of arrays.
+struct array_hold {
+  py::object owner;
+  int* count;
+};
+
+// The attachment's elements as an array over its mapping (no copy),
+// writable when the attachment is; host memory only.
+py::object attachment_array(py::object self) {
+  auto& att = self.cast<py_attachment&>();
+  auto& a = att.a;
+  if (!a.attached())
+    throw cohort::error{cohort::errc::invalid_arguments,
+                        "the attachment was detached"};
+  if (a.where() != cohort::client::memory_kind::host)
+    throw cohort::error{cohort::errc::invalid_arguments,
+                        "the object is in GPU memory (" + a.device() +
+                            "): use .pointer with the GPU's own library"};
+  py::dtype dt;
+  switch (a.type()) {
+  case cohort::dtype::f64:
+    dt = py::dtype::of<double>();
+    break;
+  case cohort::dtype::i32:
+    dt = py::dtype::of<int32_t>();
+    break;
+  case cohort::dtype::i64:
+    dt = py::dtype::of<int64_t>();
+    break;
+  case cohort::dtype::u8:
+    dt = py::dtype::of<uint8_t>();
+    break;
+  default:
+    dt = py::dtype::of<float>();
+  }
+  // Its base holds the attachment, which keeps the mapping while the
+  // array lives; detach() refuses while any array does.
+  ++att.arrays;
+  py::capsule base(new array_hold{self, &att.arrays}, [](void* p) {
+    auto* h = static_cast<array_hold*>(p);
+    --*h->count;
+    delete h;
+  });
+  py::array arr(dt, {py::ssize_t(a.size())}, {py::ssize_t(dt.itemsize())},
+                const_cast<void*>(a.data()), base);
+  if (!a.writable())
+    arr.attr("setflags")(py::arg("write") = false);
+  return arr;
+}
 
 struct py_result {
   uint64_t id = 0;
@@ -239,7 +299,8 @@ class py_runtime {
 public:
   py_runtime(std::optional<uint32_t> cpu_workers, uint32_t simulated_gpus,
              bool gpus, const std::string& audit_path,
-             const std::string& config_file, const std::string& config_text) {
+             const std::string& config_file, const std::string& config_text,
+             const std::string& share_socket) {
     cohort::options opts;
     opts.cpu_workers = cpu_workers;
     opts.simulated_gpus = simulated_gpus;
@@ -247,6 +308,7 @@ public:
     opts.audit_path = audit_path;
     opts.config_file = config_file;
     opts.config_text = config_text;
+    opts.share_socket = share_socket;
     py::gil_scoped_release nogil;
     rt_ = std::make_unique<cohort::runtime>(cohort::runtime::start(opts));
   }
@@ -421,11 +483,31 @@ public:
       x["host_copy"] = o.host_copy;
       x["handles"] = o.handles;
       x["readers"] = o.readers;
+      x["attached"] = o.attached;
+      x["exports"] = o.exports;
       x["age_ms"] = o.age_ms;
       out.append(x);
     }
     return out;
   }
+
+  std::string share(const py_object& obj, bool write, int64_t uid,
+                    uint32_t max_attached) {
+    cohort::share_options o;
+    o.write = write;
+    o.uid = uid;
+    o.max_attached = max_attached;
+    return waiting([&](cohort::runtime& rt) { return rt.share(obj.ref, o); });
+  }
+
+  void unshare(const std::string& token) {
+    waiting([&](cohort::runtime& rt) {
+      rt.unshare(token);
+      return 0;
+    });
+  }
+
+  std::string share_socket() { return live().share_socket(); }
 
   std::string audit_path() { return live().audit_path(); }
 
@@ -514,12 +596,66 @@ PYBIND11_MODULE(_cohort, m) {
                cohort::to_string(o.ref.type()) + "[" +
                std::to_string(o.ref.size()) + "]>";
       });
+  py::class_<py_attachment>(m, "Attachment")
+      .def(py::init([](const std::string& socket, const std::string& token,
+                       bool write) {
+             py::gil_scoped_release nogil;
+             return py_attachment{
+                 cohort::client::attachment::attach(socket, token, write)};
+           }),
+           py::arg("socket"), py::arg("token"), py::arg("write") = false)
+      .def_property_readonly("id",
+                             [](const py_attachment& a) { return a.a.id(); })
+      .def_property_readonly(
+          "object", [](const py_attachment& a) { return a.a.object(); })
+      .def_property_readonly(
+          "tenant", [](const py_attachment& a) { return a.a.tenant(); })
+      .def_property_readonly("dtype",
+                             [](const py_attachment& a) {
+                               return std::string{
+                                   cohort::to_string(a.a.type())};
+                             })
+      .def_property_readonly("size",
+                             [](const py_attachment& a) { return a.a.size(); })
+      .def_property_readonly("nbytes",
+                             [](const py_attachment& a) { return a.a.bytes(); })
+      .def_property_readonly(
+          "device", [](const py_attachment& a) { return a.a.device(); })
+      .def_property_readonly("memory",
+                             [](const py_attachment& a) {
+                               switch (a.a.where()) {
+                               case cohort::client::memory_kind::cuda:
+                                 return "cuda";
+                               case cohort::client::memory_kind::hip:
+                                 return "hip";
+                               default:
+                                 return "host";
+                               }
+                             })
+      .def_property_readonly(
+          "writable", [](const py_attachment& a) { return a.a.writable(); })
+      .def_property_readonly(
+          "attached", [](const py_attachment& a) { return a.a.attached(); })
+      .def_property_readonly("pointer",
+                             [](const py_attachment& a) {
+                               return reinterpret_cast<uintptr_t>(a.a.data());
+                             })
+      .def("array", &attachment_array)
+      .def("detach", [](py_attachment& a) {
+        if (a.arrays > 0)
+          throw cohort::error{
+              cohort::errc::invalid_arguments,
+              std::to_string(a.arrays) +
+                  " array(s) over the attachment's memory are still alive; "
+                  "drop them (or copy what you need) before detach()"};
+        a.a.detach();
+      });
   py::class_<py_runtime>(m, "NativeRuntime")
       .def(py::init<std::optional<uint32_t>, uint32_t, bool, std::string,
-                    std::string, std::string>(),
+                    std::string, std::string, std::string>(),
            py::arg("cpu_workers"), py::arg("simulated_gpus"), py::arg("gpus"),
            py::arg("audit_path"), py::arg("config_file"),
-           py::arg("config_text"))
+           py::arg("config_text"), py::arg("share_socket"))
       .def("submit", &py_runtime::submit)
       .def("run", &py_runtime::run)
       .def("cancel", &py_runtime::cancel)
@@ -532,6 +668,9 @@ PYBIND11_MODULE(_cohort, m) {
       .def("put", &py_runtime::put)
       .def("get", &py_runtime::get)
       .def("objects", &py_runtime::objects)
+      .def("share", &py_runtime::share)
+      .def("unshare", &py_runtime::unshare)
+      .def("share_socket", &py_runtime::share_socket)
       .def("audit_path", &py_runtime::audit_path)
       .def("stop", &py_runtime::stop)
       .def("close", &py_runtime::close)

@@ -329,3 +329,87 @@ def test_object_errors(tmp_path):
         with pytest.raises(cohort.Error) as e:
             rt.put(np.ones(0, np.float32))
         assert e.value.errc == "invalid_arguments"
+
+
+def _wait(cond, seconds=5.0):
+    import time
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.005)
+    return cond()
+
+
+def test_objects_shared_with_another_process(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import cohort.client
+    sock = str(tmp_path / "share.sock")
+    with cohort.Runtime(cpu_workers=1, simulated_gpus=1, gpus=False,
+                        audit_path=tmp_path / "audit.log",
+                        share_socket=sock) as rt:
+        assert rt.share_socket == sock
+        w = np.arange(4096, dtype=np.float32)
+        obj = rt.put(w)
+        token = rt.share(obj)
+        assert len(token) == 32
+        # In this process: an array over sim0's memory, read-only.
+        with cohort.client.attach(sock, token) as a:
+            assert (a.object, a.dtype, a.size, a.device, a.memory) == \
+                (obj.id, "f32", 4096, "sim0", "host")
+            x = a.array()
+            np.testing.assert_array_equal(x, w)
+            assert not x.flags.writeable
+            with pytest.raises(cohort.Error) as e:
+                a.detach()  # an array still uses the memory
+            assert e.value.errc == "invalid_arguments"
+            del x
+            assert rt.objects()[0]["attached"] == 1
+        assert _wait(lambda: rt.objects()[0]["attached"] == 0)
+        with pytest.raises(cohort.Error) as e:
+            cohort.client.attach(sock, token, write=True)
+        assert e.value.errc == "not_granted"
+        # In another process, killed while attached: reclaimed.
+        code = ("import sys, time, cohort.client\n"
+                "a = cohort.client.attach(sys.argv[1], sys.argv[2])\n"
+                "print(float(a.array().sum()), flush=True)\n"
+                "time.sleep(60)\n")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(sys.path)
+        p = subprocess.Popen([sys.executable, "-c", code, sock, token],
+                             stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert float(p.stdout.readline()) == pytest.approx(w.sum())
+            assert _wait(lambda: rt.objects()[0]["attached"] == 1)
+            oid = obj.id
+            del obj  # the other process still holds it
+            assert [o["id"] for o in rt.objects()] == [oid]
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            assert _wait(lambda: rt.objects() == [])
+        finally:
+            p.kill()
+            p.wait()
+        # A read-write export written in place.
+        obj = rt.put(np.ones(100, np.float32))
+        rw = rt.share(obj, write=True)
+        with cohort.client.attach(sock, rw, write=True) as a:
+            y = a.array()
+            y[:] = 3.0
+            del y
+        np.testing.assert_array_equal(rt.get(obj), np.full(100, 3.0))
+        rt.unshare(rw)
+        with pytest.raises(cohort.Error):
+            cohort.client.attach(sock, rw)
+
+
+def test_sharing_needs_a_socket(tmp_path):
+    with cohort.Runtime(cpu_workers=1, simulated_gpus=1, gpus=False,
+                        audit_path=tmp_path / "audit.log") as rt:
+        assert rt.share_socket == ""
+        obj = rt.put(np.ones(4, np.float32))
+        with pytest.raises(cohort.Error) as e:
+            rt.share(obj)
+        assert e.value.errc == "invalid_arguments"

@@ -12,6 +12,7 @@
 #include <httplib.h>
 
 #include "audit/audit_log.hpp"
+#include "cohort/client.hpp"
 #include "tests/runtime_fixture.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tools/serve_command.hpp"
@@ -465,4 +466,50 @@ TEST_CASE_METHOD(served, "the admin API and cohort objects list the objects",
   auto empty = get("/v1/objects");
   REQUIRE(empty);
   CHECK(has(empty->body, "\"objects\": []"));
+}
+
+TEST_CASE_METHOD(served, "shared objects show their attachments everywhere",
+                 "[tools][serve][objects][share]") {
+  auto cfg = test::make_config(dir, 1, {{"sim0", 1}});
+  auto sock = dir.file("share.sock");
+  cfg.set_share_socket(sock);
+  start(cfg);
+  CHECK(rt->share_socket() == sock);
+  std::vector<float> x(1024, 1.0f);
+  auto obj = rt->put_object("t", host_buffer{x}, "sim0");
+  REQUIRE(obj);
+  auto token = rt->export_object("t", obj->id, share_grant{});
+  REQUIRE(token);
+  CHECK_FALSE(rt->export_object("u", obj->id, share_grant{}));
+  auto a = cohort::client::attachment::attach(sock, *token);
+  CHECK(a.view<float>()[1023] == 1.0f);
+  CHECK_THROWS_AS(cohort::client::attachment::attach(sock, "nope"),
+                  cohort::error);
+  auto all = get("/v1/objects");
+  REQUIRE(all);
+  CHECK(has(all->body, "\"attached\": 1"));
+  CHECK(has(all->body, "\"exports\": 1"));
+  auto url = " --url http://127.0.0.1:" + std::to_string(port);
+  auto table = test::cohort_cli("objects" + url);
+  INFO(table.output);
+  CHECK(has(table.output, "ATTACHED"));
+  auto m = get("/metrics");
+  REQUIRE(m);
+  CHECK(has(m->body, "cohort_object_attachments 1"));
+  CHECK(has(m->body, "cohort_object_exports_total 1"));
+  CHECK(has(m->body, "cohort_object_attaches_total 1"));
+  CHECK(has(m->body, "cohort_object_attaches_refused_total 1"));
+  CHECK(has(m->body, "cohort_object_attachments_reclaimed_total 0"));
+  a.detach();
+  bool detached = false;
+  for (int i = 0; i < 400 && !detached; ++i) {
+    auto s = rt->placement_stats();
+    REQUIRE(s);
+    detached = s->objects.detaches == 1 && s->objects.attached_now == 0;
+    if (!detached)
+      std::this_thread::sleep_for(5ms);
+  }
+  CHECK(detached);
+  CHECK(rt->unexport_object("t", *token) == caf::none);
+  CHECK(rt->unexport_object("t", *token) != caf::none);
 }
