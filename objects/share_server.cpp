@@ -86,6 +86,12 @@ share::Reply error_reply(errc code, const std::string& why) {
 // A descriptor of the same memfd that allows reading only: mmap with
 // PROT_WRITE and MAP_SHARED is refused on it, so a read-only grant holds
 // whatever the attached process tries.
+// A connection turned away at once: it is told why, then closed.
+void refuse_connection(int fd, const std::string& why) {
+  send_reply(fd, error_reply(errc::queue_full, why), -1);
+  ::close(fd);
+}
+
 int read_only_copy(int fd) {
   auto path = "/proc/self/fd/" + std::to_string(fd);
   return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -184,11 +190,6 @@ void share_server::stop() {
   });
 }
 
-share_server_counts share_server::counts() const {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return counts_;
-}
-
 void share_server::run() {
   std::vector<pollfd> fds;
   while (!stopping_) {
@@ -245,15 +246,9 @@ void share_server::accept_one() {
       return; // EAGAIN, or a connection that went away at once
     }
     if (conns_.size() >= max_connections) {
-      std::lock_guard<std::mutex> guard{mtx_};
-      ++counts_.refused_connections;
-      send_reply(
-          fd,
-          error_reply(errc::queue_full, "the share socket has " +
-                                            std::to_string(max_connections) +
-                                            " connections already"),
-          -1);
-      ::close(fd);
+      refuse_connection(fd, "the share socket has " +
+                                std::to_string(max_connections) +
+                                " connections already");
       continue;
     }
     ucred cred{};
@@ -267,17 +262,9 @@ void share_server::accept_one() {
     for (auto& c : conns_)
       theirs += c->peer.uid == cred.uid;
     if (theirs >= max_connections_per_user) {
-      {
-        std::lock_guard<std::mutex> guard{mtx_};
-        ++counts_.refused_connections;
-      }
-      send_reply(fd,
-                 error_reply(errc::queue_full,
-                             "user " + std::to_string(cred.uid) + " has " +
-                                 std::to_string(max_connections_per_user) +
-                                 " connections to the share socket already"),
-                 -1);
-      ::close(fd);
+      refuse_connection(fd, "user " + std::to_string(cred.uid) + " has " +
+                                std::to_string(max_connections_per_user) +
+                                " connections to the share socket already");
       continue;
     }
     auto c = std::make_unique<connection>();
@@ -285,8 +272,6 @@ void share_server::accept_one() {
     c->peer = share_peer{cred.pid, cred.uid, cred.gid};
     c->pidfd = open_pidfd(cred.pid);
     conns_.push_back(std::move(c));
-    std::lock_guard<std::mutex> guard{mtx_};
-    ++counts_.connections;
   }
 }
 
@@ -300,10 +285,6 @@ bool share_server::serve(connection& c) {
   share::Request req;
   if (size_t(n) > sizeof buf || !req.ParseFromArray(buf, int(n)) ||
       req.op_case() == share::Request::OP_NOT_SET) {
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      ++counts_.malformed;
-    }
     return send_reply(c.fd,
                       error_reply(errc::invalid_arguments,
                                   size_t(n) > sizeof buf

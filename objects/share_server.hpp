@@ -34,12 +34,6 @@ struct share_backend {
   std::function<void(uint64_t attachment, bool died)> detach;
 };
 
-struct share_server_counts {
-  uint64_t connections = 0;
-  uint64_t refused_connections = 0;
-  uint64_t malformed = 0;
-};
-
 class share_server {
 public:
   /// Connections at once; more are closed at once.
@@ -67,8 +61,6 @@ public:
 
   const std::string& path() const { return path_; }
 
-  share_server_counts counts() const;
-
   struct connection;
 
 private:
@@ -87,8 +79,6 @@ private:
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::once_flag stopped_;
-  mutable std::mutex mtx_;
-  share_server_counts counts_;
   std::vector<std::unique_ptr<connection>> conns_;
 };
 
