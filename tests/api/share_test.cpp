@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -95,12 +96,19 @@ cohort::work sum_of(const cohort::object_ref& obj) {
   return w;
 }
 
-const cohort::object_view* find(const std::vector<cohort::object_view>& all,
-                                uint64_t id) {
+// By value: rt.objects() is a temporary, and a pointer into it would dangle.
+std::optional<cohort::object_view>
+find(const std::vector<cohort::object_view>& all, uint64_t id) {
   for (auto& o : all)
     if (o.id == id)
-      return &o;
-  return nullptr;
+      return o;
+  return std::nullopt;
+}
+
+// How many processes have the object attached; -1 once it is gone.
+int attached_of(cohort::runtime& rt, uint64_t id) {
+  auto o = find(rt.objects(), id);
+  return o ? static_cast<int>(o->attached) : -1;
 }
 
 // A raw connection to the share socket, for what the client library never
@@ -230,8 +238,8 @@ TEST_CASE("an exported object is attached and read where it lives",
     CHECK(code_of([&] { a.mutable_data(); }) == cohort::errc::not_granted);
     CHECK(code_of([&] { a.view<double>(); }) ==
           cohort::errc::invalid_arguments);
-    auto* o = find(rt.objects(), obj.id());
-    REQUIRE(o != nullptr);
+    auto o = find(rt.objects(), obj.id());
+    REQUIRE(o.has_value());
     CHECK(o->attached == 1);
     CHECK(o->exports == 1);
     // Items still read it in place while it is attached.
@@ -242,7 +250,7 @@ TEST_CASE("an exported object is attached and read where it lives",
     CHECK(a.data() == nullptr);
   }
   CHECK(
-      eventually([&] { return find(rt.objects(), obj.id())->attached == 0; }));
+      eventually([&] { return attached_of(rt, obj.id()) == 0; }));
   // The export outlives the attachment; revoked, it lets nobody in.
   auto again = cohort::client::attachment::attach(rt.share_socket(), token);
   again.detach();
@@ -293,7 +301,9 @@ TEST_CASE("attaches are refused unless the export grants them",
         cohort::errc::invalid_arguments);
   // Every refusal is audited; the metrics count them (tools tests).
   auto objs = rt.objects();
-  CHECK(find(objs, obj.id())->exports == 3);
+  auto o = find(objs, obj.id());
+  REQUIRE(o.has_value());
+  CHECK(o->exports == 3);
 }
 
 TEST_CASE("a read-only attachment's descriptor refuses writable mappings",
@@ -352,7 +362,7 @@ TEST_CASE("a read-only attachment's descriptor refuses writable mappings",
   auto done = c.ask(mine.SerializeAsString(), fd);
   CHECK(done.error().empty());
   CHECK(
-      eventually([&] { return find(rt.objects(), obj.id())->attached == 0; }));
+      eventually([&] { return attached_of(rt, obj.id()) == 0; }));
 }
 
 TEST_CASE("malformed requests get an error and the socket serves on",
@@ -444,8 +454,8 @@ TEST_CASE("a read-write export is written in place and read by items",
   CHECK(r->values.view<float>()[0] == Approx(2000.0f));
   auto back = rt.get(obj);
   CHECK(back.view<float>()[999] == 2.0f);
-  auto* o = find(rt.objects(), obj.id());
-  REQUIRE(o != nullptr);
+  auto o = find(rt.objects(), obj.id());
+  REQUIRE(o.has_value());
   CHECK_FALSE(o->host_copy);
 }
 
@@ -467,17 +477,17 @@ TEST_CASE("an attached process holds the object; killed, it is reclaimed",
   std::snprintf(expect, sizeof expect, "%.1f", sum);
   REQUIRE(first.rfind("attached ", 0) == 0);
   CHECK_THAT(first, Catch::EndsWith(expect));
-  CHECK(eventually([&] { return find(rt.objects(), id)->attached == 1; }));
+  CHECK(eventually([&] { return attached_of(rt, id) == 1; }));
   // The application lets go: the attached process still holds it.
   obj = cohort::object_ref{};
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  REQUIRE(find(rt.objects(), id) != nullptr);
+  REQUIRE(find(rt.objects(), id).has_value());
   CHECK(rt.headroom("t")[0].memory > before);
   auto killed = clock_type::now();
   ::kill(c.pid, SIGKILL);
   auto status = c.wait();
   CHECK(WIFSIGNALED(status));
-  CHECK(eventually([&] { return find(rt.objects(), id) == nullptr; }));
+  CHECK(eventually([&] { return !find(rt.objects(), id).has_value(); }));
   auto took =
       std::chrono::duration<double, std::milli>(clock_type::now() - killed)
           .count();
@@ -504,7 +514,7 @@ TEST_CASE("a process that detaches gives the object back at once",
   c.say("detach");
   CHECK(c.line() == "detached");
   CHECK(WEXITSTATUS(c.wait()) == 0);
-  CHECK(eventually([&] { return find(rt.objects(), id) == nullptr; }));
+  CHECK(eventually([&] { return !find(rt.objects(), id).has_value(); }));
 }
 
 TEST_CASE("a consumer's refused attach says why", "[api][objects][share]") {
@@ -618,5 +628,5 @@ TEST_CASE("an object on a real CUDA GPU is attached through CUDA IPC",
   obj = cohort::object_ref{};
   ::kill(c.pid, SIGKILL);
   c.wait();
-  CHECK(eventually([&] { return find(rt.objects(), id) == nullptr; }));
+  CHECK(eventually([&] { return !find(rt.objects(), id).has_value(); }));
 }
