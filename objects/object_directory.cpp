@@ -120,6 +120,19 @@ bool object_directory::detach(uint64_t id, uint32_t key) {
   return unreferenced(id);
 }
 
+void object_directory::depend(uint64_t id) {
+  if (auto* e = find(id))
+    ++e->dependents;
+}
+
+bool object_directory::undepend(uint64_t id) {
+  auto* e = find(id);
+  if (e == nullptr || e->dependents == 0)
+    return false;
+  --e->dependents;
+  return unreferenced(id);
+}
+
 void object_directory::drop_host(uint64_t id) {
   if (auto* e = find(id)) {
     e->host = {};
@@ -146,7 +159,7 @@ void object_directory::erase(uint64_t id) {
 bool object_directory::unreferenced(uint64_t id) const {
   auto* e = find(id);
   return e != nullptr && e->handles == 0 && e->readers.empty() &&
-         e->attached.empty();
+         e->attached.empty() && e->dependents == 0;
 }
 
 uint64_t object_directory::resident_bytes(const std::vector<uint64_t>& ids,

@@ -42,6 +42,9 @@ struct object_entry {
   device_mask replicas = 0;
   /// Devices a copy is being made on (a store in flight).
   device_mask storing = 0;
+  /// Devices where an item read it from its host copy (no copy there): a
+  /// second one there stores a copy (a replica).
+  device_mask missed = 0;
   /// References of clients (the handles an application holds).
   uint32_t handles = 0;
   /// Items in flight that read it, per device they run on (0 for the host
@@ -51,9 +54,14 @@ struct object_entry {
   /// copy they map (unplaced_key for a snapshot of the host copy). They
   /// hold it, and the copy they map is never evicted.
   std::unordered_map<uint32_t, uint32_t> attached;
-  /// The item whose output it is, when the balancer keeps that item to
-  /// re-run it should every copy be lost (its key in the balancer's books).
+  /// The item whose output it is (its work id), when the balancer keeps
+  /// that item to re-run it should every copy be lost.
   std::optional<uint64_t> producer;
+  /// Its producing item re-runs now: items reading it wait for it.
+  bool rebuilding = false;
+  /// Objects whose producing item reads this one (kept to re-run it): they
+  /// hold it.
+  uint32_t dependents = 0;
   /// Order of last use (higher: more recent), for eviction.
   uint64_t last_use = 0;
   /// When it was made (steady clock, nanoseconds).
@@ -137,6 +145,12 @@ public:
   void attach(uint64_t id, uint32_t key);
   bool detach(uint64_t id, uint32_t key);
 
+  /// An object made from an item that read this one holds it while it may
+  /// have to re-run that item; `undepend` returns true when the object is
+  /// to be freed now.
+  void depend(uint64_t id);
+  bool undepend(uint64_t id);
+
   /// Drops the host copy (a read-write attach makes the attached copy the
   /// only one).
   void drop_host(uint64_t id);
@@ -149,7 +163,8 @@ public:
   /// Takes the object out of the directory (its copies were dropped).
   void erase(uint64_t id);
 
-  /// True when nobody holds it any more.
+  /// True when nobody holds it any more (handles, readers, attached
+  /// processes, dependents).
   bool unreferenced(uint64_t id) const;
 
   // -- placement --------------------------------------------------------------

@@ -383,6 +383,47 @@ balancer::charge object_charge(const balancer_state& st,
   return {st.acct.book().tenant_index(e.tenant), object_block_bytes(e.bytes())};
 }
 
+void free_object(self_ptr self, uint64_t id, const std::string& why);
+void run_after_rebuild(self_ptr self, uint64_t id);
+
+// Object `id` no longer needs the item that made it to be made again: it
+// has a host copy, was written in place, or went. The objects that item
+// read are let go (freed when nothing else holds them).
+void drop_lineage(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  auto i = st.lineage.find(id);
+  if (i == st.lineage.end())
+    return;
+  auto inputs = std::move(i->second.inputs);
+  st.lineage.erase(i);
+  if (auto* e = st.objects.find(id))
+    e->producer.reset();
+  for (auto in : inputs)
+    if (st.objects.undepend(in))
+      free_object(self, in, "the last object made from it no longer needs it");
+}
+
+// Object `id` was kept on a device from `r`'s output, with no host copy:
+// `r`'s item is kept, to be re-run should every copy be lost. It holds the
+// objects it reads meanwhile.
+void keep_lineage(self_ptr self, uint64_t id, const balancer_state::record& r) {
+  auto& st = self->state;
+  auto* e = st.objects.find(id);
+  if (e == nullptr || e->has_host)
+    return;
+  balancer_state::lineage_entry l;
+  l.item = r.item;
+  l.tenant = r.tenant;
+  l.bytes = r.bytes;
+  l.cost_units = r.cost_units;
+  l.cls = r.cls;
+  l.inputs = objects_read(r.item);
+  for (auto in : l.inputs)
+    st.objects.depend(in);
+  e->producer = r.item.id;
+  st.lineage.insert_or_assign(id, std::move(l));
+}
+
 // Frees object `id`: its copies are dropped and their charges refunded.
 void free_object(self_ptr self, uint64_t id, const std::string& why) {
   auto& st = self->state;
@@ -403,6 +444,8 @@ void free_object(self_ptr self, uint64_t id, const std::string& why) {
   st.shares.object_gone(id);
   st.spilling.erase(id);
   st.objects.erase(id);
+  drop_lineage(self, id);
+  run_after_rebuild(self, id);
 }
 
 // Drops the copy of object `id` on device `d` (another copy, or the host
@@ -446,6 +489,7 @@ void spill_copy(self_ptr self, uint64_t id, size_t d, const std::string& why) {
             st.spilling.erase(id);
             if (auto* e = st.objects.find(id)) {
               st.objects.set_host(id, std::move(b));
+              drop_lineage(self, id);
               ++st.counters.objects.spilled;
               audit_object(self, *e, st.devices[d].info.name,
                            "spilled to host memory");
@@ -603,6 +647,102 @@ void unready(balancer_state& st, balancer_state::record& r) {
 }
 
 void end_failed(self_ptr self, uint64_t ticket, caf::error err);
+void place_or_queue(self_ptr self, uint64_t ticket, std::string why,
+                    bool front);
+uint64_t item_mask(balancer_state& st, const balancer_state::record& r);
+
+// -- objects made again -------------------------------------------------------
+
+// What waited for object `id` to be made again (gets) goes on, whether it
+// was or not.
+void run_after_rebuild(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  auto i = st.after_rebuild.find(id);
+  if (i == st.after_rebuild.end())
+    return;
+  auto waiting = std::move(i->second);
+  st.after_rebuild.erase(i);
+  for (auto& f : waiting)
+    f();
+}
+
+// Object `id` cannot be made again: it is lost, and the items that waited
+// for it end with object_lost.
+void rebuild_failed(self_ptr self, uint64_t id, const std::string& why) {
+  auto& st = self->state;
+  if (auto* e = st.objects.find(id)) {
+    e->rebuilding = false;
+    ++st.counters.objects.lost;
+    audit_object(self, *e, "", "lost: " + why);
+  }
+  drop_lineage(self, id);
+  run_after_rebuild(self, id);
+  auto w = st.rebuild_waiting.find(id);
+  if (w == st.rebuild_waiting.end())
+    return;
+  auto waiting = std::move(w->second);
+  st.rebuild_waiting.erase(w);
+  // At stop, the re-run ended because the runtime stopped: so do they.
+  for (auto ticket : waiting)
+    if (auto i = st.outstanding.find(ticket);
+        i != st.outstanding.end() && i->second.waiting_rebuild == id)
+      end_failed(self, ticket,
+                 st.stopping
+                     ? make_error(errc::shutting_down,
+                                  "the runtime stopped while object " +
+                                      std::to_string(id) +
+                                      " was being made again")
+                     : make_error(errc::object_lost,
+                                  "object " + std::to_string(id) +
+                                      " was lost with its device, and " + why));
+}
+
+// Object `id` was made again: the items that waited for it are placed,
+// on the devices that hold it now.
+void rebuild_done(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  if (auto* e = st.objects.find(id))
+    e->rebuilding = false;
+  run_after_rebuild(self, id);
+  auto w = st.rebuild_waiting.find(id);
+  if (w == st.rebuild_waiting.end())
+    return;
+  auto waiting = std::move(w->second);
+  st.rebuild_waiting.erase(w);
+  for (auto ticket : waiting) {
+    auto i = st.outstanding.find(ticket);
+    if (i == st.outstanding.end() || i->second.waiting_rebuild != id)
+      continue;
+    auto& r = i->second;
+    r.waiting_rebuild = 0;
+    r.device_mask = item_mask(st, r);
+    if (r.device_mask == 0)
+      end_failed(self, ticket,
+                 make_error(errc::no_device_available,
+                            "object " + std::to_string(id) +
+                                " was made again on devices outside its "
+                                "tenant's grant"));
+    else
+      place_or_queue(self, ticket,
+                     "waited for object " + std::to_string(id) +
+                         " to be made again",
+                     true);
+  }
+}
+
+// True (and `ticket` waits) when an object its item reads is being made
+// again.
+bool wait_for_rebuild(balancer_state& st, uint64_t ticket,
+                      balancer_state::record& r) {
+  for (auto id : r.objects)
+    if (auto* e = st.objects.find(id); e != nullptr && e->rebuilding) {
+      r.waiting_rebuild = id;
+      r.device = -1;
+      st.rebuild_waiting[id].push_back(ticket);
+      return true;
+    }
+  return false;
+}
 
 // A gang's devices are free for other gangs again; slices still out are
 // dropped (their late answers count as duplicates).
@@ -653,6 +793,21 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   if (!r.slices.empty())
     release_gang(self, ticket);
   auto& rec = i->second;
+  if (rec.rebuild_of != 0) {
+    // A re-run that failed: its object is lost after all.
+    auto id = rec.rebuild_of;
+    if (rec.device >= 0)
+      st.devices[size_t(rec.device)].breaker.abandoned();
+    unplace(self, rec);
+    unready(st, rec);
+    let_go_objects(self, rec);
+    st.acct.book().end(rec.tenant);
+    st.outstanding.erase(i);
+    rebuild_failed(self, id,
+                   "re-running the item that made it failed: " + describe(err));
+    wake(self);
+    return;
+  }
   st.by_client.erase(key_of(rec.sink, rec.item.key()));
   audit(self, audit_kind::failed, rec.item,
         rec.device >= 0 ? st.devices[size_t(rec.device)].info.name : "",
@@ -824,6 +979,77 @@ void send_queued(self_ptr self, size_t index) {
     end_failed(self, ticket, std::move(err));
 }
 
+// Stores a copy of object `id` on device `d` from its host copy (a
+// replica, or a re-load after an eviction), when it fits there for its
+// tenant without evicting anything. Items placed there after the store read
+// it in place. Other copies remain, so it is dropped first for room.
+void replicate(self_ptr self, uint64_t id, size_t d) {
+  auto& st = self->state;
+  auto* e = st.objects.find(id);
+  auto& h = st.devices[d].handle;
+  if (e == nullptr || !e->has_host || e->rebuilding || !h ||
+      !st.acct.metered(d) || st.spilling.count(id) != 0 ||
+      objects::has_device(e->replicas | e->storing, d))
+    return;
+  auto c = object_charge(st, *e);
+  if (c.tenant < 0 || st.acct.check({&c, 1}, d))
+    return;
+  st.acct.charge_to({&c, 1}, d);
+  st.objects.storing(id, d);
+  bool reload = e->replicas == 0;
+  self->request(h, caf::infinite, store_atom::value, id, e->host, e->tenant)
+      .then(
+          [=](uint64_t) {
+            auto& st = self->state;
+            stamp(st);
+            auto* e = st.objects.find(id);
+            if (e == nullptr || !objects::has_device(e->storing, d)) {
+              // Freed, or its device left, meanwhile (the charge went
+              // with it).
+              if (auto& h = st.devices[d].handle)
+                self->send(h, drop_atom::value, id);
+              return;
+            }
+            st.objects.stored(id, d);
+            ++st.counters.objects.copies_stored;
+            audit_object(self, *e, st.devices[d].info.name,
+                         reload ? "loaded again from its host copy: items "
+                                  "read it there"
+                                : "replicated from its host copy: items read "
+                                  "it there while the other copies' devices "
+                                  "are busy");
+          },
+          [=](caf::error&) {
+            auto& st = self->state;
+            stamp(st);
+            auto* e = st.objects.find(id);
+            if (e != nullptr && objects::has_device(e->storing, d)) {
+              st.objects.unstored(id, d);
+              st.acct.refund({&c, 1}, d);
+            }
+          });
+}
+
+// `r`, just placed on device `d`, reads there from their host copies the
+// objects `d` holds no copy of: the second such item stores a copy there.
+void note_misses(self_ptr self, const balancer_state::record& r, size_t d) {
+  auto& st = self->state;
+  if (r.objects.empty() || !st.acct.metered(d))
+    return;
+  for (auto id : r.objects) {
+    auto* e = st.objects.find(id);
+    if (e == nullptr || !e->has_host ||
+        objects::has_device(e->replicas | e->storing, d))
+      continue;
+    if (objects::has_device(e->missed, d)) {
+      e->missed &= ~objects::device_bit(d);
+      replicate(self, id, d);
+    } else {
+      e->missed |= objects::device_bit(d);
+    }
+  }
+}
+
 // Hands a placed ticket to its device: at once while the device has room in
 // its window, otherwise with the next batch.
 void dispatch(self_ptr self, size_t index, uint64_t ticket) {
@@ -947,6 +1173,7 @@ void commit(self_ptr self, uint64_t ticket, size_t index, bool explore,
       note(audit_kind::placed, "retry: " + r.why);
     }
   }
+  note_misses(self, r, index);
   dispatch(self, index, ticket);
 }
 
@@ -1081,6 +1308,8 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
                               " times; last failure: " + r.why));
     return placement::elsewhere;
   }
+  if (!r.objects.empty() && wait_for_rebuild(st, ticket, r))
+    return placement::elsewhere;
   if (auto quick = place_quickly(self, ticket, r, strict))
     return *quick;
   // At most 64 devices: on the stack, no allocation per placement.
@@ -1764,6 +1993,57 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
   st.outstanding.erase(i);
 }
 
+// Ends the re-run of the item that made an object whose every copy was
+// lost: its output is the object again, on the device when the device kept
+// it there, else in host memory. Items that waited for it go on.
+void end_rebuild(self_ptr self, size_t index, work_done& done) {
+  auto& st = self->state;
+  auto ticket = done.id;
+  auto& r = st.outstanding.at(ticket);
+  auto& s = st.devices[index];
+  auto id = r.rebuild_of;
+  auto* e = st.objects.find(id);
+  std::string why;
+  if (e == nullptr) {
+    // Freed meanwhile (nothing waited for it): what was made goes too.
+    if (done.kept_as != 0 && s.handle)
+      self->send(s.handle, drop_atom::value, done.kept_as);
+  } else if (done.output.type != e->type ||
+             (done.kept_as == id ? done.kept_elements
+                                 : done.output.elements()) != e->elements) {
+    if (done.kept_as != 0 && s.handle)
+      self->send(s.handle, drop_atom::value, done.kept_as);
+    why = "re-running the item that made it gave an output of another size "
+          "or type (its kernel is not deterministic)";
+  } else if (done.kept_as == id) {
+    st.objects.stored(id, index);
+    ++st.counters.objects.copies_stored;
+    auto c = object_charge(st, *e);
+    if (c.tenant >= 0 && st.acct.metered(index))
+      st.acct.charge_to({&c, 1}, index);
+    audit_object(self, *e, s.info.name,
+                 "made again on " + s.info.name + " by re-running item " +
+                     std::to_string(r.item.id));
+  } else {
+    st.objects.set_host(id, to_host_buffer(std::move(done.output)));
+    audit_object(self, *e, s.info.name,
+                 "made again in host memory by re-running item " +
+                     std::to_string(r.item.id) + " (" + s.info.name +
+                     " had no room for it)");
+    drop_lineage(self, id);
+  }
+  ++st.devices[index].stats.completed;
+  unplace(self, r);
+  let_go_objects(self, r);
+  st.acct.book().end(r.tenant);
+  st.outstanding.erase(ticket);
+  if (why.empty())
+    rebuild_done(self, id);
+  else
+    rebuild_failed(self, id, why);
+  wake(self);
+}
+
 // Ends an item kept on a device (keep_on_device): its output becomes an
 // object, on the device when the device kept it there, else in host memory
 // (a CPU worker, or a device whose memory refused it).
@@ -1772,6 +2052,8 @@ void end_kept(self_ptr self, size_t index, work_done& done, bool fallback) {
   auto& r = st.outstanding.at(done.id);
   auto& s = st.devices[index];
   auto id = r.keep_as;
+  if (r.rebuild_of != 0)
+    return end_rebuild(self, index, done);
   if (r.cancelled) {
     if (done.kept_as != 0 && s.handle)
       self->send(s.handle, drop_atom::value, done.kept_as);
@@ -1799,6 +2081,7 @@ void end_kept(self_ptr self, size_t index, work_done& done, bool fallback) {
                                              : " had no room for it)");
   }
   auto& e = *st.objects.find(id);
+  keep_lineage(self, id, r);
   ++st.counters.objects.made;
   audit_object(self, e, s.info.name,
                "made from item " + std::to_string(r.item.id) + "'s output, " +
@@ -1959,6 +2242,64 @@ uint64_t code_mask(const balancer_state& st, const work_item& item) {
   return mask;
 }
 
+// The devices `r` may run on: its tenant's grant, with its kernels' code,
+// holding the objects it reads; for an output kept on a device, devices
+// with memory where its grant has one (a CPU worker would keep it in host
+// memory).
+uint64_t item_mask(balancer_state& st, const balancer_state::record& r) {
+  auto mask =
+      st.acct.book().policy(r.tenant).device_mask & code_mask(st, r.item);
+  if (!r.objects.empty())
+    mask &= object_mask(st.objects, r.objects);
+  if (r.keep_as != 0)
+    if (auto with_memory = mask & st.acct.metered_mask(); with_memory != 0)
+      mask = with_memory;
+  return mask;
+}
+
+// Re-runs the item that made object `id`, whose every copy was lost with
+// `device`. False when it cannot run: an object it reads is lost too.
+bool start_rebuild(self_ptr self, uint64_t id, const std::string& device) {
+  auto& st = self->state;
+  auto l = st.lineage.find(id);
+  auto* e = st.objects.find(id);
+  if (l == st.lineage.end() || e == nullptr ||
+      check_objects(st.objects, l->second.item))
+    return false;
+  auto now = clock::now();
+  balancer_state::record r;
+  r.item = l->second.item;
+  r.tenant = l->second.tenant;
+  r.bytes = l->second.bytes;
+  r.cost_units = l->second.cost_units;
+  r.cls = l->second.cls;
+  r.admitted_at = now;
+  r.rebuild_of = id;
+  r.keep_as = id;
+  r.objects = objects_read(r.item);
+  for (auto in : r.objects)
+    st.objects.pin(in, unplaced_key);
+  r.device_mask = item_mask(st, r);
+  auto ticket = ++st.next_ticket;
+  st.acct.book().admit(r.tenant, now);
+  auto item_id = r.item.id;
+  st.outstanding.emplace(ticket, std::move(r));
+  e->rebuilding = true;
+  audit_object(self, *e, device,
+               "lost with the device, which held its only copy: item " +
+                   std::to_string(item_id) + ", which made it, runs again");
+  if (st.outstanding.at(ticket).device_mask == 0) {
+    end_failed(self, ticket,
+               make_error(errc::no_device_available,
+                          "no device of its tenant's grant can run it"));
+    return true;
+  }
+  st.outstanding.at(ticket).why =
+      "re-run: object " + std::to_string(id) + " lost its every copy";
+  enqueue(self, ticket, true);
+  return true;
+}
+
 // Admits an item whose checks passed.
 void admit(self_ptr self, int t, work_item item, end_sink sink,
            const item_shape& shape, clock::time_point now,
@@ -1976,25 +2317,17 @@ void admit(self_ptr self, int t, work_item item, end_sink sink,
   balancer_state::record r;
   r.cost_units = shape.cost.flops + shape.cost.bytes;
   r.tenant = t;
-  r.device_mask = st.acct.book().policy(t).device_mask & code_mask(st, item);
   r.bytes = bytes;
   r.cls = size_class(r.cost_units);
   r.admitted_at = now;
   r.objects = objects_read(item);
   for (auto id : r.objects)
     st.objects.pin(id, unplaced_key);
-  if (!r.objects.empty())
-    r.device_mask &= object_mask(st.objects, r.objects);
-  if (item.keep_on_device) {
+  if (item.keep_on_device)
     r.keep_as = st.objects.reserve_id();
-    // Kept on a device: one with memory, where its grant has one (a CPU
-    // worker would keep it in host memory).
-    if (auto with_memory = r.device_mask & st.acct.metered_mask();
-        with_memory != 0)
-      r.device_mask = with_memory;
-  }
   st.by_client.insert_or_assign(key_of(sink, item.key()), ticket);
   r.item = std::move(item);
+  r.device_mask = item_mask(st, r);
   r.sink = std::move(sink);
   auto& rec = st.outstanding.emplace(ticket, std::move(r)).first->second;
   if (rec.device_mask == 0) {
@@ -2377,12 +2710,16 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
         if (!permanent)
           st.acct.strand({&c, 1}, index);
       }
-      audit_object(self, e, s.info.name,
-                   ids == &copies.kept ? "its copy here went with the device; "
-                                         "other copies remain"
-                                       : "lost with the device: no other copy");
+      // Those made again are audited when their producing item is queued
+      // again.
+      if (ids != &copies.rerun)
+        audit_object(self, e, s.info.name,
+                     ids == &copies.kept
+                         ? "its copy here went with the device; other copies "
+                           "remain"
+                         : "lost with the device: no other copy");
       ++st.counters.objects.copies_lost;
-      if (ids != &copies.kept)
+      if (ids == &copies.lost)
         ++st.counters.objects.lost;
     }
   // Queued tickets are re-placed below with the ones the actor held.
@@ -2410,6 +2747,17 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
       with_charges(st, st.outstanding.at(ticket),
                    [&](balancer::charges cs) { st.acct.strand(cs, index); });
   }
+  // Objects kept from an item's output are made again by re-running that
+  // item (in id order: an item's inputs are older than its output); items
+  // reading them wait. Marked first, so that one made from another waits
+  // for it rather than fail.
+  for (auto id : copies.rerun)
+    st.objects.find(id)->rebuilding = true;
+  for (auto id : copies.rerun)
+    if (!start_rebuild(self, id, s.info.name))
+      rebuild_failed(self, id,
+                     "an object that the item which made it reads is lost "
+                     "too");
   // Items reading a lost object end with object_lost, placed or not.
   if (!copies.lost.empty() || !copies.rerun.empty()) {
     std::vector<uint64_t> failing;
@@ -2417,7 +2765,7 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
       for (auto id : r.objects)
         if (auto* e = st.objects.find(id); e != nullptr && !e->has_host &&
                                            e->replicas == 0 &&
-                                           e->storing == 0) {
+                                           e->storing == 0 && !e->rebuilding) {
           failing.push_back(ticket);
           break;
         }
@@ -2692,6 +3040,42 @@ caf::result<host_buffer> get_object(self_ptr self, const std::string& tenant,
     return found.error();
   auto* e = *found;
   st.objects.touch(id);
+  if (e->rebuilding) {
+    // Being made again: the copy comes when its item has run again.
+    auto rp = self->make_response_promise<host_buffer>();
+    st.after_rebuild[id].push_back([=]() mutable {
+      auto& st = self->state;
+      auto* e = st.objects.find(id);
+      if (st.stopping) {
+        rp.deliver(make_error(errc::shutting_down, "the runtime stopped"));
+        return;
+      }
+      if (e == nullptr) {
+        rp.deliver(make_error(errc::invalid_arguments,
+                              "object " + std::to_string(id) +
+                                  " was freed while it was made again"));
+        return;
+      }
+      if (e->has_host) {
+        rp.deliver(e->host);
+        return;
+      }
+      for (size_t d = 0; d < st.devices.size(); ++d) {
+        auto& h = st.devices[d].handle;
+        if (!objects::has_device(e->replicas, d) || !h)
+          continue;
+        self->request(h, caf::infinite, read_atom::value, id)
+            .then([=](host_buffer& b) mutable { rp.deliver(std::move(b)); },
+                  [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return;
+      }
+      rp.deliver(make_error(errc::object_lost,
+                            "object " + std::to_string(id) +
+                                ": every copy was lost with its device, and "
+                                "making it again failed"));
+    });
+    return rp;
+  }
   if (e->has_host)
     return e->host;
   for (size_t d = 0; d < st.devices.size(); ++d) {
@@ -2725,7 +3109,7 @@ caf::result<std::string> export_object(self_ptr self, const std::string& tenant,
                       "an export's user id is -1 (the runtime's user) or a "
                       "user id, not " +
                           std::to_string(grant.uid));
-  if (!e->has_host && e->replicas == 0 && e->storing == 0)
+  if (!e->has_host && e->replicas == 0 && e->storing == 0 && !e->rebuilding)
     return make_error(errc::object_lost,
                       "object " + std::to_string(id) +
                           " was lost with its device and cannot be exported");
@@ -2830,6 +3214,8 @@ caf::error write_blocked(const balancer_state& st,
 void keep_only_copy(self_ptr self, uint64_t id, size_t d) {
   auto& st = self->state;
   auto* e = st.objects.find(id);
+  // Written in place, it is no longer what its producing item makes.
+  drop_lineage(self, id);
   for (size_t i = 0; i < st.devices.size(); ++i)
     if (i != d && objects::has_device(e->replicas, i))
       evict_copy(self, id, i, "a read-write attach keeps one copy");
@@ -2876,6 +3262,13 @@ caf::result<attachment_info> attach_object(self_ptr self,
       return refuse_attach(self, peer, std::move(err));
   }
   if (d < 0) {
+    if (e->rebuilding)
+      return refuse_attach(
+          self, peer,
+          make_error(errc::no_device_available,
+                     "object " + std::to_string(id) +
+                         " is being made again after its device was lost; "
+                         "attach again when it is"));
     // Only the host copy (a CPU-only fleet, or every device copy evicted):
     // a sealed memfd with a snapshot of it, read-only by construction.
     if (!e->has_host)

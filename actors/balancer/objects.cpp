@@ -68,7 +68,7 @@ caf::error check_objects(const objects::object_directory& dir,
               std::string{kernels::name(in.type())} + " the item names");
       return;
     }
-    if (!e->has_host && e->replicas == 0 && e->storing == 0)
+    if (!e->has_host && e->replicas == 0 && e->storing == 0 && !e->rebuilding)
       err = make_error(errc::object_lost,
                        name_of(e->id) +
                            ": every copy was lost with its device, and it "
@@ -81,7 +81,7 @@ uint64_t object_mask(const objects::object_directory& dir,
                      const std::vector<uint64_t>& ids) {
   uint64_t mask = ~uint64_t{0};
   for (auto id : ids)
-    if (auto* e = dir.find(id); e != nullptr && !e->has_host)
+    if (auto* e = dir.find(id); e != nullptr && !e->has_host && !e->rebuilding)
       mask &= e->replicas;
   return mask;
 }

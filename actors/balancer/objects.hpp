@@ -36,7 +36,9 @@ caf::error check_objects(const objects::object_directory& dir,
                          const work_item& item);
 
 /// The devices an item reading `ids` may run on: those holding a copy of
-/// each object that has no host copy (every device when all have one).
+/// each object that has no host copy (every device when all have one). An
+/// object being rebuilt does not narrow it: its items wait for the rebuild,
+/// and their mask is worked out again after it.
 uint64_t object_mask(const objects::object_directory& dir,
                      const std::vector<uint64_t>& ids);
 

@@ -143,6 +143,12 @@ struct balancer_state {
     std::vector<uint64_t> objects;
     /// Its output becomes this object (keep_on_device; 0 otherwise).
     uint64_t keep_as = 0;
+    /// Not a client's item: a re-run of the item that made object
+    /// `rebuild_of` (its `keep_as` too), whose every copy was lost. It ends
+    /// in the object, not at a sink.
+    uint64_t rebuild_of = 0;
+    /// Waits for this object's rebuild before it may be placed.
+    uint64_t waiting_rebuild = 0;
     /// Device memory charged where it is placed: `bytes` less the copies
     /// of its objects there (read in place, not allocated).
     uint64_t charged = 0;
@@ -232,6 +238,26 @@ struct balancer_state {
   /// Device-resident objects: where their copies are and who holds them
   /// (docs/objects.md).
   objects::object_directory objects;
+  /// How objects kept from an item's output (with no host copy) are made
+  /// again should every copy be lost: the item that made them, as it was
+  /// submitted. Its input objects are held (dependents) until the object
+  /// gets a host copy, is written in place or is freed.
+  struct lineage_entry {
+    work_item item;
+    int tenant = -1;
+    uint64_t bytes = 0;
+    double cost_units = 0;
+    uint8_t cls = 0;
+    std::vector<uint64_t> inputs;
+  };
+  std::unordered_map<uint64_t, lineage_entry> lineage;
+  /// Objects being rebuilt (their producing item re-runs) and the tickets
+  /// of the items that wait for them.
+  std::unordered_map<uint64_t, std::vector<uint64_t>> rebuild_waiting;
+  /// What else waits for an object being made again (gets), run when it is
+  /// or is lost after all.
+  std::unordered_map<uint64_t, std::vector<std::function<void()>>>
+      after_rebuild;
   /// Objects shared with other processes: exports and attachments.
   objects::share_table shares;
   /// The runtime's user: an export's default grantee.

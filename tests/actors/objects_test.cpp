@@ -1,10 +1,14 @@
 // Device-resident objects through the runtime facade: what a lost device
-// takes with it (copies with a host copy survive, the others are lost and
-// their readers end with object_lost), the memory given back, and the
-// audit records.
+// takes with it (copies with a host copy survive, outputs kept on a device
+// are made again by re-running their items, the others are lost and their
+// readers end with object_lost), the memory given back, and the audit
+// records.
 #include "tests/runtime_fixture.hpp"
 
+#include <functional>
 #include <thread>
+
+#include "cohort/client.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
@@ -27,7 +31,7 @@ host_buffer name_of(const object_info& o) {
 }
 
 // What tenant "t" holds of sim0's memory now.
-uint64_t sim0_used(runtime& r) {
+uint64_t sim0_used(actors::runtime& r) {
   auto m = r.memory_stats();
   REQUIRE(m);
   for (auto& s : *m)
@@ -44,12 +48,50 @@ const object_info* find(const std::vector<object_info>& list, uint64_t id) {
   return nullptr;
 }
 
+// Waits until `pred` holds for the object list (up to 4 s).
+bool objects_become(
+    actors::runtime& r,
+    const std::function<bool(const std::vector<object_info>&)>& pred) {
+  for (int i = 0; i < 800; ++i) {
+    auto l = r.objects();
+    REQUIRE(l);
+    if (pred(*l))
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+std::vector<std::string> object_records(const test::temp_dir& dir) {
+  std::vector<std::string> out;
+  for (auto& rec : test::read_audit(dir.file("audit.log")))
+    if (rec.kind() == pb::OBJECT)
+      out.push_back(rec.detail());
+  return out;
+}
+
+bool has_record(const std::vector<std::string>& records,
+                const std::string& what) {
+  for (auto& d : records)
+    if (d.find(what) != std::string::npos)
+      return true;
+  return false;
+}
+
+double sum_of(actors::runtime& r, uint64_t id, const object_info& o) {
+  auto res = r.run(item_of(id, kernel_id::reduce_sum, {name_of(o)}));
+  REQUIRE(res);
+  return res->output.values[0];
+}
+
 } // namespace
 
-TEST_CASE_METHOD(fixture, "a lost device takes the objects only it held",
+TEST_CASE_METHOD(fixture,
+                 "a lost device's objects: host copies stay, kept outputs are "
+                 "made again by their items",
                  "[actors][objects]") {
   auto cfg = test::make_config(dir, 1, {{"sim0", 1.0}});
-  auto rt = runtime::start(sys, cfg);
+  auto rt = actors::runtime::start(sys, cfg);
   REQUIRE(rt);
   auto& r = **rt;
   std::vector<float> x(50000, 1.5f);
@@ -57,8 +99,9 @@ TEST_CASE_METHOD(fixture, "a lost device takes the objects only it held",
   auto put = r.put_object("t", host_buffer{x}, "sim0");
   REQUIRE(put);
   CHECK(put->devices == std::vector<std::string>{"sim0"});
-  // ... and one an item kept on sim0 (no host copy).
+  // ... one an item kept on sim0 (no host copy) ...
   auto keep = item_of(1, kernel_id::axpy, {name_of(*put), host_buffer{x}});
+  keep.args.alpha = 2.0f;
   keep.keep_on_device = true;
   auto kept = r.run(keep);
   REQUIRE(kept);
@@ -66,70 +109,154 @@ TEST_CASE_METHOD(fixture, "a lost device takes the objects only it held",
   CHECK(kept->device == "sim0");
   CHECK(kept->object.devices == std::vector<std::string>{"sim0"});
   CHECK_FALSE(kept->object.host_copy);
-  CHECK(sim0_used(r) >= 2 * x.size() * sizeof(float));
-  // sim0 is lost and comes back after its reset.
+  // ... and one made from that one: a chain of two.
+  auto next =
+      item_of(2, kernel_id::axpy, {name_of(kept->object), host_buffer{x}});
+  next.keep_on_device = true;
+  auto chained = r.run(next);
+  REQUIRE(chained);
+  REQUIRE(chained->object.id != 0);
+  CHECK_FALSE(chained->object.host_copy);
+  auto a = kept->object;
+  auto b = chained->object;
+  double n = double(x.size());
+  double sum_a = (2.0 * 1.5 + 1.5) * n;
+  double sum_b = (1.0 * 4.5 + 1.5) * n;
+  CHECK(sum_of(r, 3, a) == Approx(sum_a));
+  CHECK(sum_of(r, 4, b) == Approx(sum_b));
+  auto used = sim0_used(r);
+  CHECK(used >= 3 * x.size() * sizeof(float));
+  // sim0 is lost and comes back after its reset: the put object goes back
+  // to its host copy, the kept ones are made again there by re-running
+  // items 1 and 2 (in that order: item 2 reads item 1's output).
   r.sim_device("sim0")->lose(false);
-  std::vector<object_info> list;
-  for (int i = 0; i < 400; ++i) {
-    auto l = r.objects();
-    REQUIRE(l);
-    list = *l;
-    auto* k = find(list, kept->object.id);
-    if (k != nullptr && k->devices.empty())
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(sum_of(r, 5, b) == Approx(sum_b));
+  CHECK(sum_of(r, 6, a) == Approx(sum_a));
+  CHECK(sum_of(r, 7, *put) == Approx(1.5 * n));
+  auto got = r.get_object("t", b.id);
+  REQUIRE(got);
+  CHECK(got->size() == x.size());
+  REQUIRE(objects_become(r, [&](const std::vector<object_info>& l) {
+    auto* ka = find(l, a.id);
+    auto* kb = find(l, b.id);
+    return ka != nullptr && kb != nullptr &&
+           ka->devices == std::vector<std::string>{"sim0"} &&
+           kb->devices == std::vector<std::string>{"sim0"};
+  }));
+  auto list = *r.objects();
+  CHECK_FALSE(find(list, a.id)->host_copy);
+  CHECK_FALSE(find(list, b.id)->host_copy);
+  CHECK(find(list, put->id)->devices.empty());
+  CHECK(find(list, put->id)->host_copy);
+  // The copies made again are charged as before, less the put object's.
+  CHECK(sim0_used(r) >= 2 * x.size() * sizeof(float));
+  // An object that a kept one was made from stays while that one may
+  // need it: released, the put object and the first kept one stay ...
+  r.release_object(put->id);
+  r.release_object(a.id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(r.objects()->size() == 3);
+  // ... until the last one made from them goes.
+  r.release_object(b.id);
+  CHECK(objects_become(
+      r, [](const std::vector<object_info>& l) { return l.empty(); }));
+  CHECK(sim0_used(r) == 0);
+  r.stop();
+  auto records = object_records(dir);
+  CHECK(has_record(records, "stored"));
+  CHECK(has_record(records, "made from item 1's output, kept on sim0"));
+  CHECK(has_record(records, "its copy here went with the device"));
+  CHECK(has_record(records, "item 1, which made it, runs again"));
+  CHECK(has_record(records, "item 2, which made it, runs again"));
+  CHECK(has_record(records, "made again on sim0 by re-running item 1"));
+  CHECK(has_record(records, "made again on sim0 by re-running item 2"));
+  CHECK(has_record(records, "freed"));
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a kept object whose device goes for good is made again "
+                 "where the fleet can",
+                 "[actors][objects]") {
+  auto cfg = test::make_config(dir, 1, {{"sim0", 1.0}, {"sim1", 1.0}});
+  auto rt = actors::runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::vector<float> x(20000, 0.5f);
+  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
+  keep.keep_on_device = true;
+  auto kept = r.run(keep);
+  REQUIRE(kept);
+  auto o = kept->object;
+  REQUIRE(o.devices.size() == 1);
+  auto gone = o.devices[0];
+  auto other = gone == "sim0" ? "sim1" : "sim0";
+  // A get while the item re-runs (slowly) on the other GPU waits for it.
+  r.sim_device(other)->slow_down(200);
+  r.sim_device(gone)->lose(true);
+  REQUIRE(objects_become(r, [&](const std::vector<object_info>& l) {
+    auto* k = find(l, o.id);
+    return k != nullptr && k->devices.empty();
+  }));
+  auto got = r.get_object("t", o.id);
+  REQUIRE(got);
+  REQUIRE(got->size() == x.size());
+  CHECK(got->view().as<float>()[123] == 1.0f);
+  r.sim_device(other)->slow_down(1);
+  // Items follow the object to the other GPU.
+  auto res = r.run(item_of(2, kernel_id::reduce_sum, {name_of(o)}));
+  REQUIRE(res);
+  CHECK(res->device == other);
+  CHECK(res->output.values[0] == Approx(1.0 * double(x.size())));
+  CHECK(objects_become(r, [&](const std::vector<object_info>& l) {
+    auto* k = find(l, o.id);
+    return k != nullptr && k->devices == std::vector<std::string>{other};
+  }));
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a kept object written in place cannot be made again: its "
+                 "readers end with object_lost",
+                 "[actors][objects]") {
+  auto cfg = test::make_config(dir, 1, {{"sim0", 1.0}});
+  cfg.set_share_socket(dir.file("share.sock"));
+  auto rt = actors::runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::vector<float> x(1000, 1.0f);
+  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
+  keep.keep_on_device = true;
+  auto kept = r.run(keep);
+  REQUIRE(kept);
+  auto o = kept->object;
+  share_grant rw;
+  rw.write = true;
+  auto token = r.export_object("t", o.id, rw);
+  REQUIRE(token);
+  {
+    auto at =
+        cohort::client::attachment::attach(r.share_socket(), *token, true);
+    static_cast<float*>(at.mutable_data())[0] = 100.0f;
+    at.detach();
   }
-  auto* p = find(list, put->id);
-  auto* k = find(list, kept->object.id);
-  REQUIRE(p != nullptr);
-  REQUIRE(k != nullptr);
-  CHECK(p->devices.empty());
-  CHECK(p->host_copy);
-  CHECK(k->devices.empty());
-  CHECK_FALSE(k->host_copy);
-  // The put object is read from its host copy; the kept one is gone.
-  auto ok = r.run(item_of(2, kernel_id::reduce_sum, {name_of(*put)}));
-  REQUIRE(ok);
-  CHECK(ok->output.values[0] == Approx(1.5 * double(x.size())));
-  auto lost = r.run(item_of(3, kernel_id::reduce_sum, {name_of(kept->object)}));
+  CHECK(sum_of(r, 2, o) == Approx(2.0 * 999 + 100.0));
+  r.sim_device("sim0")->lose(false);
+  auto lost = r.run(item_of(3, kernel_id::reduce_sum, {name_of(o)}));
   REQUIRE_FALSE(lost);
   CHECK(code_of(lost.error()) == errc::object_lost);
-  auto got = r.get_object("t", kept->object.id);
+  auto got = r.get_object("t", o.id);
   REQUIRE_FALSE(got);
   CHECK(code_of(got.error()) == errc::object_lost);
-  // Released, both go from the directory; the reset device holds nothing.
-  r.release_object(put->id);
-  r.release_object(kept->object.id);
-  for (int i = 0; i < 400; ++i) {
-    auto l = r.objects();
-    REQUIRE(l);
-    if (l->empty())
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  CHECK(r.objects()->empty());
+  r.release_object(o.id);
+  CHECK(objects_become(
+      r, [](const std::vector<object_info>& l) { return l.empty(); }));
   r.stop();
-  auto recs = test::read_audit(dir.file("audit.log"));
-  std::vector<std::string> objects;
-  for (auto& rec : recs)
-    if (rec.kind() == pb::OBJECT)
-      objects.push_back(rec.detail());
-  auto has = [&](const std::string& what) {
-    for (auto& d : objects)
-      if (d.find(what) != std::string::npos)
-        return true;
-    return false;
-  };
-  CHECK(has("stored"));
-  CHECK(has("made from item 1's output, kept on sim0"));
-  CHECK(has("lost with the device"));
-  CHECK(has("freed"));
+  CHECK(has_record(object_records(dir), "lost with the device: no other copy"));
 }
 
 TEST_CASE_METHOD(fixture, "handles and items hold an object until both let go",
                  "[actors][objects]") {
   auto cfg = test::make_config(dir, 1, {{"sim0", 1.0}});
-  auto rt = runtime::start(sys, cfg);
+  auto rt = actors::runtime::start(sys, cfg);
   REQUIRE(rt);
   auto& r = **rt;
   std::vector<float> x(1000, 2.0f);
@@ -157,7 +284,7 @@ TEST_CASE_METHOD(fixture, "handles and items hold an object until both let go",
 TEST_CASE_METHOD(fixture, "an end the caller never takes releases its object",
                  "[actors][objects]") {
   auto cfg = test::make_config(dir, 1, {{"sim0", 1.0}});
-  auto rt = runtime::start(sys, cfg);
+  auto rt = actors::runtime::start(sys, cfg);
   REQUIRE(rt);
   auto& r = **rt;
   std::vector<float> x(1000, 1.0f);
@@ -184,4 +311,107 @@ TEST_CASE_METHOD(fixture, "an end the caller never takes releases its object",
   for (int i = 0; i < 1000 && !r.objects()->empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   CHECK(r.objects()->empty());
+}
+
+TEST_CASE_METHOD(fixture,
+                 "an object read from its host copy on a busy device's "
+                 "sibling is replicated there",
+                 "[actors][objects]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1.0}, {"sim1", 1.0}});
+  auto rt = actors::runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::vector<float> x(1 << 18, 0.25f);
+  auto obj = r.put_object("t", host_buffer{x}, "sim0");
+  REQUIRE(obj);
+  REQUIRE(obj->devices == std::vector<std::string>{"sim0"});
+  // sim0 is slow: waiting for it costs more than moving the object, so
+  // items go to sim1 too, reading the host copy there; the second stores
+  // a copy on sim1.
+  r.sim_device("sim0")->slow_down(500);
+  std::vector<work_future> futures;
+  for (uint64_t i = 0; i < 24; ++i)
+    futures.push_back(
+        r.submit(item_of(100 + i, kernel_id::reduce_sum, {name_of(*obj)})));
+  size_t on_sim1 = 0;
+  for (auto& f : futures) {
+    auto res = f.get();
+    REQUIRE(res);
+    CHECK(res->output.values[0] == Approx(0.25 * double(x.size())));
+    on_sim1 += res->device == "sim1" ? 1 : 0;
+  }
+  REQUIRE(on_sim1 >= 2);
+  CHECK(objects_become(r, [&](const std::vector<object_info>& l) {
+    auto* o = find(l, obj->id);
+    return o != nullptr &&
+           o->devices == std::vector<std::string>{"sim0", "sim1"};
+  }));
+  r.sim_device("sim0")->slow_down(1);
+  // The replica is charged to the tenant on sim1, and goes with the object.
+  auto m = r.memory_stats();
+  REQUIRE(m);
+  for (auto& s : *m)
+    if (s.device == "sim1")
+      CHECK(s.used_by_tenant["t"] >= x.size() * sizeof(float));
+  r.release_object(obj->id);
+  CHECK(objects_become(
+      r, [](const std::vector<object_info>& l) { return l.empty(); }));
+  r.stop();
+  CHECK(has_record(object_records(dir), "replicated from its host copy"));
+}
+
+TEST_CASE_METHOD(fixture,
+                 "an output kept on a real CUDA GPU is made again after the "
+                 "GPU is taken offline and back",
+                 "[actors][objects][gpu][cuda]") {
+  auto cfg = test::make_config(dir, 1, {});
+  cfg.mutable_devices()->set_gpus(true);
+  auto rt = actors::runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::string gpu;
+  for (auto& d : r.devices())
+    if (d.kind == device_kind::cuda_gpu && gpu.empty())
+      gpu = d.name;
+  if (gpu.empty()) {
+    WARN("SKIPPED objects made again on a real GPU: no CUDA GPU on this "
+         "machine");
+    return;
+  }
+  std::vector<float> x(1 << 20, 0.5f);
+  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
+  keep.args.alpha = 3.0f;
+  keep.keep_on_device = true;
+  auto kept = r.run(keep);
+  REQUIRE(kept);
+  auto o = kept->object;
+  REQUIRE(o.devices == std::vector<std::string>{gpu});
+  double expect = 2.0 * double(x.size());
+  CHECK(sum_of(r, 2, o) == Approx(expect));
+  // Offline, its copy goes; the re-run waits for a GPU, which comes back.
+  auto started = std::chrono::steady_clock::now();
+  REQUIRE_FALSE(r.set_offline(gpu));
+  REQUIRE(objects_become(r, [&](const std::vector<object_info>& l) {
+    auto* k = find(l, o.id);
+    return k != nullptr && k->devices.empty();
+  }));
+  REQUIRE_FALSE(r.set_online(gpu));
+  auto res = r.run(item_of(3, kernel_id::reduce_sum, {name_of(o)}));
+  REQUIRE(res);
+  CHECK(res->device == gpu);
+  CHECK(res->output.values[0] == Approx(expect));
+  auto took = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - started)
+                  .count();
+  auto l = r.objects();
+  REQUIRE(l);
+  auto* k = find(*l, o.id);
+  REQUIRE(k != nullptr);
+  CHECK(k->devices == std::vector<std::string>{gpu});
+  CHECK_FALSE(k->host_copy);
+  WARN("a 4 MiB output kept on " << gpu << " was made again and read " << took
+                                 << " ms after the GPU went offline");
+  r.release_object(o.id);
+  CHECK(objects_become(
+      r, [](const std::vector<object_info>& l) { return l.empty(); }));
 }

@@ -43,6 +43,24 @@ TEST_CASE("an object lives while a handle or a reader holds it", "[objects]") {
   CHECK(dir.create("t", kernels::dtype::f32, 1, std::nullopt, 0) != id);
 }
 
+TEST_CASE("an object made from another holds it while it may need it",
+          "[objects]") {
+  object_directory dir;
+  auto from = dir.create("t", kernels::dtype::f32, 8, floats(8), 0);
+  dir.depend(from);
+  dir.depend(from);
+  // Its handle released, it stays for the two objects made from it.
+  CHECK_FALSE(dir.release(from));
+  CHECK_FALSE(dir.unreferenced(from));
+  CHECK(dir.find(from)->dependents == 2);
+  CHECK_FALSE(dir.undepend(from));
+  CHECK(dir.undepend(from));
+  CHECK(dir.unreferenced(from));
+  // One more than were taken is ignored.
+  CHECK_FALSE(dir.undepend(from));
+  CHECK(dir.find(from)->dependents == 0);
+}
+
 TEST_CASE("a release beyond the handles held is ignored", "[objects]") {
   object_directory dir;
   auto id = dir.create("t", kernels::dtype::i64, 4, std::nullopt, 0);
