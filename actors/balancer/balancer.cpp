@@ -385,6 +385,19 @@ balancer::charge object_charge(const balancer_state& st,
 
 void free_object(self_ptr self, uint64_t id, const std::string& why);
 void run_after_rebuild(self_ptr self, uint64_t id);
+void drop_lineage(self_ptr self, uint64_t id);
+
+// The objects made from object `id` can no longer be made again from it
+// (it was written in place, or is lost): their lineages go.
+void drop_lineages_reading(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  std::vector<uint64_t> made;
+  for (auto& [out, l] : st.lineage)
+    if (std::find(l.inputs.begin(), l.inputs.end(), id) != l.inputs.end())
+      made.push_back(out);
+  for (auto out : made)
+    drop_lineage(self, out);
+}
 
 // Object `id` no longer needs the item that made it to be made again: it
 // has a host copy, was written in place, or went. The objects that item
@@ -649,7 +662,9 @@ void unready(balancer_state& st, balancer_state::record& r) {
 void end_failed(self_ptr self, uint64_t ticket, caf::error err);
 void place_or_queue(self_ptr self, uint64_t ticket, std::string why,
                     bool front);
-uint64_t item_mask(balancer_state& st, const balancer_state::record& r);
+uint64_t item_mask(balancer_state& st, const balancer_state::record& r,
+                   bool with_objects = true);
+bool objects_within(balancer_state& st, const balancer_state::record& r);
 
 // -- objects made again -------------------------------------------------------
 
@@ -672,20 +687,33 @@ void rebuild_failed(self_ptr self, uint64_t id, const std::string& why) {
   auto& st = self->state;
   if (auto* e = st.objects.find(id)) {
     e->rebuilding = false;
-    ++st.counters.objects.lost;
-    audit_object(self, *e, "", "lost: " + why);
+    if (st.stopping) {
+      audit_object(self, *e, "", "not made again: the runtime stopped");
+    } else {
+      ++st.counters.objects.lost;
+      audit_object(self, *e, "", "lost: " + why);
+    }
   }
   drop_lineage(self, id);
+  // Objects made from it can no longer be made again either.
+  drop_lineages_reading(self, id);
   run_after_rebuild(self, id);
-  auto w = st.rebuild_waiting.find(id);
-  if (w == st.rebuild_waiting.end())
-    return;
-  auto waiting = std::move(w->second);
-  st.rebuild_waiting.erase(w);
+  std::vector<uint64_t> waiting;
+  if (auto w = st.rebuild_waiting.find(id); w != st.rebuild_waiting.end()) {
+    waiting = std::move(w->second);
+    st.rebuild_waiting.erase(w);
+  }
+  // Other items reading it (queued before the loss, not yet looked at
+  // again) end too.
+  for (auto& [ticket, r] : st.outstanding)
+    if (r.waiting_rebuild != id && r.batch == 0 && r.gang_parent == 0 &&
+        std::find(r.objects.begin(), r.objects.end(), id) != r.objects.end())
+      waiting.push_back(ticket);
   // At stop, the re-run ended because the runtime stopped: so do they.
   for (auto ticket : waiting)
     if (auto i = st.outstanding.find(ticket);
-        i != st.outstanding.end() && i->second.waiting_rebuild == id)
+        i != st.outstanding.end() &&
+        (i->second.waiting_rebuild == id || i->second.waiting_rebuild == 0))
       end_failed(self, ticket,
                  st.stopping
                      ? make_error(errc::shutting_down,
@@ -738,10 +766,59 @@ bool wait_for_rebuild(balancer_state& st, uint64_t ticket,
     if (auto* e = st.objects.find(id); e != nullptr && e->rebuilding) {
       r.waiting_rebuild = id;
       r.device = -1;
+      // What it waited for before counts no more: its waits start again.
+      r.waiting_memory = false;
+      r.deadline = {};
+      r.park_deadline = {};
       st.rebuild_waiting[id].push_back(ticket);
       return true;
     }
   return false;
+}
+
+void spill_copy(self_ptr self, uint64_t id, size_t d, const std::string& why);
+
+// The objects `r` reads have no device in common (made again on different
+// devices after a loss, say): those not on the device of its grant that
+// holds most of their bytes are read back to host memory (spilled), after
+// which it may run there. True while such reads are under way.
+bool gather_objects(self_ptr self, const balancer_state::record& r,
+                    uint64_t base) {
+  auto& st = self->state;
+  int best = -1;
+  uint64_t most = 0;
+  for (size_t d = 0; d < st.devices.size(); ++d) {
+    if (!(base & objects::device_bit(d)) || !st.devices[d].handle)
+      continue;
+    auto held = st.objects.resident_bytes(r.objects, d);
+    if (best < 0 || held > most) {
+      best = int(d);
+      most = held;
+    }
+  }
+  if (best < 0)
+    return false;
+  bool under_way = false;
+  for (auto id : r.objects) {
+    auto* e = st.objects.find(id);
+    if (e == nullptr || e->has_host ||
+        objects::has_device(e->replicas, size_t(best)))
+      continue;
+    if (st.spilling.count(id) != 0) {
+      under_way = true;
+      continue;
+    }
+    for (size_t d = 0; d < st.devices.size(); ++d)
+      if (objects::has_device(e->replicas, d) && st.devices[d].handle) {
+        spill_copy(self, id, d,
+                   "item " + std::to_string(r.item.id) +
+                       " reads it with objects on " +
+                       st.devices[size_t(best)].info.name);
+        under_way = true;
+        break;
+      }
+  }
+  return under_way;
 }
 
 // A gang's devices are free for other gangs again; slices still out are
@@ -997,11 +1074,16 @@ void replicate(self_ptr self, uint64_t id, size_t d) {
   st.acct.charge_to({&c, 1}, d);
   st.objects.storing(id, d);
   bool reload = e->replicas == 0;
+  // An answer of an earlier actor of the device (it left and came back
+  // meanwhile) is about memory that went with it.
+  auto generation = st.devices[d].generation;
   self->request(h, caf::infinite, store_atom::value, id, e->host, e->tenant)
       .then(
           [=](uint64_t) {
             auto& st = self->state;
             stamp(st);
+            if (st.devices[d].generation != generation)
+              return;
             auto* e = st.objects.find(id);
             if (e == nullptr || !objects::has_device(e->storing, d)) {
               // Freed, or its device left, meanwhile (the charge went
@@ -1022,6 +1104,8 @@ void replicate(self_ptr self, uint64_t id, size_t d) {
           [=](caf::error&) {
             auto& st = self->state;
             stamp(st);
+            if (st.devices[d].generation != generation)
+              return;
             auto* e = st.objects.find(id);
             if (e != nullptr && objects::has_device(e->storing, d)) {
               st.objects.unstored(id, d);
@@ -1308,8 +1392,28 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
                               " times; last failure: " + r.why));
     return placement::elsewhere;
   }
-  if (!r.objects.empty() && wait_for_rebuild(st, ticket, r))
-    return placement::elsewhere;
+  if (!r.objects.empty()) {
+    // Where its objects are now (they move: copies lost, made again,
+    // replicated, evicted).
+    if (wait_for_rebuild(st, ticket, r))
+      return placement::elsewhere;
+    if (auto err = check_objects(st.objects, r.item)) {
+      end_failed(self, ticket, std::move(err));
+      return placement::elsewhere;
+    }
+    r.device_mask = item_mask(st, r);
+    if (r.device_mask == 0) {
+      if (objects_within(st, r) &&
+          gather_objects(self, r, item_mask(st, r, false)))
+        return placement::later;
+      end_failed(self, ticket,
+                 make_error(errc::no_device_available,
+                            "the devices holding the objects it reads are "
+                            "not granted to tenant '" +
+                                r.item.tenant + "' or lack its kernel's code"));
+      return placement::elsewhere;
+    }
+  }
   if (auto quick = place_quickly(self, ticket, r, strict))
     return *quick;
   // At most 64 devices: on the stack, no allocation per placement.
@@ -2243,18 +2347,32 @@ uint64_t code_mask(const balancer_state& st, const work_item& item) {
 }
 
 // The devices `r` may run on: its tenant's grant, with its kernels' code,
-// holding the objects it reads; for an output kept on a device, devices
-// with memory where its grant has one (a CPU worker would keep it in host
-// memory).
-uint64_t item_mask(balancer_state& st, const balancer_state::record& r) {
+// holding the objects it reads (unless `with_objects` is false); for an
+// output kept on a device, devices with memory where its grant has one (a
+// CPU worker would keep it in host memory).
+uint64_t item_mask(balancer_state& st, const balancer_state::record& r,
+                   bool with_objects) {
   auto mask =
       st.acct.book().policy(r.tenant).device_mask & code_mask(st, r.item);
-  if (!r.objects.empty())
+  if (with_objects && !r.objects.empty())
     mask &= object_mask(st.objects, r.objects);
   if (r.keep_as != 0)
     if (auto with_memory = mask & st.acct.metered_mask(); with_memory != 0)
       mask = with_memory;
   return mask;
+}
+
+// True when each object `r` reads has a host copy, is being made again, or
+// has a copy on a device `r` may run on.
+bool objects_within(balancer_state& st, const balancer_state::record& r) {
+  auto base = item_mask(st, r, false);
+  for (auto id : r.objects) {
+    auto* e = st.objects.find(id);
+    if (e != nullptr && !e->has_host && !e->rebuilding &&
+        (e->replicas & base) == 0)
+      return false;
+  }
+  return base != 0;
 }
 
 // Re-runs the item that made object `id`, whose every copy was lost with
@@ -2328,6 +2446,10 @@ void admit(self_ptr self, int t, work_item item, end_sink sink,
   st.by_client.insert_or_assign(key_of(sink, item.key()), ticket);
   r.item = std::move(item);
   r.device_mask = item_mask(st, r);
+  if (r.device_mask == 0 && objects_within(st, r))
+    // Its objects are on devices of its grant, but on no one device: one
+    // gathers them when it is placed (gather_objects).
+    r.device_mask = item_mask(st, r, false);
   r.sink = std::move(sink);
   auto& rec = st.outstanding.emplace(ticket, std::move(r)).first->second;
   if (rec.device_mask == 0) {
@@ -3214,8 +3336,10 @@ caf::error write_blocked(const balancer_state& st,
 void keep_only_copy(self_ptr self, uint64_t id, size_t d) {
   auto& st = self->state;
   auto* e = st.objects.find(id);
-  // Written in place, it is no longer what its producing item makes.
+  // Written in place, it is no longer what its producing item makes, nor
+  // what the objects made from it were made from.
   drop_lineage(self, id);
+  drop_lineages_reading(self, id);
   for (size_t i = 0; i < st.devices.size(); ++i)
     if (i != d && objects::has_device(e->replicas, i))
       evict_copy(self, id, i, "a read-write attach keeps one copy");

@@ -415,3 +415,104 @@ TEST_CASE_METHOD(fixture,
   CHECK(objects_become(
       r, [](const std::vector<object_info>& l) { return l.empty(); }));
 }
+
+TEST_CASE_METHOD(fixture,
+                 "an item reading kept objects on different devices runs "
+                 "once one is read back to host memory",
+                 "[actors][objects]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1.0}, {"sim1", 1.0}});
+  auto rt = actors::runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::vector<float> x(4096, 1.0f);
+  auto status_of = [&](const std::string& name) {
+    auto st = r.placement_stats();
+    REQUIRE(st);
+    for (auto& d : st->devices)
+      if (d.name == name)
+        return d.status;
+    FAIL("no device " << name);
+    return device_status::offline;
+  };
+  auto wait_status = [&](const std::string& name, device_status want) {
+    for (int i = 0; i < 400 && status_of(name) != want; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    REQUIRE(status_of(name) == want);
+  };
+  auto keep_on = [&](uint64_t id, const std::string& other) {
+    // The other GPU drains (taken offline, it would lose its copies): the
+    // output is kept where this one is.
+    REQUIRE_FALSE(r.drain(other));
+    wait_status(other, device_status::draining);
+    auto keep = item_of(id, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
+    keep.keep_on_device = true;
+    auto kept = r.run(keep);
+    REQUIRE(kept);
+    REQUIRE_FALSE(r.set_online(other));
+    wait_status(other, device_status::available);
+    return kept->object;
+  };
+  auto a = keep_on(1, "sim1");
+  auto b = keep_on(2, "sim0");
+  REQUIRE(a.devices == std::vector<std::string>{"sim0"});
+  REQUIRE(b.devices == std::vector<std::string>{"sim1"});
+  // No device holds both, and neither has a host copy: one goes to host
+  // memory first, then the item runs where the other is.
+  auto both = item_of(3, kernel_id::dot, {name_of(a), name_of(b)});
+  auto res = r.run(both);
+  INFO((res ? std::string{"ok"} : describe(res.error())));
+  REQUIRE(res);
+  CHECK(res->output.values[0] == Approx(4.0 * double(x.size())));
+  auto l = r.objects();
+  REQUIRE(l);
+  auto* ka = find(*l, a.id);
+  auto* kb = find(*l, b.id);
+  REQUIRE(ka != nullptr);
+  REQUIRE(kb != nullptr);
+  INFO("ran on " << res->device << "; a on " << ka->devices.size()
+                 << " devices, host " << ka->host_copy << "; b on "
+                 << kb->devices.size() << ", host " << kb->host_copy);
+  CHECK(ka->host_copy != kb->host_copy);
+  r.release_object(a.id);
+  r.release_object(b.id);
+  r.stop();
+  CHECK(has_record(object_records(dir), "spilled to host memory"));
+}
+
+TEST_CASE_METHOD(fixture,
+                 "an object made from one written in place cannot be made "
+                 "again",
+                 "[actors][objects]") {
+  auto cfg = test::make_config(dir, 1, {{"sim0", 1.0}});
+  cfg.set_share_socket(dir.file("share.sock"));
+  auto rt = actors::runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::vector<float> x(1000, 1.0f);
+  auto put = r.put_object("t", host_buffer{x}, "sim0");
+  REQUIRE(put);
+  auto keep = item_of(1, kernel_id::axpy, {name_of(*put), host_buffer{x}});
+  keep.keep_on_device = true;
+  auto kept = r.run(keep);
+  REQUIRE(kept);
+  // The object it was made from is written in place: the kept one's item
+  // would now make something else.
+  share_grant rw;
+  rw.write = true;
+  auto token = r.export_object("t", put->id, rw);
+  REQUIRE(token);
+  {
+    auto at =
+        cohort::client::attachment::attach(r.share_socket(), *token, true);
+    static_cast<float*>(at.mutable_data())[0] = 50.0f;
+    at.detach();
+  }
+  r.sim_device("sim0")->lose(false);
+  auto lost = r.run(item_of(2, kernel_id::reduce_sum, {name_of(kept->object)}));
+  REQUIRE_FALSE(lost);
+  CHECK(code_of(lost.error()) == errc::object_lost);
+  r.release_object(put->id);
+  r.release_object(kept->object.id);
+  CHECK(objects_become(
+      r, [](const std::vector<object_info>& l) { return l.empty(); }));
+}
