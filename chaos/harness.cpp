@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -123,14 +125,37 @@ work_item make_gang(uint64_t id, const std::string& tenant, uint64_t n,
 struct planned_item {
   ms at;
   work_item item;
+  /// What the checker computes the result from: the item with its objects'
+  /// host data in place of their names.
+  work_item reference;
 };
 
+// The objects a load put before the workload: what was put, and its name.
+struct put_object {
+  host_buffer data;
+  object_info info;
+};
+using load_objects = std::vector<std::vector<put_object>>;
+
+// Elements of each object of `load` (the size an item's first input has).
+uint64_t object_elements(const pb::ChaosLoad& load) {
+  return std::max<uint64_t>(load.size() > 0 ? load.size() : 4096, 64);
+}
+
+// Kernels whose first input is a vector of the load's size: an object
+// stands in for it.
+constexpr kernel_id object_kernels[] = {kernel_id::reduce_sum, kernel_id::nrm2,
+                                        kernel_id::dot, kernel_id::axpy};
+
 std::vector<planned_item> make_workload(const pb::ChaosScenario& s,
-                                        uint64_t seed, double scale) {
+                                        uint64_t seed, double scale,
+                                        const load_objects& objects) {
   std::vector<planned_item> out;
   uint64_t id = 0;
   std::mt19937_64 rng{seed};
+  size_t load_index = 0;
   for (auto& load : s.load()) {
+    auto& mine = objects.at(load_index++);
     auto n = uint64_t(std::llround(double(load.items()) * scale));
     auto over = scaled(load.submit_over_ms(), scale);
     std::vector<kernel_id> ks;
@@ -145,14 +170,33 @@ std::vector<planned_item> make_workload(const pb::ChaosScenario& s,
       bool chain = load.chain_every() > 0 && (i + 1) % load.chain_every() == 0;
       bool gang =
           !chain && load.gang_every() > 0 && (i + 1) % load.gang_every() == 0;
-      auto item = chain ? make_chain(id, load.tenant(), size, data_seed)
-                  : gang
-                      ? make_gang(id, load.tenant(), size,
-                                  load.gang() > 0 ? load.gang() : 2, data_seed)
-                      : make_item(id, load.tenant(), ks[rng() % ks.size()],
-                                  size, data_seed);
+      bool plain = !chain && !gang;
+      bool keep =
+          plain && load.keep_every() > 0 && (i + 1) % load.keep_every() == 0;
+      bool reads = plain && !keep && !mine.empty() && load.object_every() > 0 &&
+                   (i + 1) % load.object_every() == 0;
+      auto item =
+          chain  ? make_chain(id, load.tenant(), size, data_seed)
+          : gang ? make_gang(id, load.tenant(), size,
+                             load.gang() > 0 ? load.gang() : 2, data_seed)
+          : keep
+              ? make_item(id, load.tenant(), kernel_id::axpy, size, data_seed)
+          : reads ? make_item(id, load.tenant(),
+                              object_kernels[rng() % std::size(object_kernels)],
+                              size, data_seed)
+                  : make_item(id, load.tenant(), ks[rng() % ks.size()], size,
+                              data_seed);
+      auto reference = item;
+      if (keep)
+        item.keep_on_device = reference.keep_on_device = true;
+      if (reads) {
+        auto& o = mine[rng() % mine.size()];
+        reference.inputs[0] = o.data;
+        item.inputs[0] =
+            host_buffer::object(o.info.id, o.info.elements, o.info.type);
+      }
       out.push_back({n > 0 ? ms{over.count() * int64_t(i) / int64_t(n)} : ms{0},
-                     std::move(item)});
+                     std::move(item), std::move(reference)});
     }
   }
   std::stable_sort(out.begin(), out.end(),
@@ -213,6 +257,15 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
       return bad("a load of tenant '" + load.tenant() + "' asks for gangs of " +
                  std::to_string(gang) + " devices; gangs need 2 to the " +
                  std::to_string(sims.size()) + " simulated GPUs");
+    if (load.objects() > max_load_objects)
+      return bad("a load of tenant '" + load.tenant() + "' puts " +
+                 std::to_string(load.objects()) + " objects, at most " +
+                 std::to_string(max_load_objects));
+    if (load.object_every() > 0 && load.objects() == 0)
+      return bad("a load of tenant '" + load.tenant() +
+                 "' reads objects every " +
+                 std::to_string(load.object_every()) +
+                 " items but puts none (objects: N)");
     for (auto k : load.kernel())
       if (k == pb::KERNEL_UNSPECIFIED || k > 255 ||
           !kernels::is_known(static_cast<uint8_t>(k)))
@@ -280,7 +333,7 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
                std::to_string(max_fault_count));
   uint64_t elements = 0;
   for (auto& load : s.load())
-    elements += uint64_t(load.items()) *
+    elements += (uint64_t(load.items()) + load.objects()) *
                 std::max<uint64_t>(load.size() > 0 ? load.size() : 4096, 64);
   if (elements > max_input_elements)
     return bad("the loads' inputs add up to " + std::to_string(elements) +
@@ -399,10 +452,36 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
     if (auto err = check(**rt, tf.f))
       return make_error(errc::malformed_config,
                         "scenario '" + s.name() + "': " + describe(err));
-  auto work = make_workload(s, rep.seed, opts.scale);
+  // The loads' objects, put before the workload.
+  load_objects objects(size_t(s.load_size()));
+  for (int l = 0; l < s.load_size(); ++l) {
+    auto& load = s.load(l);
+    for (uint32_t k = 0; k < load.objects(); ++k) {
+      host_buffer data{kernels::random_floats(
+          rep.seed * 104729 + uint64_t(l) * 4096 + k, object_elements(load))};
+      auto put = (*rt)->put_object(load.tenant(), data);
+      if (!put)
+        return make_error(code_of(put.error()),
+                          "scenario '" + s.name() + "': putting object " +
+                              std::to_string(k + 1) + " of tenant '" +
+                              load.tenant() + "': " + describe(put.error()));
+      objects[size_t(l)].push_back({std::move(data), *put});
+    }
+  }
+  auto work = make_workload(s, rep.seed, opts.scale, objects);
   run_record run;
-  for (auto& p : work)
-    run.items.push_back(p.item);
+  // Items keeping their output on a device: their reference (what the
+  // output's reader is checked against).
+  std::map<uint64_t, work_item> keeps;
+  uint64_t next_id = 0;
+  for (auto& p : work) {
+    run.items.push_back(p.reference);
+    next_id = std::max(next_id, p.item.id);
+    if (p.item.keep_on_device) {
+      run.kept[p.item.id] = p.reference.inputs[0].size();
+      keeps.emplace(p.item.id, p.reference);
+    }
+  }
   for (auto& g : cfg.tenant())
     run.inflight_cap[g.tenant()] = g.max_inflight();
   run.global_inflight_cap = cfg.limits().max_inflight();
@@ -431,17 +510,68 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<actors::client_sink>(self);
   size_t received = 0;
+  size_t expected = work.size();
   auto since_start = [&] {
     return std::chrono::duration_cast<ms>(clock::now() - start).count();
   };
+  // An output kept on a device is read back by a reader item, submitted
+  // when it ends; its handle is released when the reader ends.
+  std::map<uint64_t, uint64_t> reader_of;
+  std::vector<uint64_t> kept_handles;
+  uint64_t outputs_read = 0;
+  auto read_kept = [&](uint64_t keep_id, const object_info& o) {
+    auto k = keeps.find(keep_id);
+    if (k == keeps.end() || o.id == 0)
+      return;
+    kept_handles.push_back(o.id);
+    auto& src = k->second;
+    auto x = src.inputs[0].view().as<float>();
+    auto y = src.inputs[1].view().as<float>();
+    std::vector<float> out(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      out[i] = src.args.alpha * x[i] + y[i];
+    work_item reader;
+    reader.id = ++next_id;
+    reader.tenant = src.tenant;
+    reader.kernel = kernel_id::reduce_sum;
+    auto reference = reader;
+    reference.inputs.emplace_back(std::move(out));
+    reader.inputs.push_back(host_buffer::object(o.id, o.elements, o.type));
+    run.items.push_back(std::move(reference));
+    reader_of[reader.id] = o.id;
+    ++expected;
+    self->send((*rt)->entry(), submit_atom::value, std::move(reader), sink);
+  };
+  auto reader_ended = [&](uint64_t id) {
+    auto r = reader_of.find(id);
+    if (r == reader_of.end())
+      return;
+    ++outputs_read;
+    (*rt)->release_object(r->second);
+    if (auto h = std::find(kept_handles.begin(), kept_handles.end(), r->second);
+        h != kept_handles.end())
+      kept_handles.erase(h);
+    reader_of.erase(r);
+  };
   auto on_result = [&](result_atom, work_result& res) {
     auto id = res.id;
+    auto object = res.object;
+    bool first = run.ends[id].empty();
     run.ends[id].push_back({true, std::move(res), {}, since_start()});
     ++received;
+    if (first && object.id != 0)
+      read_kept(id, object);
+    else if (object.id != 0)
+      (*rt)->release_object(object.id); // a duplicate end's handle
+    if (first)
+      reader_ended(id);
   };
   auto on_error = [&](failed_atom, uint64_t id, caf::error& err) {
+    bool first = run.ends[id].empty();
     run.ends[id].push_back({false, {}, std::move(err), since_start()});
     ++received;
+    if (first)
+      reader_ended(id);
   };
   for (auto& p : work) {
     std::this_thread::sleep_until(start + p.at);
@@ -455,7 +585,7 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
   run.deadline_ms = deadline_ms;
   auto deadline = start + ms{deadline_ms};
   bool timed_out = false;
-  while (received < work.size() && !timed_out) {
+  while (received < expected && !timed_out) {
     auto left = std::chrono::duration_cast<ms>(deadline - clock::now());
     if (left.count() <= 0)
       break;
@@ -494,12 +624,59 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
       rep.fallback_notes.push_back(line);
     }
   }
+  // Objects: each one put still holds what was put (none was freed or
+  // overwritten while held); with every handle released, none is left.
+  std::vector<std::string> object_violations;
+  uint64_t put_count = 0;
+  for (size_t l = 0; l < objects.size(); ++l)
+    for (auto& o : objects[l]) {
+      ++put_count;
+      auto name = "object " + std::to_string(o.info.id) + " of tenant '" +
+                  o.info.tenant + "'";
+      auto got = (*rt)->get_object(o.info.tenant, o.info.id);
+      if (!got)
+        object_violations.push_back(
+            name + " could not be read back: " + describe(got.error()));
+      else if (got->bytes() != o.data.bytes() ||
+               std::memcmp(got->view().data, o.data.view().data,
+                           o.data.bytes()) != 0)
+        object_violations.push_back(name + " does not hold what was put");
+      (*rt)->release_object(o.info.id);
+    }
+  for (auto id : kept_handles)
+    (*rt)->release_object(id);
+  caf::expected<std::vector<object_info>> left = std::vector<object_info>{};
+  for (int i = 0; i < 500; ++i) {
+    left = (*rt)->objects();
+    if (!left || left->empty())
+      break;
+    std::this_thread::sleep_for(ms{10});
+  }
+  if (!left)
+    object_violations.push_back("the objects could not be listed: " +
+                                describe(left.error()));
+  else if (!left->empty())
+    object_violations.push_back(
+        std::to_string(left->size()) +
+        " objects left after every handle was released (leaked), the first "
+        "object " +
+        std::to_string(left->front().id) + " with " +
+        std::to_string(left->front().handles) + " handles and " +
+        std::to_string(left->front().readers) + " readers");
+  if (put_count > 0 || !keeps.empty())
+    rep.objects_note =
+        std::to_string(put_count) + " objects put and read " +
+        "back unchanged unless noted; " + std::to_string(keeps.size()) +
+        " items kept their output on a device, " +
+        std::to_string(outputs_read) + " of those outputs read by a later item";
   (*rt)->stop();
   rt->reset();
   run.losses = std::move(losses);
   run.memory_violations = obs->violations();
   rep.refused = std::move(refused);
   rep.check = check_invariants(run);
+  for (auto& why : object_violations)
+    rep.check.violations.push_back(why);
   check_expectations(s.expect(), rep);
   if (!opts.keep_audit && opts.audit_path.empty())
     std::filesystem::remove(rep.audit_path);

@@ -53,6 +53,8 @@ struct chaos_report {
   std::vector<std::string> fallback_notes;
   /// Per device: items completed there, losses, restarts, final status.
   std::vector<std::string> device_notes;
+  /// What the loads did with objects (empty when they used none).
+  std::string objects_note;
   std::chrono::milliseconds wall{0};
   std::string audit_path;
 };
@@ -61,7 +63,11 @@ struct chaos_report {
 /// random faults).
 inline constexpr uint64_t max_fault_count = 10'000;
 
-/// Most input elements (items x size, over every load) a scenario submits
+/// Most objects one load puts before its workload.
+inline constexpr uint32_t max_load_objects = 1024;
+
+/// Most input elements (items and objects x size, over every load) a
+/// scenario submits
 /// at scale 1: about 2 GiB of floats.
 inline constexpr uint64_t max_input_elements = uint64_t{1} << 28;
 

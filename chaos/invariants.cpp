@@ -64,6 +64,18 @@ void check_ends(checker& c, const run_record& run) {
       ++c.v.completed;
       if (item.gang > 1)
         ++c.v.gangs_completed;
+      if (auto k = run.kept.find(item.id); k != run.kept.end()) {
+        auto& o = end.result.object;
+        if (o.id == 0 || o.elements != k->second) {
+          ++c.v.wrong_results;
+          c.fail(name + " on " + end.result.device +
+                 ": its output was to be kept as an object of " +
+                 std::to_string(k->second) + " elements, got " +
+                 (o.id == 0 ? std::string{"none"}
+                            : std::to_string(o.elements) + " elements"));
+        }
+        continue;
+      }
       if (auto why = check_result(item, end.result.output); !why.empty()) {
         ++c.v.wrong_results;
         c.fail(name + " on " + end.result.device + ": wrong result: " + why);

@@ -39,8 +39,12 @@ struct loss_mark {
 
 /// Everything a run produced that the checker needs.
 struct run_record {
-  /// Submitted items (ids unique).
+  /// Submitted items (ids unique), as the checker computes their results:
+  /// objects an item reads are given by their host data.
   std::vector<work_item> items;
+  /// Items that kept their output on a device (keep_on_device): by id, the
+  /// elements their object must have. Their output is read by another item.
+  std::map<uint64_t, uint64_t> kept;
   /// Every end each id received.
   std::map<uint64_t, std::vector<item_end>> ends;
   std::string audit_path;

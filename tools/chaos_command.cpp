@@ -128,6 +128,8 @@ int run_chaos(const chaos_options& opts, std::FILE* out) {
         notes.push_back(rep->name + ": refused by the runtime: " + why);
       for (auto& fb : rep->fallback_notes)
         notes.push_back(rep->name + ": " + fb);
+      if (!rep->objects_note.empty())
+        notes.push_back(rep->name + ": " + rep->objects_note);
       if (!opts.audit_dir.empty())
         notes.push_back(rep->name + ": audit log " + rep->audit_path);
       if (opts.verbose) {

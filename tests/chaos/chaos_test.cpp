@@ -424,3 +424,48 @@ TEST_CASE("scenarios too large to build are refused before anything runs",
     CHECK(load_scenario(f));
   }
 }
+
+TEST_CASE("loads read objects and keep outputs; the checker sees them",
+          "[chaos][objects]") {
+  test::temp_dir dir;
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  auto s = small_scenario(dir, "objects", 40);
+  s.mutable_load(0)->set_objects(3);
+  s.mutable_load(0)->set_object_every(2);
+  s.mutable_load(0)->set_keep_every(5);
+  auto rep = run_scenario(sys, s);
+  REQUIRE(rep);
+  for (auto& why : rep->check.violations)
+    UNSCOPED_INFO(why);
+  CHECK(rep->check.ok());
+  // 40 items and a reader for each of the 8 kept outputs.
+  CHECK(rep->check.items == 48);
+  CHECK(rep->check.completed == 48);
+  CHECK_THAT(rep->objects_note,
+             Catch::Contains("3 objects put") &&
+                 Catch::Contains("8 items kept their output") &&
+                 Catch::Contains("8 of those outputs read"));
+  // Reading objects needs objects to read.
+  s.mutable_load(0)->set_objects(0);
+  auto bad = run_scenario(sys, s);
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(describe(bad.error()), Catch::Contains("puts none"));
+  s.mutable_load(0)->set_objects(max_load_objects + 1);
+  bad = run_scenario(sys, s);
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(describe(bad.error()), Catch::Contains("at most 1024"));
+}
+
+TEST_CASE("the checker wants a kept output to come back as an object",
+          "[chaos][objects]") {
+  test::temp_dir dir;
+  auto run = good_run(dir);
+  REQUIRE(check_invariants(run).ok());
+  run.kept[1] = 7;
+  // Item 1's end has no object.
+  CHECK(mentions(check_invariants(run), "to be kept as an object of 7"));
+  run.ends[1].front().result.object.id = 5;
+  run.ends[1].front().result.object.elements = 7;
+  CHECK(check_invariants(run).ok());
+}
