@@ -870,25 +870,15 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   if (!r.slices.empty())
     release_gang(self, ticket);
   auto& rec = i->second;
-  if (rec.rebuild_of != 0) {
-    // A re-run that failed: its object is lost after all.
-    auto id = rec.rebuild_of;
-    if (rec.device >= 0)
-      st.devices[size_t(rec.device)].breaker.abandoned();
-    unplace(self, rec);
-    unready(st, rec);
-    let_go_objects(self, rec);
-    st.acct.book().end(rec.tenant);
-    st.outstanding.erase(i);
-    rebuild_failed(self, id,
-                   "re-running the item that made it failed: " + describe(err));
-    wake(self);
-    return;
+  // A re-run that failed is no client's item: its object is lost after
+  // all (below).
+  auto rebuild_of = rec.rebuild_of;
+  if (rebuild_of == 0) {
+    st.by_client.erase(key_of(rec.sink, rec.item.key()));
+    audit(self, audit_kind::failed, rec.item,
+          rec.device >= 0 ? st.devices[size_t(rec.device)].info.name : "",
+          describe(err));
   }
-  st.by_client.erase(key_of(rec.sink, rec.item.key()));
-  audit(self, audit_kind::failed, rec.item,
-        rec.device >= 0 ? st.devices[size_t(rec.device)].info.name : "",
-        describe(err));
   // A half-open circuit's probe that ends here frees its slot.
   if (rec.device >= 0)
     st.devices[size_t(rec.device)].breaker.abandoned();
@@ -898,6 +888,13 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   unready(st, rec);
   let_go_objects(self, rec);
   st.acct.book().end(rec.tenant);
+  if (rebuild_of != 0) {
+    st.outstanding.erase(i);
+    rebuild_failed(self, rebuild_of,
+                   "re-running the item that made it failed: " + describe(err));
+    wake(self);
+    return;
+  }
   tell_end(self, rec.sink, {rec.item.key(), std::move(err), {}});
   ++st.counters.failed;
   st.outstanding.erase(i);
@@ -3154,6 +3151,31 @@ tenant_object(balancer_state& st, const std::string& tenant, uint64_t id) {
   return e;
 }
 
+// Delivers a copy of object `e` to `rp`: its host copy, else one read back
+// from a device that holds it; object_lost (`lost_why`) when neither is.
+void deliver_copy(self_ptr self, const objects::object_entry& e,
+                  caf::typed_response_promise<host_buffer> rp,
+                  const std::string& lost_why) {
+  auto& st = self->state;
+  if (e.has_host) {
+    rp.deliver(e.host);
+    return;
+  }
+  for (size_t d = 0; d < st.devices.size(); ++d) {
+    auto& h = st.devices[d].handle;
+    if (!objects::has_device(e.replicas, d) || !h)
+      continue;
+    self->request(h, caf::infinite, read_atom::value, e.id)
+        .then([=](host_buffer& b) mutable { rp.deliver(std::move(b)); },
+              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+    return;
+  }
+  rp.deliver(make_error(errc::object_lost, "object " + std::to_string(e.id) +
+                                               ": every copy was lost with "
+                                               "its device, and " +
+                                               lost_why));
+}
+
 caf::result<host_buffer> get_object(self_ptr self, const std::string& tenant,
                                     uint64_t id) {
   auto& st = self->state;
@@ -3178,42 +3200,15 @@ caf::result<host_buffer> get_object(self_ptr self, const std::string& tenant,
                                   " was freed while it was made again"));
         return;
       }
-      if (e->has_host) {
-        rp.deliver(e->host);
-        return;
-      }
-      for (size_t d = 0; d < st.devices.size(); ++d) {
-        auto& h = st.devices[d].handle;
-        if (!objects::has_device(e->replicas, d) || !h)
-          continue;
-        self->request(h, caf::infinite, read_atom::value, id)
-            .then([=](host_buffer& b) mutable { rp.deliver(std::move(b)); },
-                  [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
-        return;
-      }
-      rp.deliver(make_error(errc::object_lost,
-                            "object " + std::to_string(id) +
-                                ": every copy was lost with its device, and "
-                                "making it again failed"));
+      deliver_copy(self, *e, rp, "making it again failed");
     });
     return rp;
   }
   if (e->has_host)
     return e->host;
-  for (size_t d = 0; d < st.devices.size(); ++d) {
-    auto& h = st.devices[d].handle;
-    if (!objects::has_device(e->replicas, d) || !h)
-      continue;
-    auto rp = self->make_response_promise<host_buffer>();
-    self->request(h, caf::infinite, read_atom::value, id)
-        .then([=](host_buffer& b) mutable { rp.deliver(std::move(b)); },
-              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
-    return rp;
-  }
-  return make_error(errc::object_lost,
-                    "object " + std::to_string(id) +
-                        ": every copy was lost with its device, and it had "
-                        "no host copy");
+  auto rp = self->make_response_promise<host_buffer>();
+  deliver_copy(self, *e, rp, "it had no host copy");
+  return rp;
 }
 
 // Sharing objects with other processes (docs/objects.md, "Sharing across
