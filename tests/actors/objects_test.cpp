@@ -78,6 +78,18 @@ bool has_record(const std::vector<std::string>& records,
   return false;
 }
 
+// Another process's write in place: a read-write export of object `id`,
+// attached through the share socket, its first element set to `value`.
+void write_first_element(actors::runtime& r, uint64_t id, float value) {
+  share_grant rw;
+  rw.write = true;
+  auto token = r.export_object("t", id, rw);
+  REQUIRE(token);
+  auto at = cohort::client::attachment::attach(r.share_socket(), *token, true);
+  static_cast<float*>(at.mutable_data())[0] = value;
+  at.detach();
+}
+
 double sum_of(actors::runtime& r, uint64_t id, const object_info& o) {
   auto res = r.run(item_of(id, kernel_id::reduce_sum, {name_of(o)}));
   REQUIRE(res);
@@ -228,16 +240,7 @@ TEST_CASE_METHOD(fixture,
   auto kept = r.run(keep);
   REQUIRE(kept);
   auto o = kept->object;
-  share_grant rw;
-  rw.write = true;
-  auto token = r.export_object("t", o.id, rw);
-  REQUIRE(token);
-  {
-    auto at =
-        cohort::client::attachment::attach(r.share_socket(), *token, true);
-    static_cast<float*>(at.mutable_data())[0] = 100.0f;
-    at.detach();
-  }
+  write_first_element(r, o.id, 100.0f);
   CHECK(sum_of(r, 2, o) == Approx(2.0 * 999 + 100.0));
   r.sim_device("sim0")->lose(false);
   auto lost = r.run(item_of(3, kernel_id::reduce_sum, {name_of(o)}));
@@ -497,16 +500,7 @@ TEST_CASE_METHOD(fixture,
   REQUIRE(kept);
   // The object it was made from is written in place: the kept one's item
   // would now make something else.
-  share_grant rw;
-  rw.write = true;
-  auto token = r.export_object("t", put->id, rw);
-  REQUIRE(token);
-  {
-    auto at =
-        cohort::client::attachment::attach(r.share_socket(), *token, true);
-    static_cast<float*>(at.mutable_data())[0] = 50.0f;
-    at.detach();
-  }
+  write_first_element(r, put->id, 50.0f);
   r.sim_device("sim0")->lose(false);
   auto lost = r.run(item_of(2, kernel_id::reduce_sum, {name_of(kept->object)}));
   REQUIRE_FALSE(lost);
