@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -456,6 +457,7 @@ void free_object(self_ptr self, uint64_t id, const std::string& why) {
   ++st.counters.objects.freed;
   st.shares.object_gone(id);
   st.spilling.erase(id);
+  st.copying.erase(id);
   st.objects.erase(id);
   drop_lineage(self, id);
   run_after_rebuild(self, id);
@@ -1053,6 +1055,70 @@ void send_queued(self_ptr self, size_t index) {
     end_failed(self, ticket, std::move(err));
 }
 
+// Stores `data` on device `d` as a copy of object `id`, charged there to
+// its tenant (the caller checked that it fits) and marked as being stored
+// until the device answers. `stored(e)` runs once the copy is there;
+// `not_stored(err)` when it is not: the device refused it or left, or the
+// object went meanwhile. The charge and the mark are undone then, and a
+// copy stored after all is dropped. An answer from an earlier actor of the
+// device (it left and came back meanwhile) is about memory that went with
+// it.
+template <class Stored, class NotStored>
+void store_copy(self_ptr self, uint64_t id, size_t d, host_buffer data,
+                Stored stored, NotStored not_stored) {
+  auto& st = self->state;
+  auto* e = st.objects.find(id);
+  auto c = object_charge(st, *e);
+  st.acct.charge_to({&c, 1}, d);
+  st.objects.storing(id, d);
+  auto generation = st.devices[d].generation;
+  self->request(st.devices[d].handle, caf::infinite, store_atom::value, id,
+                std::move(data), e->tenant)
+      .then(
+          [=](uint64_t) mutable {
+            auto& st = self->state;
+            stamp(st);
+            auto& s = st.devices[d];
+            auto* e = st.objects.find(id);
+            if (s.generation != generation || e == nullptr ||
+                !objects::has_device(e->storing, d)) {
+              // Freed, or its device left, meanwhile (the charge went
+              // with it).
+              if (s.generation == generation && s.handle)
+                self->send(s.handle, drop_atom::value, id);
+              not_stored(make_error(errc::device_lost,
+                                    s.info.name +
+                                        " left while the object was stored"));
+              return;
+            }
+            st.objects.stored(id, d);
+            ++st.counters.objects.copies_stored;
+            stored(*e);
+          },
+          [=](caf::error& err) mutable {
+            auto& st = self->state;
+            stamp(st);
+            auto* e = st.objects.find(id);
+            if (st.devices[d].generation == generation && e != nullptr &&
+                objects::has_device(e->storing, d)) {
+              st.objects.unstored(id, d);
+              st.acct.refund({&c, 1}, d);
+            }
+            not_stored(std::move(err));
+          });
+}
+
+// True when a copy of object `e` fits device `d` for its tenant without
+// evicting anything, and may be stored there now.
+bool copy_fits(balancer_state& st, const objects::object_entry& e, size_t d) {
+  if (!st.devices[d].handle || !st.acct.metered(d) || e.rebuilding ||
+      st.spilling.count(e.id) != 0 || st.copying.count(e.id) != 0 ||
+      objects::has_device(e.replicas | e.storing, d))
+    return false;
+  auto c = object_charge(st, e);
+  return c.tenant >= 0 && !st.acct.check({&c, 1}, d);
+}
+
 // Stores a copy of object `id` on device `d` from its host copy (a
 // replica, or a re-load after an eviction), when it fits there for its
 // tenant without evicting anything. Items placed there after the store read
@@ -1060,54 +1126,82 @@ void send_queued(self_ptr self, size_t index) {
 void replicate(self_ptr self, uint64_t id, size_t d) {
   auto& st = self->state;
   auto* e = st.objects.find(id);
-  auto& h = st.devices[d].handle;
-  if (e == nullptr || !e->has_host || e->rebuilding || !h ||
-      !st.acct.metered(d) || st.spilling.count(id) != 0 ||
-      objects::has_device(e->replicas | e->storing, d))
+  if (e == nullptr || !e->has_host || !copy_fits(st, *e, d))
     return;
-  auto c = object_charge(st, *e);
-  if (c.tenant < 0 || st.acct.check({&c, 1}, d))
-    return;
-  st.acct.charge_to({&c, 1}, d);
-  st.objects.storing(id, d);
   bool reload = e->replicas == 0;
-  // An answer of an earlier actor of the device (it left and came back
-  // meanwhile) is about memory that went with it.
-  auto generation = st.devices[d].generation;
-  self->request(h, caf::infinite, store_atom::value, id, e->host, e->tenant)
+  auto where = st.devices[d].info.name;
+  store_copy(
+      self, id, d, e->host,
+      [=](const objects::object_entry& e) {
+        audit_object(self, e, where,
+                     reload ? "loaded again from its host copy: items read "
+                              "it there"
+                            : "replicated from its host copy: items read it "
+                              "there while the other copies' devices are "
+                              "busy");
+      },
+      [](const caf::error&) {});
+}
+
+// Copies object `id`, which has no host copy, from device `from` to device
+// `to`: read back to host memory there, then stored (a replica where items
+// wait less). The copy is given up when the object goes, is written in
+// place or starts to be made again meanwhile, or either device leaves
+// (device_left forgets copies from a device that left).
+void copy_object(self_ptr self, uint64_t id, size_t from, size_t to) {
+  auto& st = self->state;
+  auto* e = st.objects.find(id);
+  if (e == nullptr || e->has_host || !objects::has_device(e->replicas, from) ||
+      !st.devices[from].handle || !copy_fits(st, *e, to))
+    return;
+  st.copying.insert_or_assign(id, balancer_state::device_copy{from, to});
+  // Whether this copy is still under way, and its end (another copy may
+  // have started since: that one goes on).
+  auto ours = [self, id, from, to] {
+    auto& copying = self->state.copying;
+    auto i = copying.find(id);
+    return i != copying.end() && i->second.from == from && i->second.to == to;
+  };
+  auto forget = [self, id, ours] {
+    if (ours())
+      self->state.copying.erase(id);
+  };
+  auto generation = st.devices[from].generation;
+  self->request(st.devices[from].handle, caf::infinite, read_atom::value, id)
       .then(
-          [=](uint64_t) {
+          [=](host_buffer& data) {
             auto& st = self->state;
             stamp(st);
-            if (st.devices[d].generation != generation)
-              return;
             auto* e = st.objects.find(id);
-            if (e == nullptr || !objects::has_device(e->storing, d)) {
-              // Freed, or its device left, meanwhile (the charge went
-              // with it).
-              if (auto& h = st.devices[d].handle)
-                self->send(h, drop_atom::value, id);
+            bool wanted = ours() && e != nullptr &&
+                          st.devices[from].generation == generation &&
+                          !e->has_host && !e->rebuilding &&
+                          objects::has_device(e->replicas, from);
+            forget();
+            // Charged there only now: what changed meanwhile is weighed
+            // again.
+            if (!wanted || !copy_fits(st, *e, to))
               return;
-            }
-            st.objects.stored(id, d);
-            ++st.counters.objects.copies_stored;
-            audit_object(self, *e, st.devices[d].info.name,
-                         reload ? "loaded again from its host copy: items "
-                                  "read it there"
-                                : "replicated from its host copy: items read "
-                                  "it there while the other copies' devices "
-                                  "are busy");
+            st.copying.insert_or_assign(id,
+                                        balancer_state::device_copy{from, to});
+            auto source = st.devices[from].info.name;
+            auto where = st.devices[to].info.name;
+            store_copy(
+                self, id, to, std::move(data),
+                [=](const objects::object_entry& e) {
+                  forget();
+                  audit_object(self, e, where,
+                               "copied from " + source +
+                                   ", which held its only copy: items "
+                                   "waited longer there than the copy "
+                                   "takes");
+                  wake(self);
+                },
+                [=](const caf::error&) { forget(); });
           },
           [=](caf::error&) {
-            auto& st = self->state;
-            stamp(st);
-            if (st.devices[d].generation != generation)
-              return;
-            auto* e = st.objects.find(id);
-            if (e != nullptr && objects::has_device(e->storing, d)) {
-              st.objects.unstored(id, d);
-              st.acct.refund({&c, 1}, d);
-            }
+            stamp(self->state);
+            forget();
           });
 }
 
@@ -1370,6 +1464,61 @@ std::optional<placement> place_quickly(self_ptr self, uint64_t ticket,
   return placement::placed;
 }
 
+// `r` reads objects that have no host copy and that only some devices of
+// its grant (`base`) hold: it may run only there, `r.device_mask`. When a
+// device of its grant without them would finish it in less than half the
+// time the soonest holder would, counting the copy (read out of a holder,
+// stored there), they are copied there, device to device through host
+// memory (copy_object). Items placed meanwhile go to the holders; once the
+// copy is stored, placement weighs both.
+void copy_ahead(self_ptr self, const balancer_state::record& r, uint64_t base) {
+  auto& st = self->state;
+  uint64_t missing = 0;
+  for (auto id : r.objects)
+    if (auto* e = st.objects.find(id);
+        e != nullptr && !e->has_host && st.copying.count(id) == 0)
+      missing += e->bytes();
+  if (missing == 0)
+    return;
+  auto finish = [&](size_t d) {
+    auto& s = st.devices[d];
+    return s.backlog_ns / std::max(1u, s.info.streams) + predict_ns(st, d, r);
+  };
+  double wait = std::numeric_limits<double>::infinity();
+  double soonest = wait;
+  int target = -1;
+  for (size_t d = 0; d < st.devices.size(); ++d) {
+    auto& s = st.devices[d];
+    if (!(base & objects::device_bit(d)) || !s.handle || !takes_work(s.status))
+      continue;
+    if (r.device_mask & objects::device_bit(d)) {
+      wait = std::min(wait, finish(d));
+    } else if (st.acct.metered(d) && has_room(s) && s.breaker.closed()) {
+      // Its run reads them in (predict_ns counts them as inputs) after the
+      // copy read them out.
+      double t =
+          finish(d) + rate_of(st, d, r.item.kernel, r.cls) * double(missing);
+      if (t < soonest) {
+        soonest = t;
+        target = int(d);
+      }
+    }
+  }
+  if (target < 0 || !(2 * soonest < wait))
+    return;
+  for (auto id : r.objects) {
+    auto* e = st.objects.find(id);
+    if (e == nullptr || e->has_host ||
+        objects::has_device(e->replicas, size_t(target)))
+      continue;
+    for (size_t from = 0; from < st.devices.size(); ++from)
+      if (objects::has_device(e->replicas, from) && st.devices[from].handle) {
+        copy_object(self, id, from, size_t(target));
+        break;
+      }
+  }
+}
+
 // Places (or re-places) one item on a device with room, by the balancer's
 // policy; `r.why` says why it moves (empty the first time). `strict`: only
 // on a device where it would finish soonest.
@@ -1410,6 +1559,8 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
                                 r.item.tenant + "' or lack its kernel's code"));
       return placement::elsewhere;
     }
+    if (auto base = item_mask(st, r, false); (base & ~r.device_mask) != 0)
+      copy_ahead(self, r, base);
   }
   if (auto quick = place_quickly(self, ticket, r, strict))
     return *quick;
@@ -2817,6 +2968,23 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
   s.handle = device_actor{};
   s.backlog_ns = 0;
   forget_inputs(st, index);
+  // Copies from it to other devices end here: what they stored is
+  // dropped, so that an object whose only copy was here is made again.
+  for (auto i = st.copying.begin(); i != st.copying.end();) {
+    if (i->second.from != index) {
+      ++i;
+      continue;
+    }
+    auto to = i->second.to;
+    if (auto* e = st.objects.find(i->first);
+        e != nullptr && objects::has_device(e->storing, to)) {
+      st.objects.unstored(e->id, to);
+      auto c = object_charge(st, *e);
+      if (c.tenant >= 0 && st.acct.metered(to))
+        st.acct.refund({&c, 1}, to);
+    }
+    i = st.copying.erase(i);
+  }
   // Its objects' copies are gone with its actor (a new one starts without
   // any); objects without another copy are lost.
   auto copies = st.objects.device_lost(index);
@@ -3062,42 +3230,20 @@ void store_object(self_ptr self, uint64_t id, size_t d,
                           st.devices[d].info.name + " left"));
     return;
   }
-  st.acct.charge_to({&c, 1}, d);
-  st.objects.storing(id, d);
-  self->request(st.devices[d].handle, caf::infinite, store_atom::value, id,
-                e->host, e->tenant)
-      .then(
-          [=](uint64_t) mutable {
-            auto& st = self->state;
-            stamp(st);
-            auto* e = st.objects.find(id);
-            if (e == nullptr || !objects::has_device(e->storing, d)) {
-              // Its device left while it was stored.
-              if (auto& h = st.devices[d].handle)
-                self->send(h, drop_atom::value, id);
-              rp.deliver(make_error(errc::device_lost,
-                                    st.devices[d].info.name +
-                                        " left while the object was stored"));
-              if (e != nullptr)
-                st.objects.erase(id);
-              return;
-            }
-            st.objects.stored(id, d);
-            ++st.counters.objects.made;
-            ++st.counters.objects.copies_stored;
-            audit_object(self, *e, st.devices[d].info.name, "stored");
-            rp.deliver(
-                describe_object(*e, device_names(st), steady_ns(st.now)));
-          },
-          [=](caf::error& err) mutable {
-            auto& st = self->state;
-            if (auto* e = st.objects.find(id)) {
-              if (objects::has_device(e->storing, d))
-                st.acct.refund({&c, 1}, d);
-              st.objects.erase(id);
-            }
-            rp.deliver(std::move(err));
-          });
+  store_copy(
+      self, id, d, e->host,
+      [=](const objects::object_entry& e) mutable {
+        auto& st = self->state;
+        ++st.counters.objects.made;
+        audit_object(self, e, st.devices[d].info.name, "stored");
+        rp.deliver(describe_object(e, device_names(st), steady_ns(st.now)));
+      },
+      [=](caf::error err) mutable {
+        auto& st = self->state;
+        if (st.objects.find(id) != nullptr)
+          st.objects.erase(id);
+        rp.deliver(std::move(err));
+      });
 }
 
 caf::result<object_info> put_object(self_ptr self, const std::string& tenant,

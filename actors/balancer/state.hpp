@@ -266,6 +266,13 @@ struct balancer_state {
   /// is evicted (a spill), and what waits for a spill to end.
   std::unordered_set<uint64_t> spilling;
   std::vector<std::function<void()>> after_spill;
+  /// Objects without a host copy being copied from one device to another
+  /// (read back to host memory, then stored there): one copy at a time.
+  struct device_copy {
+    size_t from = 0;
+    size_t to = 0;
+  };
+  std::unordered_map<uint64_t, device_copy> copying;
   /// The drain horizon's sums over devices that take work: placed units
   /// and units per ns (see drain_ns); updates since they were summed anew.
   double drain_units = 0;

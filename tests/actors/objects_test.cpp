@@ -510,3 +510,95 @@ TEST_CASE_METHOD(fixture,
   CHECK(objects_become(
       r, [](const std::vector<object_info>& l) { return l.empty(); }));
 }
+
+TEST_CASE_METHOD(fixture,
+                 "a kept object on a busy device is copied to an idle one "
+                 "when that is sooner than waiting",
+                 "[actors][objects]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1.0}, {"sim1", 1.0}});
+  auto rt = actors::runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::vector<float> x(1 << 16, 0.5f);
+  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
+  keep.keep_on_device = true;
+  auto kept = r.run(keep);
+  REQUIRE(kept);
+  auto o = kept->object;
+  REQUIRE(o.devices.size() == 1);
+  auto holder = o.devices[0];
+  auto other = holder == "sim0" ? "sim1" : "sim0";
+  // Its device is very slow now: items queue there, while the other is
+  // idle. The object has no host copy, so it is copied device to device.
+  // The other device has run the kernel on host data of that size: the
+  // model knows its rate.
+  bool measured = false;
+  for (uint64_t i = 0; i < 16 && !measured; ++i) {
+    auto res = r.run(item_of(50 + i, kernel_id::reduce_sum, {host_buffer{x}}));
+    REQUIRE(res);
+    measured = res->device == other;
+  }
+  REQUIRE(measured);
+  r.sim_device(holder)->slow_down(2000);
+  // Two items there measure it slow (the only device that may run them).
+  for (uint64_t i = 0; i < 2; ++i) {
+    auto res = r.run(item_of(90 + i, kernel_id::reduce_sum, {name_of(o)}));
+    REQUIRE(res);
+    CHECK(res->device == holder);
+  }
+  std::vector<work_future> futures;
+  for (uint64_t i = 0; i < 24; ++i)
+    futures.push_back(
+        r.submit(item_of(100 + i, kernel_id::reduce_sum, {name_of(o)})));
+  size_t on_other = 0;
+  for (auto& f : futures) {
+    auto res = f.get();
+    REQUIRE(res);
+    CHECK(res->output.values[0] == Approx(1.0 * double(x.size())));
+    on_other += res->device == other ? 1 : 0;
+  }
+  CHECK(on_other > 0);
+  auto l = r.objects();
+  REQUIRE(l);
+  auto* k = find(*l, o.id);
+  REQUIRE(k != nullptr);
+  CHECK(k->devices.size() == 2);
+  CHECK_FALSE(k->host_copy);
+  r.sim_device(holder)->slow_down(1);
+  r.release_object(o.id);
+  CHECK(objects_become(
+      r, [](const std::vector<object_info>& l) { return l.empty(); }));
+  r.stop();
+  CHECK(has_record(object_records(dir), "copied from " + holder));
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a kept object is not copied while its device keeps up",
+                 "[actors][objects]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1.0}, {"sim1", 1.0}});
+  auto rt = actors::runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::vector<float> x(1 << 16, 0.5f);
+  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
+  keep.keep_on_device = true;
+  auto kept = r.run(keep);
+  REQUIRE(kept);
+  auto o = kept->object;
+  REQUIRE(o.devices.size() == 1);
+  // One at a time: nothing queues on the device that holds it, so a copy
+  // could only cost time.
+  for (uint64_t i = 0; i < 8; ++i) {
+    auto res = r.run(item_of(100 + i, kernel_id::reduce_sum, {name_of(o)}));
+    REQUIRE(res);
+    CHECK(res->device == o.devices[0]);
+  }
+  auto l = r.objects();
+  REQUIRE(l);
+  auto* k = find(*l, o.id);
+  REQUIRE(k != nullptr);
+  CHECK(k->devices.size() == 1);
+  r.release_object(o.id);
+  r.stop();
+  CHECK_FALSE(has_record(object_records(dir), "copied from"));
+}
