@@ -458,6 +458,7 @@ void free_object(self_ptr self, uint64_t id, const std::string& why) {
   st.shares.object_gone(id);
   st.spilling.erase(id);
   st.copying.erase(id);
+  st.copy_after.erase(id);
   st.objects.erase(id);
   drop_lineage(self, id);
   run_after_rebuild(self, id);
@@ -1108,6 +1109,9 @@ void store_copy(self_ptr self, uint64_t id, size_t d, host_buffer data,
           });
 }
 
+// How long after a failed copy of an object the next is tried.
+constexpr auto copy_backoff = std::chrono::milliseconds(100);
+
 // True when a copy of object `e` fits device `d` for its tenant without
 // evicting anything, and may be stored there now.
 bool copy_fits(balancer_state& st, const objects::object_entry& e, size_t d) {
@@ -1115,6 +1119,10 @@ bool copy_fits(balancer_state& st, const objects::object_entry& e, size_t d) {
       st.spilling.count(e.id) != 0 || st.copying.count(e.id) != 0 ||
       objects::has_device(e.replicas | e.storing, d))
     return false;
+  // Another process writing it in place keeps it to one copy.
+  for (auto* a : st.shares.attachments_of(e.id))
+    if (a->write)
+      return false;
   auto c = object_charge(st, e);
   return c.tenant >= 0 && !st.acct.check({&c, 1}, d);
 }
@@ -1154,17 +1162,23 @@ void copy_object(self_ptr self, uint64_t id, size_t from, size_t to) {
   if (e == nullptr || e->has_host || !objects::has_device(e->replicas, from) ||
       !st.devices[from].handle || !copy_fits(st, *e, to))
     return;
-  st.copying.insert_or_assign(id, balancer_state::device_copy{from, to});
-  // Whether this copy is still under way, and its end (another copy may
-  // have started since: that one goes on).
-  auto ours = [self, id, from, to] {
+  auto seq = ++st.next_copy;
+  st.copying.insert_or_assign(id, balancer_state::device_copy{from, to, seq});
+  // Whether this copy is still under way (device_left and a read-write
+  // attach end it), and its end: `failed` holds the object's next copy back
+  // for a while, so that a refusal is not retried at every placement.
+  auto ours = [self, id, seq] {
     auto& copying = self->state.copying;
     auto i = copying.find(id);
-    return i != copying.end() && i->second.from == from && i->second.to == to;
+    return i != copying.end() && i->second.seq == seq;
   };
-  auto forget = [self, id, ours] {
-    if (ours())
-      self->state.copying.erase(id);
+  auto forget = [self, id, ours](bool failed) {
+    auto& st = self->state;
+    if (!ours())
+      return;
+    st.copying.erase(id);
+    if (failed)
+      st.copy_after.insert_or_assign(id, clock::now() + copy_backoff);
   };
   auto generation = st.devices[from].generation;
   self->request(st.devices[from].handle, caf::infinite, read_atom::value, id)
@@ -1177,19 +1191,20 @@ void copy_object(self_ptr self, uint64_t id, size_t from, size_t to) {
                           st.devices[from].generation == generation &&
                           !e->has_host && !e->rebuilding &&
                           objects::has_device(e->replicas, from);
-            forget();
+            forget(false);
             // Charged there only now: what changed meanwhile is weighed
             // again.
             if (!wanted || !copy_fits(st, *e, to))
               return;
-            st.copying.insert_or_assign(id,
-                                        balancer_state::device_copy{from, to});
+            st.copying.insert_or_assign(
+                id, balancer_state::device_copy{from, to, seq});
             auto source = st.devices[from].info.name;
             auto where = st.devices[to].info.name;
             store_copy(
                 self, id, to, std::move(data),
                 [=](const objects::object_entry& e) {
-                  forget();
+                  forget(false);
+                  self->state.copy_after.erase(id);
                   audit_object(self, e, where,
                                "copied from " + source +
                                    ", which held its only copy: items "
@@ -1197,11 +1212,11 @@ void copy_object(self_ptr self, uint64_t id, size_t from, size_t to) {
                                    "takes");
                   wake(self);
                 },
-                [=](const caf::error&) { forget(); });
+                [=](const caf::error&) { forget(true); });
           },
           [=](caf::error&) {
             stamp(self->state);
-            forget();
+            forget(true);
           });
 }
 
@@ -1470,41 +1485,77 @@ std::optional<placement> place_quickly(self_ptr self, uint64_t ticket,
 // time the soonest holder would, counting the copy (read out of a holder,
 // stored there), they are copied there, device to device through host
 // memory (copy_object). Items placed meanwhile go to the holders; once the
-// copy is stored, placement weighs both.
+// copies are stored, placement weighs both. Nothing starts while one of
+// them is being copied, shortly after a copy of one failed, or unless all
+// of them fit the device together.
 void copy_ahead(self_ptr self, const balancer_state::record& r, uint64_t base) {
   auto& st = self->state;
   uint64_t missing = 0;
-  for (auto id : r.objects)
-    if (auto* e = st.objects.find(id);
-        e != nullptr && !e->has_host && st.copying.count(id) == 0)
-      missing += e->bytes();
+  clock::time_point now{};
+  for (auto id : r.objects) {
+    auto* e = st.objects.find(id);
+    if (e == nullptr || e->has_host)
+      continue;
+    if (st.copying.count(id) != 0)
+      return;
+    if (auto a = st.copy_after.find(id); a != st.copy_after.end()) {
+      if (now == clock::time_point{})
+        now = clock::now();
+      if (now < a->second)
+        return;
+      st.copy_after.erase(a);
+    }
+    missing += e->bytes();
+  }
   if (missing == 0)
     return;
   auto finish = [&](size_t d) {
     auto& s = st.devices[d];
     return s.backlog_ns / std::max(1u, s.info.streams) + predict_ns(st, d, r);
   };
+  // The soonest holder (none that takes work: items wait for one).
   double wait = std::numeric_limits<double>::infinity();
-  double soonest = wait;
+  for (size_t d = 0; d < st.devices.size(); ++d)
+    if ((r.device_mask & objects::device_bit(d)) && st.devices[d].handle &&
+        takes_work(st.devices[d].status))
+      wait = std::min(wait, finish(d));
+  // Whether every object `r` reads only where it is may be copied to `d`,
+  // all of them together within its tenant's grant there.
+  auto all_fit = [&](size_t d) {
+    balancer::charge total{-1, 0};
+    for (auto id : r.objects) {
+      auto* e = st.objects.find(id);
+      if (e == nullptr || e->has_host || objects::has_device(e->replicas, d))
+        continue;
+      if (!copy_fits(st, *e, d))
+        return false;
+      auto c = object_charge(st, *e);
+      if (total.tenant >= 0 && c.tenant != total.tenant)
+        return false;
+      total.tenant = c.tenant;
+      total.bytes += c.bytes;
+    }
+    return total.tenant >= 0 && !st.acct.check({&total, 1}, d);
+  };
+  double soonest = std::numeric_limits<double>::infinity();
   int target = -1;
   for (size_t d = 0; d < st.devices.size(); ++d) {
     auto& s = st.devices[d];
-    if (!(base & objects::device_bit(d)) || !s.handle || !takes_work(s.status))
+    if (!(base & objects::device_bit(d)) ||
+        (r.device_mask & objects::device_bit(d)) || !s.handle ||
+        !takes_work(s.status) || !st.acct.metered(d) || !has_room(s) ||
+        !s.breaker.closed())
       continue;
-    if (r.device_mask & objects::device_bit(d)) {
-      wait = std::min(wait, finish(d));
-    } else if (st.acct.metered(d) && has_room(s) && s.breaker.closed()) {
-      // Its run reads them in (predict_ns counts them as inputs) after the
-      // copy read them out.
-      double t =
-          finish(d) + rate_of(st, d, r.item.kernel, r.cls) * double(missing);
-      if (t < soonest) {
-        soonest = t;
-        target = int(d);
-      }
+    // Its run reads them in (predict_ns counts them as inputs) after the
+    // copy read them out.
+    double t =
+        finish(d) + rate_of(st, d, r.item.kernel, r.cls) * double(missing);
+    if (t < soonest && 2 * t < wait && all_fit(d)) {
+      soonest = t;
+      target = int(d);
     }
   }
-  if (target < 0 || !(2 * soonest < wait))
+  if (target < 0)
     return;
   for (auto id : r.objects) {
     auto* e = st.objects.find(id);
@@ -2970,7 +3021,13 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
   forget_inputs(st, index);
   // Copies from it to other devices end here: what they stored is
   // dropped, so that an object whose only copy was here is made again.
+  // Copies to it end too.
   for (auto i = st.copying.begin(); i != st.copying.end();) {
+    if (i->second.to == index) {
+      // device_lost below refunds and forgets what was stored there.
+      i = st.copying.erase(i);
+      continue;
+    }
     if (i->second.from != index) {
       ++i;
       continue;
@@ -3469,6 +3526,8 @@ caf::error write_blocked(const balancer_state& st,
     return busy("being stored on another device");
   if (st.spilling.count(e.id) != 0)
     return busy("being spilled to host memory");
+  if (st.copying.count(e.id) != 0)
+    return busy("being copied to another device");
   return caf::none;
 }
 
@@ -3481,6 +3540,7 @@ void keep_only_copy(self_ptr self, uint64_t id, size_t d) {
   // what the objects made from it were made from.
   drop_lineage(self, id);
   drop_lineages_reading(self, id);
+  st.copying.erase(id);
   for (size_t i = 0; i < st.devices.size(); ++i)
     if (i != d && objects::has_device(e->replicas, i))
       evict_copy(self, id, i, "a read-write attach keeps one copy");

@@ -271,8 +271,14 @@ struct balancer_state {
   struct device_copy {
     size_t from = 0;
     size_t to = 0;
+    /// Tells this copy from a later one between the same devices.
+    uint64_t seq = 0;
   };
   std::unordered_map<uint64_t, device_copy> copying;
+  uint64_t next_copy = 0;
+  /// Objects whose last copy failed (the device refused it, or the read
+  /// failed), and when one may be tried again.
+  std::unordered_map<uint64_t, clock::time_point> copy_after;
   /// The drain horizon's sums over devices that take work: placed units
   /// and units per ns (see drain_ns); updates since they were summed anew.
   double drain_units = 0;
