@@ -90,6 +90,25 @@ void write_first_element(actors::runtime& r, uint64_t id, float value) {
   at.detach();
 }
 
+// An output kept on a device: item 1, axpy of `x` with itself (alpha 1,
+// so each element is 2x), with no host copy.
+object_info kept_axpy(actors::runtime& r, const std::vector<float>& x) {
+  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
+  keep.keep_on_device = true;
+  auto kept = r.run(keep);
+  REQUIRE(kept);
+  return kept->object;
+}
+
+// Object `id` as the runtime lists it now.
+object_info listed(actors::runtime& r, uint64_t id) {
+  auto l = r.objects();
+  REQUIRE(l);
+  auto* k = find(*l, id);
+  REQUIRE(k != nullptr);
+  return *k;
+}
+
 double sum_of(actors::runtime& r, uint64_t id, const object_info& o) {
   auto res = r.run(item_of(id, kernel_id::reduce_sum, {name_of(o)}));
   REQUIRE(res);
@@ -194,11 +213,7 @@ TEST_CASE_METHOD(fixture,
   REQUIRE(rt);
   auto& r = **rt;
   std::vector<float> x(20000, 0.5f);
-  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
-  keep.keep_on_device = true;
-  auto kept = r.run(keep);
-  REQUIRE(kept);
-  auto o = kept->object;
+  auto o = kept_axpy(r, x);
   REQUIRE(o.devices.size() == 1);
   auto gone = o.devices[0];
   auto other = gone == "sim0" ? "sim1" : "sim0";
@@ -235,11 +250,7 @@ TEST_CASE_METHOD(fixture,
   REQUIRE(rt);
   auto& r = **rt;
   std::vector<float> x(1000, 1.0f);
-  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
-  keep.keep_on_device = true;
-  auto kept = r.run(keep);
-  REQUIRE(kept);
-  auto o = kept->object;
+  auto o = kept_axpy(r, x);
   write_first_element(r, o.id, 100.0f);
   CHECK(sum_of(r, 2, o) == Approx(2.0 * 999 + 100.0));
   r.sim_device("sim0")->lose(false);
@@ -406,12 +417,9 @@ TEST_CASE_METHOD(fixture,
   auto took = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - started)
                   .count();
-  auto l = r.objects();
-  REQUIRE(l);
-  auto* k = find(*l, o.id);
-  REQUIRE(k != nullptr);
-  CHECK(k->devices == std::vector<std::string>{gpu});
-  CHECK_FALSE(k->host_copy);
+  auto k = listed(r, o.id);
+  CHECK(k.devices == std::vector<std::string>{gpu});
+  CHECK_FALSE(k.host_copy);
   WARN("a 4 MiB output kept on " << gpu << " was made again and read " << took
                                  << " ms after the GPU went offline");
   r.release_object(o.id);
@@ -520,16 +528,10 @@ TEST_CASE_METHOD(fixture,
   REQUIRE(rt);
   auto& r = **rt;
   std::vector<float> x(1 << 16, 0.5f);
-  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
-  keep.keep_on_device = true;
-  auto kept = r.run(keep);
-  REQUIRE(kept);
-  auto o = kept->object;
+  auto o = kept_axpy(r, x);
   REQUIRE(o.devices.size() == 1);
   auto holder = o.devices[0];
   auto other = holder == "sim0" ? "sim1" : "sim0";
-  // Its device is very slow now: items queue there, while the other is
-  // idle. The object has no host copy, so it is copied device to device.
   // The other device has run the kernel on host data of that size: the
   // model knows its rate.
   bool measured = false;
@@ -539,6 +541,8 @@ TEST_CASE_METHOD(fixture,
     measured = res->device == other;
   }
   REQUIRE(measured);
+  // Its device is very slow now: items queue there, while the other is
+  // idle. The object has no host copy, so it is copied device to device.
   r.sim_device(holder)->slow_down(2000);
   // Two items there measure it slow (the only device that may run them).
   for (uint64_t i = 0; i < 2; ++i) {
@@ -558,12 +562,9 @@ TEST_CASE_METHOD(fixture,
     on_other += res->device == other ? 1 : 0;
   }
   CHECK(on_other > 0);
-  auto l = r.objects();
-  REQUIRE(l);
-  auto* k = find(*l, o.id);
-  REQUIRE(k != nullptr);
-  CHECK(k->devices.size() == 2);
-  CHECK_FALSE(k->host_copy);
+  auto k = listed(r, o.id);
+  CHECK(k.devices.size() == 2);
+  CHECK_FALSE(k.host_copy);
   r.sim_device(holder)->slow_down(1);
   r.release_object(o.id);
   CHECK(objects_become(
@@ -580,11 +581,7 @@ TEST_CASE_METHOD(fixture,
   REQUIRE(rt);
   auto& r = **rt;
   std::vector<float> x(1 << 16, 0.5f);
-  auto keep = item_of(1, kernel_id::axpy, {host_buffer{x}, host_buffer{x}});
-  keep.keep_on_device = true;
-  auto kept = r.run(keep);
-  REQUIRE(kept);
-  auto o = kept->object;
+  auto o = kept_axpy(r, x);
   REQUIRE(o.devices.size() == 1);
   // One at a time: nothing queues on the device that holds it, so a copy
   // could only cost time.
@@ -593,11 +590,7 @@ TEST_CASE_METHOD(fixture,
     REQUIRE(res);
     CHECK(res->device == o.devices[0]);
   }
-  auto l = r.objects();
-  REQUIRE(l);
-  auto* k = find(*l, o.id);
-  REQUIRE(k != nullptr);
-  CHECK(k->devices.size() == 1);
+  CHECK(listed(r, o.id).devices.size() == 1);
   r.release_object(o.id);
   r.stop();
   CHECK_FALSE(has_record(object_records(dir), "copied from"));
