@@ -269,6 +269,15 @@ double predict_ns(const balancer_state& st, size_t index,
   return rate * units;
 }
 
+// When `r` would finish on device `index` if placed there now: the
+// device's backlog per stream, then its predicted run (predict_ns).
+double finish_ns(const balancer_state& st, size_t index,
+                 const balancer_state::record& r, bool* explore = nullptr) {
+  auto& s = st.devices[index];
+  return s.backlog_ns / std::max(1u, s.info.streams) +
+         predict_ns(st, index, r, explore);
+}
+
 // Notes that `r`'s inputs go to device `index` (its cost there first), and
 // which inputs that device holds from now on.
 void send_inputs(balancer_state& st, size_t index, balancer_state::record& r) {
@@ -1113,10 +1122,11 @@ void store_copy(self_ptr self, uint64_t id, size_t d, host_buffer data,
 constexpr auto copy_backoff = std::chrono::milliseconds(100);
 
 // True when a copy of object `e` fits device `d` for its tenant without
-// evicting anything, and may be stored there now.
+// evicting anything, and may be stored there now (the callers check that
+// no other copy of it is under way).
 bool copy_fits(balancer_state& st, const objects::object_entry& e, size_t d) {
   if (!st.devices[d].handle || !st.acct.metered(d) || e.rebuilding ||
-      st.spilling.count(e.id) != 0 || st.copying.count(e.id) != 0 ||
+      st.spilling.count(e.id) != 0 ||
       objects::has_device(e.replicas | e.storing, d))
     return false;
   // Another process writing it in place keeps it to one copy.
@@ -1134,7 +1144,8 @@ bool copy_fits(balancer_state& st, const objects::object_entry& e, size_t d) {
 void replicate(self_ptr self, uint64_t id, size_t d) {
   auto& st = self->state;
   auto* e = st.objects.find(id);
-  if (e == nullptr || !e->has_host || !copy_fits(st, *e, d))
+  if (e == nullptr || !e->has_host || st.copying.count(id) != 0 ||
+      !copy_fits(st, *e, d))
     return;
   bool reload = e->replicas == 0;
   auto where = st.devices[d].info.name;
@@ -1160,7 +1171,8 @@ void copy_object(self_ptr self, uint64_t id, size_t from, size_t to) {
   auto& st = self->state;
   auto* e = st.objects.find(id);
   if (e == nullptr || e->has_host || !objects::has_device(e->replicas, from) ||
-      !st.devices[from].handle || !copy_fits(st, *e, to))
+      !st.devices[from].handle || st.copying.count(id) != 0 ||
+      !copy_fits(st, *e, to))
     return;
   auto seq = ++st.next_copy;
   st.copying.insert_or_assign(id, balancer_state::device_copy{from, to, seq});
@@ -1187,17 +1199,15 @@ void copy_object(self_ptr self, uint64_t id, size_t from, size_t to) {
             auto& st = self->state;
             stamp(st);
             auto* e = st.objects.find(id);
-            bool wanted = ours() && e != nullptr &&
-                          st.devices[from].generation == generation &&
-                          !e->has_host && !e->rebuilding &&
-                          objects::has_device(e->replicas, from);
-            forget(false);
             // Charged there only now: what changed meanwhile is weighed
             // again.
-            if (!wanted || !copy_fits(st, *e, to))
+            if (!ours() || e == nullptr ||
+                st.devices[from].generation != generation || e->has_host ||
+                !objects::has_device(e->replicas, from) ||
+                !copy_fits(st, *e, to)) {
+              forget(false);
               return;
-            st.copying.insert_or_assign(
-                id, balancer_state::device_copy{from, to, seq});
+            }
             auto source = st.devices[from].info.name;
             auto where = st.devices[to].info.name;
             store_copy(
@@ -1509,16 +1519,12 @@ void copy_ahead(self_ptr self, const balancer_state::record& r, uint64_t base) {
   }
   if (missing == 0)
     return;
-  auto finish = [&](size_t d) {
-    auto& s = st.devices[d];
-    return s.backlog_ns / std::max(1u, s.info.streams) + predict_ns(st, d, r);
-  };
   // The soonest holder (none that takes work: items wait for one).
   double wait = std::numeric_limits<double>::infinity();
   for (size_t d = 0; d < st.devices.size(); ++d)
     if ((r.device_mask & objects::device_bit(d)) && st.devices[d].handle &&
         takes_work(st.devices[d].status))
-      wait = std::min(wait, finish(d));
+      wait = std::min(wait, finish_ns(st, d, r));
   // Whether every object `r` reads only where it is may be copied to `d`,
   // all of them together within its tenant's grant there.
   auto all_fit = [&](size_t d) {
@@ -1548,8 +1554,8 @@ void copy_ahead(self_ptr self, const balancer_state::record& r, uint64_t base) {
       continue;
     // Its run reads them in (predict_ns counts them as inputs) after the
     // copy read them out.
-    double t =
-        finish(d) + rate_of(st, d, r.item.kernel, r.cls) * double(missing);
+    double t = finish_ns(st, d, r) +
+               rate_of(st, d, r.item.kernel, r.cls) * double(missing);
     if (t < soonest && 2 * t < wait && all_fit(d)) {
       soonest = t;
       target = int(d);
@@ -1660,8 +1666,7 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
         continue;
       }
       bool explore = false;
-      double t = s.backlog_ns / std::max(1u, s.info.streams) +
-                 predict_ns(st, i, r, &explore);
+      double t = finish_ns(st, i, r, &explore);
       if (s.status == device_status::degraded)
         t *= st.cfg.degraded_penalty;
       bool metered = st.acct.metered(i);
@@ -1835,9 +1840,7 @@ std::vector<size_t> gang_devices(balancer_state& st,
     if (st.acct.metered(i) &&
         st.acct.book().check_place(r.tenant, i, slice.bytes))
       continue;
-    free.push_back({i, s.info.numa_node,
-                    s.backlog_ns / std::max(1u, s.info.streams) +
-                        predict_ns(st, i, slice)});
+    free.push_back({i, s.info.numa_node, finish_ns(st, i, slice)});
   }
   return pick_gang(free, k, st.cfg.gang_cross_numa);
 }
