@@ -4,11 +4,18 @@
 #include "config/compile.hpp"
 #include "config/quotas.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <set>
 #include <thread>
 
 #include <caf/all.hpp>
 
+#include "actors/device_host.hpp"
 #include "devices/cpu/cpu_device.hpp"
 #include "devices/gpu/bundle_isolation.hpp"
 #include "devices/gpu/discover.hpp"
@@ -44,6 +51,44 @@ void add_sim_gpus(pb::RuntimeConfig& cfg, uint32_t n) {
     g->set_streams(4);
     g->set_speed(speeds[i % 4]);
   }
+}
+
+caf::expected<devices::sim::sim_params> sim_params_of(const pb::SimGpu& g) {
+  auto bad = [](const std::string& what) {
+    return make_error(errc::malformed_config, what);
+  };
+  if (g.streams() == 0 || g.memory_mib() == 0 || !(g.speed() > 0))
+    return bad("simulated GPU '" + g.name() +
+               "' needs positive memory_mib, streams and speed");
+  if (g.memory_mib() > (uint64_t{1} << 30))
+    return bad("simulated GPU '" + g.name() + "': memory_mib " +
+               std::to_string(g.memory_mib()) + " is too large");
+  devices::sim::sim_params p;
+  p.name = g.name();
+  p.memory_bytes = g.memory_mib() << 20;
+  p.streams = g.streams();
+  p.speed = g.speed();
+  if (g.gflops() < 0 || g.gbytes_per_s() < 0 || g.spike_fraction() < 0 ||
+      g.spike_fraction() > 1 || g.spike_factor() < 0)
+    return bad("simulated GPU '" + g.name() +
+               "': gflops, gbytes_per_s and spike_factor must not be "
+               "negative, spike_fraction must be in 0..1");
+  if (g.gflops() > 0)
+    p.gflops = g.gflops();
+  if (g.gbytes_per_s() > 0)
+    p.gbytes_per_s = g.gbytes_per_s();
+  if (g.has_numa_node())
+    p.numa_node = g.numa_node();
+  p.spike_fraction = g.spike_fraction();
+  if (g.spike_factor() > 0)
+    p.spike_factor = g.spike_factor();
+  p.cpu = g.cpu();
+  if (g.launch_latency_us() > 1'000'000)
+    return bad("simulated GPU '" + g.name() +
+               "': launch_latency_us is at most 1 s");
+  if (g.launch_latency_us() > 0)
+    p.launch_latency = std::chrono::microseconds{g.launch_latency_us()};
+  return p;
 }
 
 caf::expected<std::vector<std::shared_ptr<devices::device>>>
@@ -86,38 +131,17 @@ make_devices(const pb::RuntimeConfig& cfg) {
     if (!names.insert(g.name()).second || g.name().rfind("cpu", 0) == 0)
       return bad("simulated GPU name '" + g.name() +
                  "' is used twice or clashes with a CPU worker");
-    if (g.streams() == 0 || g.memory_mib() == 0 || !(g.speed() > 0))
-      return bad("simulated GPU '" + g.name() +
-                 "' needs positive memory_mib, streams and speed");
-    if (g.memory_mib() > (uint64_t{1} << 30))
-      return bad("simulated GPU '" + g.name() + "': memory_mib " +
-                 std::to_string(g.memory_mib()) + " is too large");
-    devices::sim::sim_params p;
-    p.name = g.name();
-    p.memory_bytes = g.memory_mib() << 20;
-    p.streams = g.streams();
-    p.speed = g.speed();
-    if (g.gflops() < 0 || g.gbytes_per_s() < 0 || g.spike_fraction() < 0 ||
-        g.spike_fraction() > 1 || g.spike_factor() < 0)
-      return bad("simulated GPU '" + g.name() +
-                 "': gflops, gbytes_per_s and spike_factor must not be "
-                 "negative, spike_fraction must be in 0..1");
-    if (g.gflops() > 0)
-      p.gflops = g.gflops();
-    if (g.gbytes_per_s() > 0)
-      p.gbytes_per_s = g.gbytes_per_s();
-    if (g.has_numa_node())
-      p.numa_node = g.numa_node();
-    p.spike_fraction = g.spike_fraction();
-    if (g.spike_factor() > 0)
-      p.spike_factor = g.spike_factor();
-    p.cpu = g.cpu();
-    if (g.launch_latency_us() > 1'000'000)
-      return bad("simulated GPU '" + g.name() +
-                 "': launch_latency_us is at most 1 s");
-    if (g.launch_latency_us() > 0)
-      p.launch_latency = std::chrono::microseconds{g.launch_latency_us()};
-    auto dev = devices::sim::make_sim_device(p);
+    auto p = sim_params_of(g);
+    if (!p)
+      return p.error();
+    if (g.host_process()) {
+      pb::HostSpec spec;
+      *spec.mutable_sim_gpu() = g;
+      out.push_back(std::make_shared<hosted_device>(devices::sim::sim_info(*p),
+                                                    std::move(spec)));
+      continue;
+    }
+    auto dev = devices::sim::make_sim_device(std::move(*p));
     if (!dev)
       return dev.error();
     out.push_back(std::move(*dev));
@@ -129,6 +153,41 @@ make_devices(const pb::RuntimeConfig& cfg) {
                " devices are supported, the config has " +
                std::to_string(out.size()));
   return out;
+}
+
+namespace {
+
+bool runnable(const std::string& path) {
+  return !path.empty() && ::access(path.c_str(), X_OK) == 0;
+}
+
+} // namespace
+
+caf::expected<std::string> host_binary(const pb::RuntimeConfig& cfg) {
+  auto& named = cfg.devices().host_binary();
+  if (!named.empty()) {
+    if (!runnable(named))
+      return make_error(errc::malformed_config,
+                        "devices.host_binary: cannot run " + named + ": " +
+                            std::strerror(errno));
+    return named;
+  }
+  // The `cohort` beside the running program (the build tree, an install),
+  // else the installed one.
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto beside = (self.parent_path() / "cohort").string();
+    if (runnable(beside))
+      return beside;
+  }
+  if (runnable(COHORT_INSTALLED_BINARY))
+    return std::string{COHORT_INSTALLED_BINARY};
+  return make_error(errc::malformed_config,
+                    "devices in host processes run the cohort program, found "
+                    "neither beside this program nor at " +
+                        std::string{COHORT_INSTALLED_BINARY} +
+                        ": set devices.host_binary");
 }
 
 runtime::runtime(caf::actor_system& sys) : sys_(sys) {
@@ -150,6 +209,21 @@ configure_memory(const std::vector<std::shared_ptr<devices::device>>& devs,
   out.ledger = std::make_shared<devices::memory::tenant_ledger>(global);
   out.pools = config::pool_options_for(cfg, lease);
   for (size_t i = 0; i < devs.size(); ++i) {
+    if (auto* hosted = dynamic_cast<hosted_device*>(devs[i].get())) {
+      // Its memory is made in its host process, from its spec. Tenants'
+      // global quotas are kept by the balancer's books there, not by a
+      // ledger shared with the node's other devices.
+      auto& spec = hosted->mutable_spec();
+      spec.set_memory_limit(lease.devices[i].limit);
+      *spec.mutable_pool() = cfg.pool();
+      for (auto& p : lease.policies) {
+        if (p.device_quota[i] > 0)
+          (*spec.mutable_tenant_limit())[p.tenant] = p.device_quota[i];
+        if (p.device_reserve[i] > 0)
+          (*spec.mutable_reservation())[p.tenant] = p.device_reserve[i];
+      }
+      continue;
+    }
     auto* mem = devs[i]->memory();
     if (mem == nullptr)
       continue;
@@ -210,6 +284,23 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
     return devs.error();
   for (auto& d : extra)
     devs->push_back(std::move(d));
+  if (std::any_of(devs->begin(), devs->end(), [](auto& d) {
+        return dynamic_cast<hosted_device*>(d.get()) != nullptr;
+      })) {
+    if (!sys.has_middleman())
+      return make_error(errc::malformed_config,
+                        "devices in host processes need CAF's middleman in "
+                        "the actor system: make its config with "
+                        "cohort::system_config from the runtime config, or "
+                        "load caf::io::middleman");
+    auto binary = host_binary(cfg);
+    if (!binary)
+      return binary.error();
+    settings->supervisor.host_binary = std::move(*binary);
+    if (cfg.devices().host_start_timeout_ms() > 0)
+      settings->supervisor.host_start_timeout =
+          std::chrono::milliseconds{cfg.devices().host_start_timeout_ms()};
+  }
   std::vector<device_info> infos;
   for (auto& d : *devs)
     infos.push_back(d->info());
@@ -391,8 +482,16 @@ std::shared_ptr<devices::sim::sim_device>
 runtime::sim_device(const std::string& name) const {
   for (auto& d : devs_)
     if (d->info().name == name && d->info().simulated)
-      return std::static_pointer_cast<devices::sim::sim_device>(d);
+      return std::dynamic_pointer_cast<devices::sim::sim_device>(d);
   return nullptr;
+}
+
+int runtime::host_pid(const std::string& name) const {
+  for (auto& d : devs_)
+    if (d->info().name == name)
+      if (auto* h = dynamic_cast<hosted_device*>(d.get()))
+        return h->pid();
+  return 0;
 }
 
 template <class T, class Handle, class... Ts>
@@ -676,6 +775,15 @@ void runtime::stop() {
   // shutting_down rather than nothing.
   stop_one(alerts_.address());
   stop_one(supervisor_.address());
+  // Its host processes are gone with the supervisor. CAF registered the
+  // balancer when it first sent them a message (a remote node may name an
+  // actor it heard from) and would hold it until it quits; the balancer
+  // stays for its clients until they let go of it, so the registry lets go
+  // now.
+  if (std::any_of(devs_.begin(), devs_.end(), [](auto& d) {
+        return dynamic_cast<hosted_device*>(d.get()) != nullptr;
+      }))
+    sys_.registry().erase(balancer_->id());
   ask<bool>(balancer_, halt_atom::value);
   // Every item has ended now: the callbacks of their ends run before stop
   // returns.

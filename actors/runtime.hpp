@@ -49,8 +49,18 @@ pb::RuntimeConfig default_config();
 /// speeds cycling through 1, 1, 2, 4.
 void add_sim_gpus(pb::RuntimeConfig& cfg, uint32_t n);
 
+/// The simulated device a config entry describes; malformed_config names
+/// the first problem.
+caf::expected<devices::sim::sim_params> sim_params_of(const pb::SimGpu& g);
+
+/// The `cohort` program device host processes run: devices.host_binary,
+/// else the one beside the running program, else the installed one;
+/// malformed_config when none can be run.
+caf::expected<std::string> host_binary(const pb::RuntimeConfig& cfg);
+
 /// Builds the devices a config describes (CPU workers first, then simulated
-/// GPUs); malformed_config names the first problem.
+/// GPUs; those in host processes as their node-side stand-ins,
+/// hosted_device); malformed_config names the first problem.
 caf::expected<std::vector<std::shared_ptr<devices::device>>>
 make_devices(const pb::RuntimeConfig& cfg);
 
@@ -151,9 +161,14 @@ public:
   /// Static facts of every device, by index.
   const std::vector<device_info>& devices() const { return infos_; }
 
-  /// The simulated GPU named `name` (for fault injection), or nullptr.
+  /// The simulated GPU named `name` (for fault injection), or nullptr
+  /// (also for one in a host process: its device is in that process).
   std::shared_ptr<devices::sim::sim_device>
   sim_device(const std::string& name) const;
+
+  /// The pid of the host process device `name` runs in now; 0 when it runs
+  /// in this process, has no host process at the moment, or is unknown.
+  int host_pid(const std::string& name) const;
 
   /// Counters of the balancer (per device) and of admission.
   caf::expected<balancer_stats> placement_stats();

@@ -3,9 +3,11 @@
 #include <algorithm>
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 
 #include "devices/memory/device_memory.hpp"
 #include "messages/errc.hpp"
+#include "objects/share_table.hpp"
 
 namespace cohort::actors {
 
@@ -58,8 +60,8 @@ caf::error transition(self_ptr self, uint32_t index, lifecycle_event ev,
 }
 
 // A change of status while the device's actor runs reaches the balancer.
-caf::error transition_running(self_ptr self, uint32_t index,
-                              lifecycle_event ev, const std::string& why) {
+caf::error transition_running(self_ptr self, uint32_t index, lifecycle_event ev,
+                              const std::string& why) {
   bool changed = false;
   if (auto err = transition(self, index, ev, why, &changed))
     return err;
@@ -143,12 +145,215 @@ caf::error unknown_device(const std::string& name) {
   return make_error(errc::unknown_device, "no device is named '" + name + "'");
 }
 
+// -- devices in host processes (docs/device-hosts.md) -------------------------
+
+// The first start of each host process is part of the reply to start.
+void settle_start(self_ptr self) {
+  auto& st = self->state;
+  if (st.starting > 0 && --st.starting == 0 && st.started.pending())
+    st.started.deliver(true);
+}
+
+// Ends device `index`'s host process, if it has one; returns how it ended.
+std::string end_process(self_ptr self, uint32_t index) {
+  auto& e = self->state.devices[index];
+  if (e.relay) {
+    // Linked so that it goes down with the supervisor, not the other way.
+    self->unlink_from(e.relay);
+    self->send_exit(e.relay, caf::exit_reason::kill);
+    e.relay = device_listener{};
+  }
+  if (e.host.pid <= 0)
+    return {};
+  auto pid = e.host.pid;
+  auto how = end_host(e.host);
+  e.hosted->set_pid(0);
+  return "its host process " + std::to_string(pid) + " " + how;
+}
+
+// A start of device `index`'s host process failed: a loss of its own,
+// retried within the restart intensity.
+void host_failed(self_ptr self, uint32_t index, const caf::error& err) {
+  auto& st = self->state;
+  auto& e = st.devices[index];
+  e.launching = false;
+  auto how = end_process(self, index);
+  auto reason =
+      make_error(errc::device_lost, e.dev->info().name + ": " + describe(err) +
+                                        (how.empty() ? "" : " (" + how + ")"));
+  if (std::exchange(e.first_start, false))
+    settle_start(self);
+  // Taken offline while it started: it stays so.
+  if (e.life.status() != device_status::resetting)
+    return;
+  if (recent_restarts(st, e) >= st.cfg.max_restarts) {
+    give_up(self, index,
+            make_error(errc::device_lost,
+                       describe(reason) + " (restart limit of " +
+                           std::to_string(st.cfg.max_restarts) + " per " +
+                           std::to_string(st.cfg.restart_period.count()) +
+                           " ms reached)"));
+    return;
+  }
+  device_event(self, e.dev->info().name,
+               "supervisor: its host process did not start: " +
+                   describe(reason));
+  e.own_loss = true;
+  self->delayed_send(self, backoff(st.cfg, recent_restarts(st, e)),
+                     restart_atom::value, index);
+}
+
+// Device `index`'s host process is up and its gate gave the device actor.
+void host_up(self_ptr self, uint32_t index, const caf::actor& dev) {
+  auto& st = self->state;
+  auto& e = st.devices[index];
+  e.launching = false;
+  if (std::exchange(e.first_start, false))
+    settle_start(self);
+  if (e.life.status() != device_status::resetting || !dev) {
+    // Taken offline while it started (or a gate that gave nothing).
+    if (!dev)
+      host_failed(self, index,
+                  make_error(errc::device_lost, "its gate gave no device"));
+    else
+      end_process(self, index);
+    return;
+  }
+  e.handle = caf::actor_cast<device_actor>(dev);
+  e.addr = e.handle.address();
+  ++e.generation;
+  self->monitor(e.handle);
+  transition(self, index, lifecycle_event::restarted, e.start_why);
+  tell(self, index, device_cause::started, {}, e.start_why);
+}
+
+// What a host's device actor reports to in place of the balancer: passes on
+// what carries the device's own index, until the supervisor ends it with
+// the host. A host is given this relay and never the balancer itself: a
+// remote node's reference keeps an actor alive in CAF until it quits, and
+// the balancer outlives stop for its clients; and a dead host's late
+// reports die with its relay.
+device_listener::behavior_type relay_impl(device_listener::pointer self,
+                                          device_listener to, uint32_t index) {
+  return {
+      [=](done_atom, uint32_t i, std::vector<work_done>& batch) {
+        if (i == index)
+          self->send(to, done_atom::value, i, std::move(batch));
+      },
+      [=](failed_atom, uint32_t i, uint64_t ticket, caf::error& err) {
+        if (i == index)
+          self->send(to, failed_atom::value, i, ticket, std::move(err));
+      },
+  };
+}
+
+// Starts a host process for device `index`, off the supervisor's thread;
+// `launched` carries on.
+void start_hosted(self_ptr self, uint32_t index) {
+  auto& st = self->state;
+  auto& e = st.devices[index];
+  e.launching = true;
+  auto n = ++e.launch;
+  auto spec = e.hosted->spec();
+  e.token = objects::random_token();
+  spec.set_token(e.token);
+  auto binary = st.cfg.host_binary;
+  auto timeout = st.cfg.host_start_timeout;
+  auto hosts = st.hosts;
+  auto me = caf::actor_cast<supervisor_actor>(self);
+  // A blocking actor has a thread of its own: the start waits for the
+  // process to publish its gate.
+  self->spawn([=](caf::blocking_actor* starter) {
+    auto p = start_host(binary, spec, timeout);
+    if (!p) {
+      starter->send(me, launched_atom::value, index, n, int32_t{0}, int32_t{-1},
+                    uint16_t{0}, describe(p.error()));
+      return;
+    }
+    std::lock_guard<std::mutex> guard{hosts->mtx};
+    if (hosts->closed) {
+      end_host(*p);
+      return;
+    }
+    hosts->started.emplace(p->pid, *p);
+    starter->send(me, launched_atom::value, index, n, int32_t(p->pid),
+                  int32_t(p->input), p->port, std::string{});
+  });
+}
+
+// The host process of device `index` (start `n`) publishes its gate on
+// `port`: reached through the middleman, then greeted with its token.
+void greet_host(self_ptr self, uint32_t index, uint64_t n, uint16_t port) {
+  auto& st = self->state;
+  auto timeout = st.cfg.host_start_timeout;
+  auto current = [=] {
+    auto& e = self->state.devices[index];
+    return e.launching && e.launch == n;
+  };
+  auto failed = [=](const caf::error& err) {
+    if (current())
+      host_failed(self, index, err);
+  };
+  auto mm = self->system().middleman().actor_handle();
+  self->request(mm, timeout, caf::connect_atom::value, std::string{"127.0.0.1"},
+                port)
+      .then(
+          [=](const caf::node_id&, caf::strong_actor_ptr& gate,
+              const std::set<std::string>&) {
+            if (!current())
+              return;
+            if (!gate) {
+              failed(make_error(errc::device_lost,
+                                "its host process published no gate"));
+              return;
+            }
+            auto& st = self->state;
+            auto& e = st.devices[index];
+            e.relay = self->spawn<caf::linked>(relay_impl, st.balancer, index);
+            host_hello hello;
+            hello.index = index;
+            hello.kernel_timeout_ms = st.cfg.kernel_timeout.count();
+            for (auto t : st.cfg.kernel_timeouts)
+              hello.kernel_timeouts_ms.push_back(t.count());
+            self->request(caf::actor_cast<host_gate_actor>(gate), timeout,
+                          hello_atom::value, e.token, hello,
+                          caf::actor_cast<caf::actor>(e.relay),
+                          caf::actor_cast<caf::actor>(self))
+                .then(
+                    [=](caf::actor& dev) {
+                      if (current())
+                        host_up(self, index, dev);
+                    },
+                    [=](caf::error& err) {
+                      failed(make_error(errc::device_lost,
+                                        "its host process refused the "
+                                        "supervisor: " +
+                                            describe(err)));
+                    });
+          },
+          [=](caf::error& err) {
+            failed(make_error(errc::device_lost,
+                              "its host process could not be reached: " +
+                                  describe(err)));
+          });
+}
+
 // The actor of device `index` went down.
-void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
+void on_device_down(self_ptr self, uint32_t index, const caf::error& down) {
   auto& st = self->state;
   auto& e = st.devices[index];
   e.handle = device_actor{};
   e.addr = caf::actor_addr{};
+  auto reason = down;
+  if (e.hosted) {
+    // Whatever took its actor down, its process goes too: a new one is
+    // the device's restart (a sticky error, a hang and a crash alike).
+    auto how = end_process(self, index);
+    // Its connection went first: the process died (a crash, a kill).
+    if (!how.empty() && down == caf::exit_reason::remote_link_unreachable)
+      reason = make_error(errc::device_lost, e.dev->info().name + ": " + how +
+                                                 " (" + describe(down) + ")");
+  }
   auto sibling = std::exchange(e.by_sibling, false);
   if (std::exchange(e.by_operator, false)) {
     // Taken offline on purpose. The reset gives back what its launches held.
@@ -181,7 +386,8 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& reason) {
                     e.dev->info().name + ": " + describe(reason)));
   else
     tell(self, index,
-         is_device_fault(code_of(reason)) ? device_cause::fault : device_cause::crashed,
+         is_device_fault(code_of(reason)) ? device_cause::fault
+                                          : device_cause::crashed,
          reason);
   auto delay =
       sibling ? st.cfg.restart_delay : backoff(st.cfg, recent_restarts(st, e));
@@ -219,8 +425,11 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
                 balancer_actor balancer, audit_actor audit,
                 supervisor_config cfg) {
   auto& st = self->state;
-  for (auto& dev : devices)
-    st.devices.emplace_back().dev = std::move(dev);
+  for (auto& dev : devices) {
+    auto& e = st.devices.emplace_back();
+    e.hosted = std::dynamic_pointer_cast<hosted_device>(dev);
+    e.dev = std::move(dev);
+  }
   st.balancer = std::move(balancer);
   st.audit = std::move(audit);
   st.cfg = cfg;
@@ -233,24 +442,84 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
       }
   });
   self->set_exit_handler([=](caf::exit_msg& msg) {
-    for (auto& e : self->state.devices)
+    auto& st = self->state;
+    for (auto& e : st.devices)
       if (e.handle)
         self->send_exit(e.handle, msg.reason);
+    // Host processes end with their supervisor, those still starting too.
+    for (uint32_t i = 0; i < st.devices.size(); ++i)
+      end_process(self, i);
+    {
+      std::lock_guard<std::mutex> guard{st.hosts->mtx};
+      st.hosts->closed = true;
+      for (auto& [pid, p] : st.hosts->started)
+        end_host(p);
+      st.hosts->started.clear();
+    }
     self->quit(msg.reason);
   });
   return {
-      [=](start_atom) {
-        for (uint32_t i = 0; i < self->state.devices.size(); ++i) {
+      [=](start_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        for (uint32_t i = 0; i < st.devices.size(); ++i) {
+          auto& e = st.devices[i];
+          if (e.hosted) {
+            ++st.starting;
+            e.first_start = true;
+            e.start_why = "started in a host process";
+            start_hosted(self, i);
+            continue;
+          }
           spawn_device(self, i);
           transition(self, i, lifecycle_event::restarted, "started");
           tell(self, i, device_cause::started, {}, "started");
         }
-        return true;
+        if (st.starting == 0)
+          return true;
+        st.started = self->make_response_promise<bool>();
+        return st.started;
+      },
+      [=](launched_atom, uint32_t index, uint64_t n, int32_t pid, int32_t fd,
+          uint16_t port, const std::string& why) {
+        auto& st = self->state;
+        host_process p{pid, fd, port};
+        if (pid > 0) {
+          std::lock_guard<std::mutex> guard{st.hosts->mtx};
+          st.hosts->started.erase(pid);
+        }
+        auto& e = st.devices.at(index);
+        if (!e.launching || e.launch != n) {
+          end_host(p);
+          return;
+        }
+        if (pid <= 0) {
+          host_failed(self, index, make_error(errc::device_lost, why));
+          return;
+        }
+        e.host = p;
+        e.hosted->set_pid(pid);
+        greet_host(self, index, n, port);
       },
       [=](restart_atom, uint32_t index) {
         auto& e = self->state.devices.at(index);
-        if (e.life.status() != device_status::resetting || e.handle)
+        if (e.life.status() != device_status::resetting || e.handle ||
+            e.launching)
           return;
+        if (e.hosted) {
+          // Its old process is gone: a new one is its reset.
+          auto counted = std::exchange(e.own_loss, false);
+          if (counted)
+            e.restarts.push_back(clock::now());
+          auto& cfg = self->state.cfg;
+          e.start_why =
+              std::string{"new host process, "} +
+              (counted
+                   ? "restart " + std::to_string(e.restarts.size()) + " of " +
+                         std::to_string(cfg.max_restarts) + " in its period"
+                   : std::string{"restart not counted"});
+          start_hosted(self, index);
+          return;
+        }
         auto err = e.dev->reset();
         bool recreated = false;
         if (code_of(err) == errc::context_poisoned) {
@@ -302,10 +571,10 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           if (e.life.status() != device_status::degraded)
             continue;
           if (now - e.last_warning >= st.cfg.degraded_quiet)
-            transition_running(self, i, lifecycle_event::quiet,
-                       "no warning for " +
-                           std::to_string(st.cfg.degraded_quiet.count()) +
-                           " ms");
+            transition_running(
+                self, i, lifecycle_event::quiet,
+                "no warning for " +
+                    std::to_string(st.cfg.degraded_quiet.count()) + " ms");
           else
             still = true;
         }
@@ -342,9 +611,9 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           // nothing, so the memory of the launches lost with it is
           // released now.
           release_memory(e);
-          tell(self, uint32_t(i), device_cause::offline,
-               make_error(errc::device_offline,
-                          "taken offline by an operator"));
+          tell(
+              self, uint32_t(i), device_cause::offline,
+              make_error(errc::device_offline, "taken offline by an operator"));
         }
         return true;
       },

@@ -9,7 +9,9 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "actors/audit.hpp"
 #include "actors/balancer/balancer.hpp"
 #include "actors/device_actor.hpp"
+#include "actors/device_host.hpp"
 #include "actors/device_lifecycle.hpp"
 
 namespace cohort::actors {
@@ -31,6 +34,11 @@ using supervisor_actor = health_listener::extend<
     caf::reacts_to<restart_atom, uint32_t>,
     /// Internal: degraded devices that stayed quiet become available.
     caf::reacts_to<tick_atom>,
+    /// Internal: start `n` of a host process for device `index` ended: its
+    /// pid, the descriptor of its input and its gate's port, or (pid 0)
+    /// why it did not start (docs/device-hosts.md).
+    caf::reacts_to<launched_atom, uint32_t, uint64_t, int32_t, int32_t,
+                   uint16_t, std::string>,
     /// Operator: drain the named device (what runs finishes, nothing new is
     /// placed there). Errors: unknown_device, invalid_transition.
     caf::replies_to<drain_atom, std::string>::with<bool>,
@@ -69,6 +77,20 @@ struct supervisor_config {
   /// Watchdog: the default and per kernel id (0 = the default).
   std::chrono::milliseconds kernel_timeout{5000};
   std::vector<std::chrono::milliseconds> kernel_timeouts;
+  /// Devices in host processes: the `cohort` program they run and how long
+  /// a new one may take to be reachable (start and hello each).
+  std::string host_binary;
+  std::chrono::milliseconds host_start_timeout{10000};
+};
+
+/// The host processes a supervisor started, shared with the threads that
+/// start them: a process whose start ends after the supervisor has gone is
+/// ended by its starter, and the supervisor ends those it has not heard of
+/// yet when it exits. Thread-safe.
+struct host_registry {
+  std::mutex mtx;
+  bool closed = false;
+  std::map<int, host_process> started;
 };
 
 struct supervisor_state {
@@ -88,12 +110,30 @@ struct supervisor_state {
     bool own_loss = false;
     /// Starts of its actor so far.
     uint32_t generation = 0;
+    /// A device in a host process (else null), its process now (pid 0:
+    /// none), the number of its latest start, whether that start is under
+    /// way, its token and what its start is audited as.
+    std::shared_ptr<hosted_device> hosted;
+    host_process host;
+    /// What its host's device actor reports to: passes reports on to the
+    /// balancer while this process lives.
+    device_listener relay;
+    uint64_t launch = 0;
+    bool launching = false;
+    /// Its first start is part of the reply to start.
+    bool first_start = false;
+    std::string token;
+    std::string start_why;
   };
   std::vector<entry> devices;
   balancer_actor balancer;
   audit_actor audit;
   supervisor_config cfg;
   bool quiet_tick_scheduled = false;
+  std::shared_ptr<host_registry> hosts = std::make_shared<host_registry>();
+  /// The reply to start: when every host process's first start has ended.
+  caf::typed_response_promise<bool> started;
+  size_t starting = 0;
   static inline const char* name = "cohort.supervisor";
 };
 

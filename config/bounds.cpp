@@ -128,6 +128,8 @@ caf::error check_bounds(const pb::RuntimeConfig& cfg) {
   for (auto& g : d.sim_gpu())
     if (auto err = check_sim_gpu(g))
       return err;
+  if (d.host_binary().size() > 4096)
+    return bad("devices.host_binary is longer than 4096 bytes");
   if (cfg.tenant_size() > bounds::max_tenants)
     return bad("the config has " + std::to_string(cfg.tenant_size()) +
                " tenants, at most " + std::to_string(bounds::max_tenants));
@@ -167,7 +169,9 @@ caf::error check_bounds(const pb::RuntimeConfig& cfg) {
         std::pair{"alerts.device_unavailable_ms",
                   cfg.alerts().device_unavailable_ms()},
         std::pair{"kernel_bundles.load_timeout_ms",
-                  cfg.kernel_bundles().load_timeout_ms()}})
+                  cfg.kernel_bundles().load_timeout_ms()},
+        std::pair{"devices.host_start_timeout_ms",
+                  cfg.devices().host_start_timeout_ms()}})
     if (ms > bounds::max_ms)
       return too_long(name, ms);
   if (auto err = check_scheduler(cfg.scheduler()))

@@ -54,5 +54,7 @@ using list_atom = caf::atom_constant<caf::atom("list")>;
 using store_atom = caf::atom_constant<caf::atom("store")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
 using drop_atom = caf::atom_constant<caf::atom("drop")>;
+using hello_atom = caf::atom_constant<caf::atom("hello")>;
+using launched_atom = caf::atom_constant<caf::atom("launched")>;
 
 } // namespace cohort

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/scheduler/coordinator.hpp>
 
 #include "messages/alert.hpp"
@@ -14,6 +15,7 @@
 #include "messages/cohort.pb.h"
 #include "messages/device_info.hpp"
 #include "messages/errc.hpp"
+#include "messages/host.hpp"
 #include "messages/latency_stealing.hpp"
 #include "messages/memory_stats.hpp"
 #include "messages/quota.hpp"
@@ -75,6 +77,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<simulation_report>("cohort::simulation_report");
   cfg.add_message_type<std::vector<memory_snapshot>>(
       "std::vector<cohort::memory_snapshot>");
+  cfg.add_message_type<host_hello>("cohort::host_hello");
   cfg.add_error_category(errc_category, [](uint8_t code, caf::atom_value,
                                            const caf::message& ctx) {
     return describe(caf::error{code, errc_category, ctx});
@@ -126,6 +129,19 @@ system_config::system_config(const pb::RuntimeConfig& cfg) {
   auto& policy = cfg.scheduler().policy();
   if (policy != "sharing" && policy != "caf_stealing")
     load<caf::scheduler::coordinator<latency_stealing>>();
+  if (needs_network(cfg))
+    load_network(*this);
+}
+
+bool needs_network(const pb::RuntimeConfig& cfg) {
+  for (auto& g : cfg.devices().sim_gpu())
+    if (g.host_process())
+      return true;
+  return false;
+}
+
+void load_network(caf::actor_system_config& cfg) {
+  cfg.load<caf::io::middleman>();
 }
 
 } // namespace cohort

@@ -21,6 +21,13 @@ void register_types(caf::actor_system_config& cfg);
 /// check_config first: values are not checked here.
 void apply_scheduler(caf::actor_system_config& cfg, const pb::Scheduler& s);
 
+/// True when `cfg` has devices in host processes (docs/device-hosts.md):
+/// its actor system needs CAF's network layer (the middleman).
+bool needs_network(const pb::RuntimeConfig& cfg);
+
+/// Loads CAF's middleman on `cfg`.
+void load_network(caf::actor_system_config& cfg);
+
 /// An actor system config with Cohort's types registered and Cohort's
 /// scheduler defaults.
 class system_config : public caf::actor_system_config {
@@ -28,7 +35,7 @@ public:
   system_config();
 
   /// With the scheduler of `cfg` (its `scheduler` section) over the
-  /// defaults.
+  /// defaults, and CAF's middleman when `cfg` needs it (needs_network).
   explicit system_config(const pb::RuntimeConfig& cfg);
 };
 

@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/device_host.hpp"
 #include "actors/runtime.hpp"
 #include "config/compile.hpp"
 #include "config/quotas.hpp"
@@ -307,18 +308,17 @@ int cmd_simulate(const std::string& path, const std::string& config_path) {
   auto plan = load_plan(path);
   if (!plan)
     return bad_input(plan.error());
-  auto loaded = config_arg(config_path, plan->has_runtime()
-                                   ? plan->runtime()
-                                   : tools::config_for(pb::PipelineSpec{}));
+  auto loaded = config_arg(
+      config_path, plan->has_runtime() ? plan->runtime()
+                                       : tools::config_for(pb::PipelineSpec{}));
   if (!loaded)
     return bad_input(loaded.error());
   auto& cfg = *loaded;
   auto setup = setup_quotas(cfg);
   if (!setup)
     return bad_input(setup.error());
-  auto rep =
-      quota::simulate(quota::quota_book{setup->lease}, from_proto(*plan),
-                       config::pool_options_for(cfg, setup->lease));
+  auto rep = quota::simulate(quota::quota_book{setup->lease}, from_proto(*plan),
+                             config::pool_options_for(cfg, setup->lease));
   std::printf("== cohort simulate: %s (dry run, nothing runs) ==\n\n",
               rep.name.empty() ? path.c_str() : rep.name.c_str());
   std::printf("%4s  %-5s %-12s %-8s %10s  %s\n", "step", "op", "tenant",
@@ -384,8 +384,8 @@ int cmd_chaos(const std::vector<std::string>& files, bool soak, bool verbose,
     if (v.empty() || *end != '\0' || errno != 0 || !(x > 0) ||
         (k != "--scale" && x != double(uint64_t(x))))
       return bad_input("chaos: " + k + " needs a positive " +
-                       (k == "--scale" ? "number" : "integer") + ", got '" +
-                       v + "'");
+                       (k == "--scale" ? "number" : "integer") + ", got '" + v +
+                       "'");
     if (k == "--seed")
       opts.seed = uint64_t(x);
     else if (k == "--scale")
@@ -414,8 +414,9 @@ int main(int argc, char** argv) {
       "devices", "list every device: CPU workers (hwloc), simulated GPUs, GPU "
                  "backends; without --config, the default device set (one CPU "
                  "worker per core + 4 simulated GPUs)");
-  devices->add_option("--config", devices_config,
-                      "a runtime config, a pipeline spec or an allocation plan")
+  devices
+      ->add_option("--config", devices_config,
+                   "a runtime config, a pipeline spec or an allocation plan")
       ->type_name("FILE");
 
   run_cli run_args;
@@ -470,8 +471,7 @@ int main(int argc, char** argv) {
   chaos_values.add(*chaos, "--audit-dir", "keep the audit logs here", "DIR");
   chaos_values.add(*chaos, "--scheduler", "CAF's scheduler settings",
                    "KEY=VALUE,...");
-  chaos->add_flag("--soak", chaos_soak,
-                  "10x the workload over 10x the time");
+  chaos->add_flag("--soak", chaos_soak, "10x the workload over 10x the time");
   chaos->add_flag("--verbose", chaos_verbose, "every event as it happens");
 
   std::string simulate_plan, simulate_config;
@@ -490,6 +490,14 @@ int main(int argc, char** argv) {
   tools::objects_cli objects_args;
   tools::add_objects_command(app, objects_args);
 
+  auto* device_host = app.add_subcommand(
+      "device-host",
+      "run one device in a process of its own for a node, which starts it "
+      "with its spec on standard input (docs/device-hosts.md); not run by "
+      "hand");
+  // Listed under its own heading: a node's internal command.
+  device_host->group("Internal");
+
   std::string shell;
   auto* completion = app.add_subcommand(
       "completion", "print a shell completion script: `source <(cohort "
@@ -504,11 +512,10 @@ int main(int argc, char** argv) {
     return exit_bad_input;
   }
   if (args[0].rfind('-', 0) != 0 &&
-      app.get_subcommands([&](const CLI::App* sub) {
-           return sub->get_name() == args[0];
-         }).empty())
-    return bad_input("unknown command '" + args[0] +
-                     "' (see `cohort --help`)");
+      app.get_subcommands(
+             [&](const CLI::App* sub) { return sub->get_name() == args[0]; })
+          .empty())
+    return bad_input("unknown command '" + args[0] + "' (see `cohort --help`)");
   if (auto done = tools::parse_cli(app, args))
     return *done;
   if (help->parsed()) {
@@ -536,6 +543,8 @@ int main(int argc, char** argv) {
     return tools::cmd_admin(admin_args);
   if (objects_args.app->parsed())
     return tools::cmd_objects(objects_args);
+  if (device_host->parsed())
+    return actors::run_device_host();
   if (completion->parsed()) {
     std::fputs(tools::bash_completion(app).c_str(), stdout);
     return exit_ok;

@@ -12,24 +12,6 @@ namespace cohort::devices::sim {
 
 namespace {
 
-device_info make_info(const sim_params& p) {
-  device_info info;
-  info.name = p.name;
-  info.kind = p.cpu ? device_kind::cpu : device_kind::sim_gpu;
-  info.simulated = true;
-  info.model = p.cpu ? "simulated CPU worker" : "simulated GPU";
-  info.numa_node = p.numa_node;
-  if (p.cpu)
-    info.cores = 1;
-  else
-    info.input_cache_bytes =
-        p.input_cache_bytes > 0 ? p.input_cache_bytes : p.memory_bytes / 4;
-  info.memory_bytes = p.memory_bytes;
-  info.streams = p.streams;
-  info.speed = p.speed;
-  return info;
-}
-
 // A uniform draw in [0, 1) from a seed and a counter (splitmix64): the same
 // launches spike in every run.
 double spike_draw(uint64_t seed, uint64_t n) {
@@ -50,9 +32,27 @@ static_assert(item_alignment == memory::block_alignment);
 
 } // namespace
 
+device_info sim_info(const sim_params& p) {
+  device_info info;
+  info.name = p.name;
+  info.kind = p.cpu ? device_kind::cpu : device_kind::sim_gpu;
+  info.simulated = true;
+  info.model = p.cpu ? "simulated CPU worker" : "simulated GPU";
+  info.numa_node = p.numa_node;
+  if (p.cpu)
+    info.cores = 1;
+  else
+    info.input_cache_bytes =
+        p.input_cache_bytes > 0 ? p.input_cache_bytes : p.memory_bytes / 4;
+  info.memory_bytes = p.memory_bytes;
+  info.streams = p.streams;
+  info.speed = p.speed;
+  return info;
+}
+
 sim_device::sim_device(sim_params params,
                        std::unique_ptr<memory::device_memory> mem)
-    : device(make_info(params)), params_(std::move(params)),
+    : device(sim_info(params)), params_(std::move(params)),
       memory_(std::move(mem)),
       spike_seed_(std::hash<std::string>{}(params_.name)),
       inputs_(info().input_cache_bytes) {

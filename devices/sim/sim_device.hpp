@@ -50,6 +50,10 @@ struct sim_params {
   memory::memory_options memory;
 };
 
+/// The facts a simulated device with `p` reports (its info()), known
+/// without making it: a node describes a device in a host process by them.
+device_info sim_info(const sim_params& p);
+
 /// A simulated GPU. The fault-injection calls are thread-safe and may come
 /// from any thread (tests, the chaos harness) while its device actor runs it;
 /// everything else is called by the device actor only.

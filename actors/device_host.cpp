@@ -1,0 +1,395 @@
+#include "actors/device_host.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/device_actor.hpp"
+#include "actors/runtime.hpp"
+#include "config/quotas.hpp"
+#include "devices/sim/sim_device.hpp"
+#include "messages/errc.hpp"
+#include "messages/system_config.hpp"
+
+extern char** environ;
+
+namespace cohort::actors {
+
+// -- the node's stand-in ------------------------------------------------------
+
+hosted_device::hosted_device(device_info info, pb::HostSpec spec)
+    : device(std::move(info)), spec_(std::move(spec)) {
+  // nop
+}
+
+caf::expected<devices::launch_result>
+hosted_device::do_launch(uint32_t, uint64_t, kernels::kernel_id,
+                         const kernels::kernel_args&, kernels::typed_inputs,
+                         const devices::memory::owner_tag&) {
+  return make_error(errc::device_lost,
+                    info().name + " runs in a host process: its launches go "
+                                  "to the device actor there");
+}
+
+caf::error hosted_device::do_health() {
+  return caf::none;
+}
+
+caf::error hosted_device::do_reset() {
+  // Its memory and its objects went with its process.
+  return caf::none;
+}
+
+caf::error hosted_device::do_recreate() {
+  return caf::none;
+}
+
+void hosted_device::do_release_memory() {
+  // The process held the memory; ending it gave everything back.
+}
+
+std::vector<std::string> hosted_device::do_take_warnings() {
+  return {};
+}
+
+// -- starting and ending host processes ---------------------------------------
+
+namespace {
+
+constexpr const char* gate_line = "cohort device-host: gate on port ";
+
+caf::error lost(std::string what) {
+  return make_error(errc::device_lost, std::move(what));
+}
+
+std::string wait_status(int status) {
+  if (WIFEXITED(status))
+    return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  return "ended (wait status " + std::to_string(status) + ")";
+}
+
+bool write_all(int fd, const void* data, size_t n) {
+  auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    auto w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+// Writes the spec's length and bytes. A closed pipe here is a process that
+// died at once: the write fails and says so, with SIGPIPE blocked in this
+// thread (and taken if it came) rather than ending the node.
+bool write_spec(int fd, const unsigned char* len, const std::string& bytes) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  auto ok = write_all(fd, len, 4) && write_all(fd, bytes.data(), bytes.size());
+  if (!ok) {
+    timespec zero{0, 0};
+    while (sigtimedwait(&pipe_only, nullptr, &zero) == SIGPIPE) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return ok;
+}
+
+} // namespace
+
+caf::expected<host_process> start_host(const std::string& binary,
+                                       const pb::HostSpec& spec,
+                                       std::chrono::milliseconds timeout) {
+  if (::access(binary.c_str(), X_OK) != 0)
+    return lost("cannot run the device host program " + binary + ": " +
+                std::strerror(errno));
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0)
+    return lost(std::string{"pipe: "} + std::strerror(errno));
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    auto err = errno;
+    ::close(in[0]);
+    ::close(in[1]);
+    return lost(std::string{"pipe: "} + std::strerror(err));
+  }
+  // The child gets the read end of `in` as its standard input and the write
+  // end of `out` as its standard output; dup2 clears their close-on-exec.
+  // Every other descriptor of the node is close-on-exec or inherited as it
+  // is by any child (stderr stays shared: the host's messages go there).
+  posix_spawn_file_actions_t acts;
+  posix_spawn_file_actions_init(&acts);
+  posix_spawn_file_actions_adddup2(&acts, in[0], 0);
+  posix_spawn_file_actions_adddup2(&acts, out[1], 1);
+  // Its own process group, so that a terminal's Ctrl-C reaches the node
+  // alone (which ends its hosts as it stops); no signal blocked or ignored
+  // as the node may have them (`cohort serve` blocks SIGINT and SIGTERM).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETPGROUP);
+  std::string arg0 = binary, arg1 = "device-host";
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  pid_t pid = 0;
+  auto rc = posix_spawn(&pid, binary.c_str(), &acts, &attr, argv, environ);
+  posix_spawn_file_actions_destroy(&acts);
+  posix_spawnattr_destroy(&attr);
+  ::close(in[0]);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    return lost("cannot start " + binary + ": " + std::strerror(rc));
+  }
+  host_process p;
+  p.pid = pid;
+  p.input = in[1];
+  auto fail = [&](std::string what) {
+    ::close(out[0]);
+    auto how = end_host(p);
+    return lost(what + " (its process " + std::to_string(pid) + " " + how +
+                ")");
+  };
+  std::string bytes;
+  if (!spec.SerializeToString(&bytes))
+    return fail("the device's host spec does not serialize");
+  unsigned char len[4];
+  for (int i = 0; i < 4; ++i)
+    len[i] = static_cast<unsigned char>(bytes.size() >> (8 * i));
+  if (!write_spec(p.input, len, bytes))
+    return fail("the device host did not read its spec");
+  // Its first line says where the gate is.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string line;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return fail("the device host did not publish its gate within " +
+                  std::to_string(timeout.count()) + " ms");
+    pollfd pfd{out[0], POLLIN, 0};
+    auto n = ::poll(&pfd, 1, int(left.count()));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      continue;
+    char buf[256];
+    auto r = ::read(out[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return fail("the device host ended before it published its gate");
+    line.append(buf, size_t(r));
+    auto nl = line.find('\n');
+    if (nl == std::string::npos) {
+      if (line.size() > 1024)
+        return fail("the device host wrote something other than its port");
+      continue;
+    }
+    line.resize(nl);
+    break;
+  }
+  ::close(out[0]);
+  auto prefix = std::string{gate_line};
+  if (line.rfind(prefix, 0) != 0)
+    return fail("the device host wrote '" + line + "', not its port");
+  char* end = nullptr;
+  auto port = std::strtoul(line.c_str() + prefix.size(), &end, 10);
+  if (end == line.c_str() + prefix.size() || *end != '\0' || port == 0 ||
+      port > 65535)
+    return fail("the device host wrote '" + line + "', not its port");
+  p.port = uint16_t(port);
+  return p;
+}
+
+std::string end_host(host_process& p) {
+  if (p.input >= 0) {
+    ::close(p.input);
+    p.input = -1;
+  }
+  if (p.pid <= 0)
+    return "had ended";
+  ::kill(p.pid, SIGKILL);
+  int status = 0;
+  pid_t r;
+  do
+    r = ::waitpid(p.pid, &status, 0);
+  while (r < 0 && errno == EINTR);
+  p.pid = 0;
+  if (r < 0)
+    return std::string{"could not be reaped: "} + std::strerror(errno);
+  return wait_status(status);
+}
+
+// -- the host process ---------------------------------------------------------
+
+namespace {
+
+struct gate_state {
+  std::shared_ptr<devices::device> dev;
+  std::string token;
+  bool greeted = false;
+  static inline const char* name = "cohort.host_gate";
+};
+
+// Compares without an early exit: the time taken says nothing of where a
+// guessed token first differs.
+bool same_token(const std::string& a, const std::string& b) {
+  if (a.size() != b.size())
+    return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+host_gate_actor::behavior_type
+gate_impl(host_gate_actor::stateful_pointer<gate_state> self,
+          std::shared_ptr<devices::device> dev, std::string token) {
+  self->state.dev = std::move(dev);
+  self->state.token = std::move(token);
+  return {
+      [=](hello_atom, const std::string& token, const host_hello& hello,
+          const caf::actor& listener,
+          const caf::actor& health) -> caf::result<caf::actor> {
+        auto& st = self->state;
+        if (!same_token(token, st.token))
+          return make_error(errc::not_granted,
+                            "the device host's token does not match");
+        if (st.greeted)
+          return make_error(errc::invalid_transition,
+                            "the device host has greeted its node already");
+        st.greeted = true;
+        device_actor_config cfg;
+        cfg.index = hello.index;
+        cfg.kernel_timeout = std::chrono::milliseconds{hello.kernel_timeout_ms};
+        for (auto ms : hello.kernel_timeouts_ms)
+          cfg.kernel_timeouts.emplace_back(ms);
+        if (hello.health_interval_ms > 0)
+          cfg.health_interval =
+              std::chrono::milliseconds{hello.health_interval_ms};
+        cfg.health = caf::actor_cast<health_listener>(health);
+        auto to = caf::actor_cast<device_listener>(listener);
+        device_actor d;
+        if (st.dev->asynchronous()) {
+          cfg.bind_numa = true;
+          d = self->spawn<caf::detached>(device_impl, st.dev, to, cfg);
+        } else {
+          d = self->spawn(device_impl, st.dev, to, cfg);
+        }
+        return caf::actor_cast<caf::actor>(d);
+      },
+  };
+}
+
+// Reads exactly `n` bytes from standard input; false at its end or on an
+// error.
+bool read_stdin(void* data, size_t n) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    auto r = ::read(0, p, n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    p += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
+int host_error(int status, const std::string& what) {
+  std::fprintf(stderr, "cohort device-host: %s\n", what.c_str());
+  return status;
+}
+
+} // namespace
+
+int run_device_host() {
+  // A spec is a few hundred bytes; this bound keeps a wrong input from
+  // allocating without end.
+  constexpr uint32_t max_spec = 1u << 20;
+  unsigned char len[4];
+  if (!read_stdin(len, 4))
+    return host_error(2, "no host spec on standard input (this command is "
+                         "started by a node: docs/device-hosts.md)");
+  uint32_t n = uint32_t(len[0]) | uint32_t(len[1]) << 8 |
+               uint32_t(len[2]) << 16 | uint32_t(len[3]) << 24;
+  if (n == 0 || n > max_spec)
+    return host_error(2, "the host spec's length is " + std::to_string(n) +
+                             " bytes, not 1 to " + std::to_string(max_spec));
+  std::string bytes(n, '\0');
+  if (!read_stdin(bytes.data(), n))
+    return host_error(2, "the host spec ended early");
+  pb::HostSpec spec;
+  if (!spec.ParseFromString(bytes) || !spec.has_sim_gpu() ||
+      spec.token().empty())
+    return host_error(2, "the host spec is not a cohort.pb.HostSpec with a "
+                         "device and a token");
+  auto params = sim_params_of(spec.sim_gpu());
+  if (!params)
+    return host_error(2, describe(params.error()));
+  auto& mem = params->memory;
+  mem.limit = spec.memory_limit();
+  pb::RuntimeConfig pool_cfg;
+  *pool_cfg.mutable_pool() = spec.pool();
+  mem.pool = config::pool_options_for(pool_cfg, params->memory_bytes);
+  for (auto& [tenant, bytes] : spec.tenant_limit())
+    mem.tenant_limits[tenant] = bytes;
+  for (auto& [tenant, bytes] : spec.reservation())
+    mem.reservations[tenant] = bytes;
+  auto dev = devices::sim::make_sim_device(std::move(*params));
+  if (!dev)
+    return host_error(1, describe(dev.error()));
+  system_config cfg;
+  load_network(cfg);
+  caf::actor_system sys{cfg};
+  auto gate = sys.spawn(gate_impl, std::shared_ptr<devices::device>{*dev},
+                        spec.token());
+  auto port = sys.middleman().publish(gate, 0, "127.0.0.1");
+  if (!port)
+    return host_error(1, "cannot publish the gate: " + describe(port.error()));
+  std::printf("%s%u\n", gate_line, unsigned(*port));
+  std::fflush(stdout);
+  // Nothing else goes to the node's pipe.
+  if (int null = ::open("/dev/null", O_WRONLY); null >= 0) {
+    ::dup2(null, 1);
+    ::close(null);
+  }
+  // The node holds the other end of standard input: its end (the node
+  // ended the host or died) ends the process, at once, without waiting for
+  // actors that serve a node no longer there.
+  char c;
+  while (read_stdin(&c, 1)) {
+  }
+  std::_Exit(0);
+}
+
+} // namespace cohort::actors

@@ -1,0 +1,100 @@
+// Devices in processes of their own (docs/device-hosts.md). A node runs a
+// device that its config puts in a host process as `cohort device-host`, a
+// child that publishes one actor, its gate, through CAF's middleman on the
+// loopback interface. The node's supervisor reaches the gate, introduces
+// itself with the token the node gave the process, and gets the device
+// actor the host runs; from then on the balancer talks to that actor as to
+// any other. A host that crashes or is killed is a device loss, and the
+// supervisor starts a new process.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "devices/device.hpp"
+#include "messages/atoms.hpp"
+#include "messages/cohort.pb.h"
+#include "messages/host.hpp"
+
+namespace cohort::actors {
+
+/// The one actor a device host process publishes.
+using host_gate_actor = caf::typed_actor<
+    /// The node's supervisor introduces itself: the host's token, the device
+    /// actor's settings, the actor the device reports its launches to (the
+    /// balancer, a device_listener) and the one it reports warnings to (the
+    /// supervisor, a health_listener). Returns the device actor (a
+    /// device_actor). Errors: not_granted for a wrong token,
+    /// invalid_transition for a second hello.
+    caf::replies_to<hello_atom, std::string, host_hello, caf::actor,
+                    caf::actor>::with<caf::actor>>;
+
+/// The node's stand-in for a device that runs in a host process: it gives
+/// the device's facts and holds what a new host process is told. Nothing
+/// launches on it (its device actor runs in the host); the supervisor
+/// starts and ends its processes. `pid` is thread-safe, the rest is set
+/// before the runtime starts.
+class hosted_device final : public devices::device {
+public:
+  hosted_device(device_info info, pb::HostSpec spec);
+
+  /// What the next host process is told (its token is set at each start).
+  const pb::HostSpec& spec() const { return spec_; }
+  pb::HostSpec& mutable_spec() { return spec_; }
+
+  /// The running host process (0: none now).
+  int pid() const { return pid_.load(); }
+  void set_pid(int pid) { pid_.store(pid); }
+
+private:
+  caf::expected<devices::launch_result>
+  do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
+            const kernels::kernel_args& args, kernels::typed_inputs inputs,
+            const devices::memory::owner_tag& owner) override;
+  caf::error do_health() override;
+  caf::error do_reset() override;
+  caf::error do_recreate() override;
+  void do_release_memory() override;
+  std::vector<std::string> do_take_warnings() override;
+
+  pb::HostSpec spec_;
+  std::atomic<int> pid_{0};
+};
+
+/// A device host process the node started.
+struct host_process {
+  int pid = 0;
+  /// The write end of the process's standard input, held open: the process
+  /// ends when it reads end of file (the node closed it or died).
+  int input = -1;
+  /// The port its gate is published on, on 127.0.0.1.
+  uint16_t port = 0;
+};
+
+/// Starts `binary device-host` with `spec` on its standard input and waits
+/// at most `timeout` for it to say where its gate is. Blocks: call it off
+/// the actors' threads. Errors: device_lost, saying what happened (the
+/// program is missing, the process exited and how, it did not answer).
+caf::expected<host_process> start_host(const std::string& binary,
+                                       const pb::HostSpec& spec,
+                                       std::chrono::milliseconds timeout);
+
+/// Kills the process (SIGKILL), reaps it and closes its input; returns how
+/// it ended ("killed by signal 9", "exited with status 1"). Does nothing
+/// (and says so) for a process already ended.
+std::string end_host(host_process& p);
+
+/// `cohort device-host`: reads a cohort.pb.HostSpec (its length as 4
+/// little-endian bytes, then the bytes) from standard input, makes the
+/// device, publishes its gate on 127.0.0.1 and prints "cohort device-host:
+/// gate on port N" on standard output; ends when standard input reaches
+/// its end. Returns the exit status: 2 for a spec it cannot use, 1 when the
+/// device or the gate cannot be made.
+int run_device_host();
+
+} // namespace cohort::actors

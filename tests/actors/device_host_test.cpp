@@ -1,0 +1,249 @@
+// Devices in host processes (docs/device-hosts.md): work runs in the host;
+// a host killed under load is a device loss whose items end exactly once
+// and whose device comes back in a new process; stopping the runtime ends
+// its hosts; a gate refuses a wrong token; what cannot run hosts is refused
+// with a clear error.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <caf/io/all.hpp>
+
+#include "actors/device_host.hpp"
+#include "tests/runtime_fixture.hpp"
+
+using namespace cohort;
+using namespace cohort::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Cohort's actor system config with CAF's middleman loaded.
+struct network_config : system_config {
+  network_config() { load_network(*this); }
+};
+
+struct host_fixture {
+  network_config cfg;
+  caf::actor_system sys{cfg};
+  test::temp_dir dir;
+};
+
+// sim0 in this process, sim1 in a host process; each launch takes 2 ms, so
+// that a batch keeps both busy for a while.
+pb::RuntimeConfig hosted_config(const test::temp_dir& dir) {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  for (auto& g : *cfg.mutable_devices()->mutable_sim_gpu())
+    g.set_launch_latency_us(2000);
+  cfg.mutable_devices()->mutable_sim_gpu(1)->set_host_process(true);
+  cfg.mutable_devices()->set_host_binary(COHORT_BINARY);
+  return cfg;
+}
+
+std::vector<work_item> gemv_items(size_t n, uint64_t first_id = 1) {
+  std::vector<work_item> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(test::gemv_item(first_id + i));
+  return out;
+}
+
+device_status wait_status(runtime& rt, size_t index, device_status want) {
+  device_status now = device_status::resetting;
+  for (int i = 0; i < 500; ++i) {
+    auto s = rt.placement_stats();
+    REQUIRE(s);
+    now = s->devices[index].status;
+    if (now == want)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  return now;
+}
+
+std::string audit_text(runtime& rt) {
+  REQUIRE(rt.flush_audit());
+  std::ifstream in{rt.audit_path(), std::ios::binary};
+  return {std::istreambuf_iterator<char>{in}, {}};
+}
+
+// True once no process has `pid` (it was ended and reaped).
+bool gone(int pid) {
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+// Runs `cohort device-host` with `input` on its standard input; returns its
+// exit status.
+int device_host_status(const std::string& input) {
+  auto path = std::string{"/tmp/cohort-host-input-"} + std::to_string(::getpid());
+  {
+    std::ofstream out{path, std::ios::binary};
+    out << input;
+  }
+  auto cmd = std::string{COHORT_BINARY} + " device-host < " + path +
+             " > /dev/null 2>&1";
+  auto rc = std::system(cmd.c_str());
+  ::unlink(path.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(host_fixture,
+                 "a device in a host process runs work and comes back after "
+                 "its process is killed under load",
+                 "[actors][host]") {
+  auto rt = runtime::start(sys, hosted_config(dir));
+  REQUIRE(rt);
+  auto& r = **rt;
+  REQUIRE(wait_status(r, 1, device_status::available) ==
+          device_status::available);
+  auto first = r.host_pid("sim1");
+  REQUIRE(first > 0);
+  CHECK(first != ::getpid());
+  CHECK(r.host_pid("sim0") == 0);
+  // Killed while both devices work through 300 items: each ends once, on
+  // sim0 or on sim1 before the kill, with the right values.
+  auto items = gemv_items(300);
+  auto e = test::submit_all(sys, r, items, [&] {
+    std::this_thread::sleep_for(30ms);
+    REQUIRE(::kill(first, SIGKILL) == 0);
+  });
+  test::check_exactly_once(items, e);
+  CHECK(e.errors.empty());
+  std::set<std::string> used;
+  for (auto& [id, res] : e.results)
+    used.insert(res.device);
+  CHECK(used.count("sim1") == 1);
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[1].losses >= 1);
+  CHECK(stats->retries > 0);
+  // A new process runs the device again.
+  CHECK(wait_status(r, 1, device_status::available) ==
+        device_status::available);
+  auto second = r.host_pid("sim1");
+  CHECK(second > 0);
+  CHECK(second != first);
+  CHECK(gone(first));
+  REQUIRE_FALSE(r.set_offline("sim0"));
+  auto more = gemv_items(20, 1000);
+  auto e2 = test::submit_all(sys, r, more, [] {});
+  test::check_exactly_once(more, e2);
+  CHECK(e2.errors.empty());
+  for (auto& [id, res] : e2.results)
+    CHECK(res.device == "sim1");
+  auto log = audit_text(r);
+  CHECK(log.find("its host process " + std::to_string(first) +
+                 " killed by signal 9") != std::string::npos);
+  CHECK(log.find("started in a host process") != std::string::npos);
+  CHECK(log.find("new host process, restart 1 of") != std::string::npos);
+  // Stopping the runtime ends its host.
+  r.stop();
+  CHECK(gone(second));
+}
+
+TEST_CASE_METHOD(host_fixture, "a host's gate greets only its node, once",
+                 "[actors][host]") {
+  pb::HostSpec spec;
+  auto* g = spec.mutable_sim_gpu();
+  g->set_name("simh");
+  g->set_memory_mib(64);
+  g->set_streams(1);
+  g->set_speed(1);
+  spec.set_token("right-token");
+  auto p = start_host(COHORT_BINARY, spec, 10s);
+  REQUIRE(p);
+  CHECK(p->port > 0);
+  auto gate = sys.middleman().remote_actor<host_gate_actor>("127.0.0.1",
+                                                            p->port);
+  REQUIRE(gate);
+  caf::scoped_actor self{sys};
+  auto hello = [&](const std::string& token) {
+    caf::expected<caf::actor> out{caf::error{}};
+    self->request(*gate, 5s, hello_atom::value, token, host_hello{},
+                  caf::actor_cast<caf::actor>(self),
+                  caf::actor_cast<caf::actor>(self))
+        .receive([&](caf::actor& dev) { out = std::move(dev); },
+                 [&](caf::error& err) { out = std::move(err); });
+    return out;
+  };
+  auto wrong = hello("wrong-token");
+  REQUIRE_FALSE(wrong);
+  CHECK(code_of(wrong.error()) == errc::not_granted);
+  auto right = hello("right-token");
+  REQUIRE(right);
+  CHECK(*right);
+  // The device actor answers across the process boundary.
+  self->request(caf::actor_cast<device_actor>(*right), 5s, info_atom::value)
+      .receive([](device_info& info) { CHECK(info.name == "simh"); },
+               [](caf::error& err) { FAIL(describe(err)); });
+  auto again = hello("right-token");
+  REQUIRE_FALSE(again);
+  CHECK(code_of(again.error()) == errc::invalid_transition);
+  auto pid = p->pid;
+  CHECK(end_host(*p) == "killed by signal 9 (Killed)");
+  CHECK(gone(pid));
+}
+
+TEST_CASE_METHOD(host_fixture, "what cannot run device hosts is refused",
+                 "[actors][host]") {
+  SECTION("a host binary that is not there") {
+    auto cfg = hosted_config(dir);
+    cfg.mutable_devices()->set_host_binary("/nonexistent/cohort");
+    auto rt = runtime::start(sys, cfg);
+    REQUIRE_FALSE(rt);
+    CHECK(code_of(rt.error()) == errc::malformed_config);
+    CHECK_THAT(describe(rt.error()),
+               Catch::Contains("devices.host_binary: cannot run"));
+  }
+  SECTION("an actor system without the middleman") {
+    system_config plain;
+    caf::actor_system local{plain};
+    auto rt = runtime::start(local, hosted_config(dir));
+    REQUIRE_FALSE(rt);
+    CHECK(code_of(rt.error()) == errc::malformed_config);
+    CHECK_THAT(describe(rt.error()), Catch::Contains("middleman"));
+  }
+  SECTION("a program that exits at once: the device is given up") {
+    auto cfg = hosted_config(dir);
+    cfg.mutable_devices()->set_host_binary("/bin/false");
+    auto rt = runtime::start(sys, cfg);
+    REQUIRE(rt);
+    CHECK(wait_status(**rt, 1, device_status::offline) ==
+          device_status::offline);
+    // The other device takes the work.
+    auto items = gemv_items(10);
+    auto e = test::submit_all(sys, **rt, items, [] {});
+    test::check_exactly_once(items, e);
+    CHECK(e.errors.empty());
+    auto log = audit_text(**rt);
+    CHECK(log.find("its host process did not start") != std::string::npos);
+    CHECK(log.find("restart limit") != std::string::npos);
+  }
+}
+
+TEST_CASE("cohort device-host refuses input that is not a host spec",
+          "[actors][host]") {
+  CHECK(device_host_status("") == 2);
+  CHECK(device_host_status(std::string{"\x05\0\0\0hello", 9}) == 2);
+  // A length far beyond any spec.
+  CHECK(device_host_status(std::string{"\xff\xff\xff\x7f", 4}) == 2);
+  // A spec without a token.
+  pb::HostSpec spec;
+  spec.mutable_sim_gpu()->set_name("x");
+  auto bytes = spec.SerializeAsString();
+  std::string framed{char(bytes.size()), 0, 0, 0};
+  CHECK(device_host_status(framed + bytes) == 2);
+  // A spec whose device is invalid (no memory, no streams).
+  spec.set_token("t");
+  bytes = spec.SerializeAsString();
+  framed = std::string{char(bytes.size()), 0, 0, 0};
+  CHECK(device_host_status(framed + bytes) == 2);
+}
