@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -229,23 +231,36 @@ caf::expected<host_process> start_host(const std::string& binary,
   return p;
 }
 
-std::string end_host(host_process& p) {
+std::string end_host(host_process& p, std::chrono::milliseconds grace) {
   if (p.input >= 0) {
     ::close(p.input);
     p.input = -1;
   }
   if (p.pid <= 0)
     return "had ended";
-  ::kill(p.pid, SIGKILL);
+  auto pid = std::exchange(p.pid, 0);
   int status = 0;
+  // A process that died may not be reapable yet when its connection drops
+  // (its sockets close before it becomes a zombie): it gets `grace`.
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  for (;;) {
+    auto r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid)
+      return wait_status(status);
+    if (r < 0 && errno != EINTR)
+      return std::string{"could not be reaped: "} + std::strerror(errno);
+    if (std::chrono::steady_clock::now() >= deadline)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds{2});
+  }
+  ::kill(pid, SIGKILL);
   pid_t r;
   do
-    r = ::waitpid(p.pid, &status, 0);
+    r = ::waitpid(pid, &status, 0);
   while (r < 0 && errno == EINTR);
-  p.pid = 0;
   if (r < 0)
     return std::string{"could not be reaped: "} + std::strerror(errno);
-  return wait_status(status);
+  return "was still running and was ended by its node";
 }
 
 // -- the host process ---------------------------------------------------------

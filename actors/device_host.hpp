@@ -84,10 +84,11 @@ caf::expected<host_process> start_host(const std::string& binary,
                                        const pb::HostSpec& spec,
                                        std::chrono::milliseconds timeout);
 
-/// Kills the process (SIGKILL), reaps it and closes its input; returns how
-/// it ended ("killed by signal 9", "exited with status 1"). Does nothing
-/// (and says so) for a process already ended.
-std::string end_host(host_process& p);
+/// Ends the process and closes its input: reaps it if it ends within
+/// `grace` by itself, else kills it (SIGKILL) and reaps it. Returns how it
+/// ended: "exited with status 1", "killed by signal 9 (Killed)", or "was
+/// still running and was ended by its node".
+std::string end_host(host_process& p, std::chrono::milliseconds grace = {});
 
 /// `cohort device-host`: reads a cohort.pb.HostSpec (its length as 4
 /// little-endian bytes, then the bytes) from standard input, makes the

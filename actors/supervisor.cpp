@@ -155,7 +155,8 @@ void settle_start(self_ptr self) {
 }
 
 // Ends device `index`'s host process, if it has one; returns how it ended.
-std::string end_process(self_ptr self, uint32_t index) {
+std::string end_process(self_ptr self, uint32_t index,
+                        std::chrono::milliseconds grace = {}) {
   auto& e = self->state.devices[index];
   if (e.relay) {
     // Linked so that it goes down with the supervisor, not the other way.
@@ -166,7 +167,7 @@ std::string end_process(self_ptr self, uint32_t index) {
   if (e.host.pid <= 0)
     return {};
   auto pid = e.host.pid;
-  auto how = end_host(e.host);
+  auto how = end_host(e.host, grace);
   e.hosted->set_pid(0);
   return "its host process " + std::to_string(pid) + " " + how;
 }
@@ -348,9 +349,13 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& down) {
   if (e.hosted) {
     // Whatever took its actor down, its process goes too: a new one is
     // the device's restart (a sticky error, a hang and a crash alike).
-    auto how = end_process(self, index);
-    // Its connection went first: the process died (a crash, a kill).
-    if (!how.empty() && down == caf::exit_reason::remote_link_unreachable)
+    // Its connection went first: the process died (a crash, a kill) or
+    // stopped answering (a hang), which the heartbeat tells.
+    auto link_lost = down == caf::exit_reason::remote_link_unreachable;
+    auto how = end_process(self, index,
+                           link_lost ? std::chrono::milliseconds{100}
+                                     : std::chrono::milliseconds{0});
+    if (!how.empty() && link_lost)
       reason = make_error(errc::device_lost, e.dev->info().name + ": " + how +
                                                  " (" + describe(down) + ")");
   }

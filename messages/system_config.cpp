@@ -142,6 +142,15 @@ bool needs_network(const pb::RuntimeConfig& cfg) {
 
 void load_network(caf::actor_system_config& cfg) {
   cfg.load<caf::io::middleman>();
+  // Both ends send a heartbeat every 100 ms and drop a connection that was
+  // silent for two seconds: a peer that hangs (a host stopped with
+  // SIGSTOP) then goes down like one that died, well within the kernel
+  // watchdog's 5 s, while a process starved of CPU for a second (a loaded
+  // machine, a sanitizer build) is no loss.
+  cfg.set("middleman.heartbeat-interval",
+          caf::timespan{std::chrono::milliseconds{100}});
+  cfg.set("middleman.connection-timeout",
+          caf::timespan{std::chrono::milliseconds{2000}});
 }
 
 } // namespace cohort

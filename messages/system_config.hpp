@@ -25,7 +25,8 @@ void apply_scheduler(caf::actor_system_config& cfg, const pb::Scheduler& s);
 /// its actor system needs CAF's network layer (the middleman).
 bool needs_network(const pb::RuntimeConfig& cfg);
 
-/// Loads CAF's middleman on `cfg`.
+/// Loads CAF's middleman on `cfg`, with heartbeats every 100 ms and a
+/// connection silent for 2 s taken as lost.
 void load_network(caf::actor_system_config& cfg);
 
 /// An actor system config with Cohort's types registered and Cohort's
