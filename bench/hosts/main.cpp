@@ -61,6 +61,9 @@ pb::RuntimeConfig config(bool hosted, bool with_spare, uint32_t latency_us) {
   t->set_tenant("t");
   t->add_kernels("*");
   t->add_devices("*");
+  // A whole batch in flight at once.
+  t->set_max_inflight(100000);
+  cfg.mutable_limits()->set_max_inflight(100000);
   cfg.mutable_devices()->set_host_binary(COHORT_BINARY);
   cfg.set_audit_path("/tmp/cohort-bench-hosts-audit.log");
   cfg.mutable_audit()->set_fsync(pb::FSYNC_NEVER);
@@ -119,8 +122,9 @@ dispatch_figures dispatch(caf::actor_system& sys, bool hosted, int items) {
   auto t0 = clock_type::now();
   auto fs = r.submit(std::move(batch));
   for (auto& f : fs)
-    if (!f.get()) {
-      std::fprintf(stderr, "bench_hosts: an item failed\n");
+    if (auto res = f.get(); !res) {
+      std::fprintf(stderr, "bench_hosts: an item failed: %s\n",
+                   describe(res.error()).c_str());
       std::exit(1);
     }
   out.items_per_s = double(items) / (us_since(t0, clock_type::now()) / 1e6);
