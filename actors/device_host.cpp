@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -84,29 +85,46 @@ std::string wait_status(int status) {
   return "ended (wait status " + std::to_string(status) + ")";
 }
 
-bool write_all(int fd, const void* data, size_t n) {
-  auto* p = static_cast<const char*>(data);
+// Writes all of `data` to the non-blocking `fd` by `deadline`; false when
+// the reader went (EPIPE), on an error, or when time ran out.
+bool write_by(int fd, const char* data, size_t n,
+              std::chrono::steady_clock::time_point deadline) {
   while (n > 0) {
-    auto w = ::write(fd, p, n);
+    auto w = ::write(fd, data, n);
+    if (w > 0) {
+      data += w;
+      n -= size_t(w);
+      continue;
+    }
     if (w < 0 && errno == EINTR)
       continue;
-    if (w <= 0)
+    if (w < 0 && errno != EAGAIN)
       return false;
-    p += w;
-    n -= size_t(w);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return false;
+    pollfd pfd{fd, POLLOUT, 0};
+    if (::poll(&pfd, 1, int(left.count())) < 0 && errno != EINTR)
+      return false;
   }
   return true;
 }
 
-// Writes the spec's length and bytes. A closed pipe here is a process that
-// died at once: the write fails and says so, with SIGPIPE blocked in this
-// thread (and taken if it came) rather than ending the node.
-bool write_spec(int fd, const unsigned char* len, const std::string& bytes) {
+// Writes the spec's length and bytes by `deadline`. A closed pipe here is a
+// process that died at once: the write fails and says so, with SIGPIPE
+// blocked in this thread (and taken if it came) rather than ending the
+// node.
+bool write_spec(int fd, const std::string& framed,
+                std::chrono::steady_clock::time_point deadline) {
   sigset_t pipe_only, old;
   sigemptyset(&pipe_only);
   sigaddset(&pipe_only, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
-  auto ok = write_all(fd, len, 4) && write_all(fd, bytes.data(), bytes.size());
+  auto flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  auto ok = write_by(fd, framed.data(), framed.size(), deadline);
+  ::fcntl(fd, F_SETFL, flags);
   if (!ok) {
     timespec zero{0, 0};
     while (sigtimedwait(&pipe_only, nullptr, &zero) == SIGPIPE) {
@@ -118,9 +136,10 @@ bool write_spec(int fd, const unsigned char* len, const std::string& bytes) {
 
 } // namespace
 
-caf::expected<host_process> start_host(const std::string& binary,
-                                       const pb::HostSpec& spec,
-                                       std::chrono::milliseconds timeout) {
+caf::expected<host_process>
+start_host(const std::string& binary, const pb::HostSpec& spec,
+           std::chrono::milliseconds timeout,
+           const std::function<bool(int)>& spawned) {
   if (::access(binary.c_str(), X_OK) != 0)
     return lost("cannot run the device host program " + binary + ": " +
                 std::strerror(errno));
@@ -173,22 +192,27 @@ caf::expected<host_process> start_host(const std::string& binary,
   host_process p;
   p.pid = pid;
   p.input = in[1];
+  int from_host = out[0];
   auto fail = [&](std::string what) {
-    ::close(out[0]);
+    if (from_host >= 0)
+      ::close(from_host);
     auto how = end_host(p);
     return lost(what + " (its process " + std::to_string(pid) + " " + how +
                 ")");
   };
-  std::string bytes;
-  if (!spec.SerializeToString(&bytes))
+  if (spawned && !spawned(pid))
+    return fail("its node is stopping");
+  std::string framed(4, '\0');
+  if (!spec.AppendToString(&framed))
     return fail("the device's host spec does not serialize");
-  unsigned char len[4];
+  auto size = framed.size() - 4;
   for (int i = 0; i < 4; ++i)
-    len[i] = static_cast<unsigned char>(bytes.size() >> (8 * i));
-  if (!write_spec(p.input, len, bytes))
+    framed[size_t(i)] = static_cast<char>(size >> (8 * i));
+  // The whole start (spec written, gate published) has `timeout`.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (!write_spec(p.input, framed, deadline))
     return fail("the device host did not read its spec");
   // Its first line says where the gate is.
-  auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string line;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -196,14 +220,16 @@ caf::expected<host_process> start_host(const std::string& binary,
     if (left.count() <= 0)
       return fail("the device host did not publish its gate within " +
                   std::to_string(timeout.count()) + " ms");
-    pollfd pfd{out[0], POLLIN, 0};
+    pollfd pfd{from_host, POLLIN, 0};
     auto n = ::poll(&pfd, 1, int(left.count()));
     if (n < 0 && errno == EINTR)
       continue;
-    if (n <= 0)
+    if (n < 0)
+      return fail(std::string{"poll: "} + std::strerror(errno));
+    if (n == 0)
       continue;
     char buf[256];
-    auto r = ::read(out[0], buf, sizeof buf);
+    auto r = ::read(from_host, buf, sizeof buf);
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)
@@ -218,7 +244,7 @@ caf::expected<host_process> start_host(const std::string& binary,
     line.resize(nl);
     break;
   }
-  ::close(out[0]);
+  ::close(std::exchange(from_host, -1));
   auto prefix = std::string{gate_line};
   if (line.rfind(prefix, 0) != 0)
     return fail("the device host wrote '" + line + "', not its port");
@@ -260,7 +286,10 @@ std::string end_host(host_process& p, std::chrono::milliseconds grace) {
   while (r < 0 && errno == EINTR);
   if (r < 0)
     return std::string{"could not be reaped: "} + std::strerror(errno);
-  return "was still running and was ended by its node";
+  // Ended by our SIGKILL, or by itself just before it.
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+    return "was still running and was ended by its node";
+  return wait_status(status);
 }
 
 // -- the host process ---------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -76,13 +77,18 @@ struct host_process {
   uint16_t port = 0;
 };
 
-/// Starts `binary device-host` with `spec` on its standard input and waits
-/// at most `timeout` for it to say where its gate is. Blocks: call it off
-/// the actors' threads. Errors: device_lost, saying what happened (the
-/// program is missing, the process exited and how, it did not answer).
-caf::expected<host_process> start_host(const std::string& binary,
-                                       const pb::HostSpec& spec,
-                                       std::chrono::milliseconds timeout);
+/// Starts `binary device-host`, writes `spec` to its standard input and
+/// waits for it to say where its gate is, all within `timeout`. Blocks:
+/// call it off the actors' threads. `spawned` (may be empty) hears the pid
+/// as soon as the process exists; when it returns false the process is
+/// ended at once. Until this returns, the caller owns the process: another
+/// thread may kill it (it then fails fast) but must not reap it. Errors:
+/// device_lost, saying what happened (the program is missing, the process
+/// exited and how, it did not answer in time).
+caf::expected<host_process>
+start_host(const std::string& binary, const pb::HostSpec& spec,
+           std::chrono::milliseconds timeout,
+           const std::function<bool(int)>& spawned = {});
 
 /// Ends the process and closes its input: reaps it if it ends within
 /// `grace` by itself, else kills it (SIGKILL) and reaps it. Returns how it

@@ -1,5 +1,7 @@
 #include "actors/supervisor.hpp"
 
+#include <signal.h>
+
 #include <algorithm>
 
 #include <caf/all.hpp>
@@ -164,12 +166,14 @@ std::string end_process(self_ptr self, uint32_t index,
     self->send_exit(e.relay, caf::exit_reason::kill);
     e.relay = device_listener{};
   }
-  if (e.host.pid <= 0)
+  if (e.pid <= 0)
     return {};
-  auto pid = e.host.pid;
-  auto how = end_host(e.host, grace);
+  auto pid = std::exchange(e.pid, 0);
   e.hosted->set_pid(0);
-  return "its host process " + std::to_string(pid) + " " + how;
+  auto p = self->state.hosts->take(pid);
+  if (p.pid <= 0)
+    return {};
+  return "its host process " + std::to_string(pid) + " " + end_host(p, grace);
 }
 
 // A start of device `index`'s host process failed: a loss of its own,
@@ -182,50 +186,54 @@ void host_failed(self_ptr self, uint32_t index, const caf::error& err) {
   auto reason =
       make_error(errc::device_lost, e.dev->info().name + ": " + describe(err) +
                                         (how.empty() ? "" : " (" + how + ")"));
-  if (std::exchange(e.first_start, false))
-    settle_start(self);
+  // The reply to start goes after what the balancer hears.
+  auto first = std::exchange(e.first_start, false);
   // Taken offline while it started: it stays so.
-  if (e.life.status() != device_status::resetting)
-    return;
-  if (recent_restarts(st, e) >= st.cfg.max_restarts) {
+  if (e.life.status() != device_status::resetting) {
+  } else if (recent_restarts(st, e) >= st.cfg.max_restarts) {
     give_up(self, index,
             make_error(errc::device_lost,
                        describe(reason) + " (restart limit of " +
                            std::to_string(st.cfg.max_restarts) + " per " +
                            std::to_string(st.cfg.restart_period.count()) +
                            " ms reached)"));
-    return;
+  } else {
+    device_event(self, e.dev->info().name,
+                 "supervisor: its host process did not start: " +
+                     describe(reason));
+    e.own_loss = true;
+    self->delayed_send(self, backoff(st.cfg, recent_restarts(st, e)),
+                       restart_atom::value, index);
   }
-  device_event(self, e.dev->info().name,
-               "supervisor: its host process did not start: " +
-                   describe(reason));
-  e.own_loss = true;
-  self->delayed_send(self, backoff(st.cfg, recent_restarts(st, e)),
-                     restart_atom::value, index);
+  if (first)
+    settle_start(self);
 }
 
 // Device `index`'s host process is up and its gate gave the device actor.
 void host_up(self_ptr self, uint32_t index, const caf::actor& dev) {
   auto& st = self->state;
   auto& e = st.devices[index];
-  e.launching = false;
-  if (std::exchange(e.first_start, false))
-    settle_start(self);
-  if (e.life.status() != device_status::resetting || !dev) {
-    // Taken offline while it started (or a gate that gave nothing).
-    if (!dev)
-      host_failed(self, index,
-                  make_error(errc::device_lost, "its gate gave no device"));
-    else
-      end_process(self, index);
+  if (!dev) {
+    host_failed(self, index,
+                make_error(errc::device_lost, "its gate gave no device"));
     return;
   }
-  e.handle = caf::actor_cast<device_actor>(dev);
-  e.addr = e.handle.address();
-  ++e.generation;
-  self->monitor(e.handle);
-  transition(self, index, lifecycle_event::restarted, e.start_why);
-  tell(self, index, device_cause::started, {}, e.start_why);
+  e.launching = false;
+  // The reply to start goes after what the balancer hears.
+  auto first = std::exchange(e.first_start, false);
+  if (e.life.status() != device_status::resetting) {
+    // Taken offline while it started.
+    end_process(self, index);
+  } else {
+    e.handle = caf::actor_cast<device_actor>(dev);
+    e.addr = e.handle.address();
+    ++e.generation;
+    self->monitor(e.handle);
+    transition(self, index, lifecycle_event::restarted, e.start_why);
+    tell(self, index, device_cause::started, {}, e.start_why);
+  }
+  if (first)
+    settle_start(self);
 }
 
 // What a host's device actor reports to in place of the balancer: passes on
@@ -265,20 +273,25 @@ void start_hosted(self_ptr self, uint32_t index) {
   // A blocking actor has a thread of its own: the start waits for the
   // process to publish its gate.
   self->spawn([=](caf::blocking_actor* starter) {
-    auto p = start_host(binary, spec, timeout);
+    int pid = 0;
+    auto p = start_host(binary, spec, timeout, [&](int spawned) {
+      pid = spawned;
+      return hosts->starting(spawned);
+    });
     if (!p) {
-      starter->send(me, launched_atom::value, index, n, int32_t{0}, int32_t{-1},
-                    uint16_t{0}, describe(p.error()));
+      if (pid > 0)
+        hosts->failed(pid);
+      starter->send(me, launched_atom::value, index, n, int32_t{0}, uint16_t{0},
+                    describe(p.error()));
       return;
     }
-    std::lock_guard<std::mutex> guard{hosts->mtx};
-    if (hosts->closed) {
+    if (!hosts->started(*p)) {
+      // Its supervisor is gone.
       end_host(*p);
       return;
     }
-    hosts->started.emplace(p->pid, *p);
-    starter->send(me, launched_atom::value, index, n, int32_t(p->pid),
-                  int32_t(p->input), p->port, std::string{});
+    starter->send(me, launched_atom::value, index, n, int32_t(p->pid), p->port,
+                  std::string{});
   });
 }
 
@@ -424,6 +437,53 @@ void schedule_quiet_tick(self_ptr self) {
 
 } // namespace
 
+bool host_registry::starting(int pid) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (closed_)
+    return false;
+  starting_.insert(pid);
+  return true;
+}
+
+bool host_registry::started(const host_process& p) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  starting_.erase(p.pid);
+  if (closed_)
+    return false;
+  held_.emplace(p.pid, p);
+  return true;
+}
+
+void host_registry::failed(int pid) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  starting_.erase(pid);
+}
+
+host_process host_registry::take(int pid) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = held_.find(pid);
+  if (i == held_.end())
+    return {};
+  auto p = i->second;
+  held_.erase(i);
+  return p;
+}
+
+void host_registry::close() {
+  std::map<int, host_process> ending;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    closed_ = true;
+    // Not reaped here: their starters own them until they return, which
+    // they do at once now.
+    for (auto pid : starting_)
+      ::kill(pid, SIGKILL);
+    ending.swap(held_);
+  }
+  for (auto& [pid, p] : ending)
+    end_host(p);
+}
+
 supervisor_actor::behavior_type
 supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
                 std::vector<std::shared_ptr<devices::device>> devices,
@@ -446,21 +506,17 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         return;
       }
   });
+  // Host processes end with their supervisor, however it ends (a kill or
+  // an exception skips the exit handler), those still starting too.
+  self->attach_functor([hosts = st.hosts] { hosts->close(); });
   self->set_exit_handler([=](caf::exit_msg& msg) {
     auto& st = self->state;
     for (auto& e : st.devices)
       if (e.handle)
         self->send_exit(e.handle, msg.reason);
-    // Host processes end with their supervisor, those still starting too.
-    for (uint32_t i = 0; i < st.devices.size(); ++i)
-      end_process(self, i);
-    {
-      std::lock_guard<std::mutex> guard{st.hosts->mtx};
-      st.hosts->closed = true;
-      for (auto& [pid, p] : st.hosts->started)
-        end_host(p);
-      st.hosts->started.clear();
-    }
+    // Ended before the supervisor is seen down: whoever stops it finds its
+    // hosts gone.
+    st.hosts->close();
     self->quit(msg.reason);
   });
   return {
@@ -484,24 +540,22 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         st.started = self->make_response_promise<bool>();
         return st.started;
       },
-      [=](launched_atom, uint32_t index, uint64_t n, int32_t pid, int32_t fd,
-          uint16_t port, const std::string& why) {
+      [=](launched_atom, uint32_t index, uint64_t n, int32_t pid, uint16_t port,
+          const std::string& why) {
         auto& st = self->state;
-        host_process p{pid, fd, port};
-        if (pid > 0) {
-          std::lock_guard<std::mutex> guard{st.hosts->mtx};
-          st.hosts->started.erase(pid);
-        }
         auto& e = st.devices.at(index);
         if (!e.launching || e.launch != n) {
-          end_host(p);
+          if (pid > 0) {
+            auto p = st.hosts->take(pid);
+            end_host(p);
+          }
           return;
         }
         if (pid <= 0) {
           host_failed(self, index, make_error(errc::device_lost, why));
           return;
         }
-        e.host = p;
+        e.pid = pid;
         e.hosted->set_pid(pid);
         greet_host(self, index, n, port);
       },

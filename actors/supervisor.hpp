@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,10 +36,10 @@ using supervisor_actor = health_listener::extend<
     /// Internal: degraded devices that stayed quiet become available.
     caf::reacts_to<tick_atom>,
     /// Internal: start `n` of a host process for device `index` ended: its
-    /// pid, the descriptor of its input and its gate's port, or (pid 0)
-    /// why it did not start (docs/device-hosts.md).
-    caf::reacts_to<launched_atom, uint32_t, uint64_t, int32_t, int32_t,
-                   uint16_t, std::string>,
+    /// pid (held in the registry) and its gate's port, or (pid 0) why it
+    /// did not start (docs/device-hosts.md).
+    caf::reacts_to<launched_atom, uint32_t, uint64_t, int32_t, uint16_t,
+                   std::string>,
     /// Operator: drain the named device (what runs finishes, nothing new is
     /// placed there). Errors: unknown_device, invalid_transition.
     caf::replies_to<drain_atom, std::string>::with<bool>,
@@ -83,14 +84,38 @@ struct supervisor_config {
   std::chrono::milliseconds host_start_timeout{10000};
 };
 
-/// The host processes a supervisor started, shared with the threads that
-/// start them: a process whose start ends after the supervisor has gone is
-/// ended by its starter, and the supervisor ends those it has not heard of
-/// yet when it exits. Thread-safe.
-struct host_registry {
-  std::mutex mtx;
-  bool closed = false;
-  std::map<int, host_process> started;
+/// The host processes of a supervisor, shared with the threads that start
+/// them and with the supervisor's cleanup, which runs however it ends (its
+/// exit handler does not run for a kill or an exception). A starter owns
+/// its process until `started`; then the registry holds it until it is
+/// taken. Thread-safe.
+class host_registry {
+public:
+  /// A starter's new process. False once closed: the starter ends it.
+  bool starting(int pid);
+
+  /// A starter's process came up: held here (true), or, once closed, left
+  /// to the starter to end (false).
+  bool started(const host_process& p);
+
+  /// A starter's process did not come up (the starter ended it).
+  void failed(int pid);
+
+  /// Takes process `pid` out, to be ended by the caller; a process with
+  /// pid 0 when it is not held.
+  host_process take(int pid);
+
+  /// Kills the processes still starting (their starters reap them), ends
+  /// and reaps the others, and refuses new ones.
+  void close();
+
+  ~host_registry() { close(); }
+
+private:
+  std::mutex mtx_;
+  bool closed_ = false;
+  std::set<int> starting_;
+  std::map<int, host_process> held_;
 };
 
 struct supervisor_state {
@@ -110,11 +135,12 @@ struct supervisor_state {
     bool own_loss = false;
     /// Starts of its actor so far.
     uint32_t generation = 0;
-    /// A device in a host process (else null), its process now (pid 0:
-    /// none), the number of its latest start, whether that start is under
-    /// way, its token and what its start is audited as.
+    /// A device in a host process (else null), its process now (0: none;
+    /// the process is in the registry), the number of its latest start,
+    /// whether that start is under way, its token and what its start is
+    /// audited as.
     std::shared_ptr<hosted_device> hosted;
-    host_process host;
+    int pid = 0;
     /// What its host's device actor reports to: passes reports on to the
     /// balancer while this process lives.
     device_listener relay;
