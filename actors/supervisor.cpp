@@ -136,6 +136,17 @@ std::chrono::milliseconds backoff(const supervisor_config& cfg, size_t n) {
   return std::min(d, std::max(cfg.max_restart_delay, cfg.restart_delay));
 }
 
+// Why a device that lost its actor (or could not start its host) is given
+// up: `reason`, past the restart intensity.
+caf::error restart_limit_reached(const supervisor_config& cfg,
+                                 const caf::error& reason) {
+  return make_error(errc::device_lost,
+                    describe(reason) + " (restart limit of " +
+                        std::to_string(cfg.max_restarts) + " per " +
+                        std::to_string(cfg.restart_period.count()) +
+                        " ms reached)");
+}
+
 int find_device(supervisor_state& st, const std::string& name) {
   for (size_t i = 0; i < st.devices.size(); ++i)
     if (st.devices[i].dev->info().name == name)
@@ -189,21 +200,17 @@ void host_failed(self_ptr self, uint32_t index, const caf::error& err) {
   // The reply to start goes after what the balancer hears.
   auto first = std::exchange(e.first_start, false);
   // Taken offline while it started: it stays so.
-  if (e.life.status() != device_status::resetting) {
-  } else if (recent_restarts(st, e) >= st.cfg.max_restarts) {
-    give_up(self, index,
-            make_error(errc::device_lost,
-                       describe(reason) + " (restart limit of " +
-                           std::to_string(st.cfg.max_restarts) + " per " +
-                           std::to_string(st.cfg.restart_period.count()) +
-                           " ms reached)"));
-  } else {
-    device_event(self, e.dev->info().name,
-                 "supervisor: its host process did not start: " +
-                     describe(reason));
-    e.own_loss = true;
-    self->delayed_send(self, backoff(st.cfg, recent_restarts(st, e)),
-                       restart_atom::value, index);
+  if (e.life.status() == device_status::resetting) {
+    if (recent_restarts(st, e) >= st.cfg.max_restarts) {
+      give_up(self, index, restart_limit_reached(st.cfg, reason));
+    } else {
+      device_event(self, e.dev->info().name,
+                   "supervisor: its host process did not start: " +
+                       describe(reason));
+      e.own_loss = true;
+      self->delayed_send(self, backoff(st.cfg, recent_restarts(st, e)),
+                         restart_atom::value, index);
+    }
   }
   if (first)
     settle_start(self);
@@ -388,12 +395,7 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& down) {
     return;
   }
   if (!sibling && recent_restarts(st, e) >= st.cfg.max_restarts) {
-    give_up(self, index,
-            make_error(errc::device_lost,
-                       describe(reason) + " (restart limit of " +
-                           std::to_string(st.cfg.max_restarts) + " per " +
-                           std::to_string(st.cfg.restart_period.count()) +
-                           " ms reached)"));
+    give_up(self, index, restart_limit_reached(st.cfg, reason));
     return;
   }
   transition(self, index, lifecycle_event::lost, describe(reason));
