@@ -258,10 +258,15 @@ start_host(const std::string& binary, const pb::HostSpec& spec,
 }
 
 std::string end_host(host_process& p, std::chrono::milliseconds grace) {
-  if (p.input >= 0) {
-    ::close(p.input);
-    p.input = -1;
-  }
+  // Its input is closed only once it is reaped: a host ends by itself at
+  // the end of its input, and would otherwise race our SIGKILL to say how.
+  struct input_closer {
+    int& fd;
+    ~input_closer() {
+      if (fd >= 0)
+        ::close(std::exchange(fd, -1));
+    }
+  } closer{p.input};
   if (p.pid <= 0)
     return "had ended";
   auto pid = std::exchange(p.pid, 0);
