@@ -490,6 +490,63 @@ void evict_copy(self_ptr self, uint64_t id, size_t d, const std::string& why) {
   ++st.counters.objects.evicted;
 }
 
+// An answer that came after its device was lost (and what it asked was
+// failed): a descriptor in it is closed; other answers are dropped.
+void discard_late(share_handle& h) {
+  if (h.fd >= 0)
+    ::close(h.fd);
+}
+template <class T> void discard_late(T&) {}
+
+// Asks device `d`'s actor `xs` and runs `ok` with its answer (an `R`) or
+// `fail` with its error, exactly one of them once. A device lost meanwhile
+// fails what it was asked at once with device_lost (fail_asks): the answer
+// of a device in a host process that was killed or hung never comes. The
+// two are kept in the device's slot, not in CAF's handler for the answer:
+// that handler stays in the balancer as long as no answer comes, and what
+// it held (a response promise holds the balancer) would keep the balancer
+// alive forever.
+template <class R, class Ok, class Fail, class... Ts>
+void ask_device(self_ptr self, size_t d, Ok ok, Fail fail, Ts... xs) {
+  auto& st = self->state;
+  auto key = ++st.next_ask;
+  auto& a = st.devices[d].asks[key];
+  a.fail = std::move(fail);
+  a.ok = std::make_shared<std::function<void(R&)>>(std::move(ok));
+  // The ask, once taken from the slot (none: it was failed already).
+  auto take = [self, d, key]() -> std::optional<balancer_state::ask> {
+    auto& asks = self->state.devices[d].asks;
+    auto i = asks.find(key);
+    if (i == asks.end())
+      return std::nullopt;
+    auto out = std::move(i->second);
+    asks.erase(i);
+    return out;
+  };
+  self->request(st.devices[d].handle, caf::infinite, std::move(xs)...)
+      .then(
+          [=](R& x) {
+            if (auto a = take())
+              (*std::static_pointer_cast<std::function<void(R&)>>(a->ok))(x);
+            else
+              discard_late(x);
+          },
+          [=](caf::error& err) {
+            if (auto a = take())
+              a->fail(err);
+          });
+}
+
+// Device `d` was lost: what it was asked fails now, with device_lost.
+void fail_asks(self_ptr self, size_t d, const std::string& why) {
+  auto asks = std::move(self->state.devices[d].asks);
+  self->state.devices[d].asks.clear();
+  for (auto& [key, a] : asks) {
+    auto err = make_error(errc::device_lost, why);
+    a.fail(err);
+  }
+}
+
 // Reads the only copy of object `id` on device `d` back to host memory, then
 // evicts it there (unless an item placed there reads it by then). What
 // waits for room runs again when the spill ends.
@@ -506,29 +563,30 @@ void spill_copy(self_ptr self, uint64_t id, size_t d, const std::string& why) {
       f();
     wake(self);
   };
-  self->request(h, caf::infinite, read_atom::value, id)
-      .then(
-          [=](host_buffer& b) {
-            auto& st = self->state;
-            stamp(st);
-            st.spilling.erase(id);
-            if (auto* e = st.objects.find(id)) {
-              st.objects.set_host(id, std::move(b));
-              drop_lineage(self, id);
-              ++st.counters.objects.spilled;
-              audit_object(self, *e, st.devices[d].info.name,
-                           "spilled to host memory");
-              if (e->readers.count(uint32_t(d)) == 0 &&
-                  e->attached.count(uint32_t(d)) == 0)
-                evict_copy(self, id, d, why);
-            }
-            done();
-          },
-          [=](caf::error&) {
-            // The device left meanwhile: its copies went with it.
-            self->state.spilling.erase(id);
-            done();
-          });
+  ask_device<host_buffer>(
+      self, d,
+      [=](host_buffer& b) {
+        auto& st = self->state;
+        stamp(st);
+        st.spilling.erase(id);
+        if (auto* e = st.objects.find(id)) {
+          st.objects.set_host(id, std::move(b));
+          drop_lineage(self, id);
+          ++st.counters.objects.spilled;
+          audit_object(self, *e, st.devices[d].info.name,
+                       "spilled to host memory");
+          if (e->readers.count(uint32_t(d)) == 0 &&
+              e->attached.count(uint32_t(d)) == 0)
+            evict_copy(self, id, d, why);
+        }
+        done();
+      },
+      [=](caf::error&) {
+        // The device left meanwhile: its copies went with it.
+        self->state.spilling.erase(id);
+        done();
+      },
+      read_atom::value, id);
 }
 
 // What make_room achieved.
@@ -1082,40 +1140,41 @@ void store_copy(self_ptr self, uint64_t id, size_t d, host_buffer data,
   st.acct.charge_to({&c, 1}, d);
   st.objects.storing(id, d);
   auto generation = st.devices[d].generation;
-  self->request(st.devices[d].handle, caf::infinite, store_atom::value, id,
-                std::move(data), e->tenant)
-      .then(
-          [=](uint64_t) mutable {
-            auto& st = self->state;
-            stamp(st);
-            auto& s = st.devices[d];
-            auto* e = st.objects.find(id);
-            if (s.generation != generation || e == nullptr ||
-                !objects::has_device(e->storing, d)) {
-              // Freed, or its device left, meanwhile (the charge went
-              // with it).
-              if (s.generation == generation && s.handle)
-                self->send(s.handle, drop_atom::value, id);
-              not_stored(make_error(errc::device_lost,
-                                    s.info.name +
-                                        " left while the object was stored"));
-              return;
-            }
-            st.objects.stored(id, d);
-            ++st.counters.objects.copies_stored;
-            stored(*e);
-          },
-          [=](caf::error& err) mutable {
-            auto& st = self->state;
-            stamp(st);
-            auto* e = st.objects.find(id);
-            if (st.devices[d].generation == generation && e != nullptr &&
-                objects::has_device(e->storing, d)) {
-              st.objects.unstored(id, d);
-              st.acct.refund({&c, 1}, d);
-            }
-            not_stored(std::move(err));
-          });
+  auto tenant = e->tenant;
+  ask_device<uint64_t>(
+      self, d,
+      [=](uint64_t) mutable {
+        auto& st = self->state;
+        stamp(st);
+        auto& s = st.devices[d];
+        auto* e = st.objects.find(id);
+        if (s.generation != generation || e == nullptr ||
+            !objects::has_device(e->storing, d)) {
+          // Freed, or its device left, meanwhile (the charge went
+          // with it).
+          if (s.generation == generation && s.handle)
+            self->send(s.handle, drop_atom::value, id);
+          not_stored(
+              make_error(errc::device_lost,
+                         s.info.name + " left while the object was stored"));
+          return;
+        }
+        st.objects.stored(id, d);
+        ++st.counters.objects.copies_stored;
+        stored(*e);
+      },
+      [=](caf::error& err) mutable {
+        auto& st = self->state;
+        stamp(st);
+        auto* e = st.objects.find(id);
+        if (st.devices[d].generation == generation && e != nullptr &&
+            objects::has_device(e->storing, d)) {
+          st.objects.unstored(id, d);
+          st.acct.refund({&c, 1}, d);
+        }
+        not_stored(std::move(err));
+      },
+      store_atom::value, id, std::move(data), tenant);
 }
 
 // How long after a failed copy of an object the next is tried.
@@ -1193,41 +1252,41 @@ void copy_object(self_ptr self, uint64_t id, size_t from, size_t to) {
       st.copy_after.insert_or_assign(id, clock::now() + copy_backoff);
   };
   auto generation = st.devices[from].generation;
-  self->request(st.devices[from].handle, caf::infinite, read_atom::value, id)
-      .then(
-          [=](host_buffer& data) {
-            auto& st = self->state;
-            stamp(st);
-            auto* e = st.objects.find(id);
-            // Charged there only now: what changed meanwhile is weighed
-            // again.
-            if (!ours() || e == nullptr ||
-                st.devices[from].generation != generation || e->has_host ||
-                !objects::has_device(e->replicas, from) ||
-                !copy_fits(st, *e, to)) {
+  ask_device<host_buffer>(
+      self, from,
+      [=](host_buffer& data) {
+        auto& st = self->state;
+        stamp(st);
+        auto* e = st.objects.find(id);
+        // Charged there only now: what changed meanwhile is weighed
+        // again.
+        if (!ours() || e == nullptr ||
+            st.devices[from].generation != generation || e->has_host ||
+            !objects::has_device(e->replicas, from) || !copy_fits(st, *e, to)) {
+          forget(false);
+          return;
+        }
+        auto source = st.devices[from].info.name;
+        auto where = st.devices[to].info.name;
+        store_copy(
+            self, id, to, std::move(data),
+            [=](const objects::object_entry& e) {
               forget(false);
-              return;
-            }
-            auto source = st.devices[from].info.name;
-            auto where = st.devices[to].info.name;
-            store_copy(
-                self, id, to, std::move(data),
-                [=](const objects::object_entry& e) {
-                  forget(false);
-                  self->state.copy_after.erase(id);
-                  audit_object(self, e, where,
-                               "copied from " + source +
-                                   ", which held its only copy: items "
-                                   "waited longer there than the copy "
-                                   "takes");
-                  wake(self);
-                },
-                [=](const caf::error&) { forget(true); });
-          },
-          [=](caf::error&) {
-            stamp(self->state);
-            forget(true);
-          });
+              self->state.copy_after.erase(id);
+              audit_object(self, e, where,
+                           "copied from " + source +
+                               ", which held its only copy: items "
+                               "waited longer there than the copy "
+                               "takes");
+              wake(self);
+            },
+            [=](const caf::error&) { forget(true); });
+      },
+      [=](caf::error&) {
+        stamp(self->state);
+        forget(true);
+      },
+      read_atom::value, id);
 }
 
 // `r`, just placed on device `d`, reads there from their host copies the
@@ -2259,9 +2318,8 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
         make_error(errc::cancelled, "cancelled while it ran on " + device +
                                         "; its result was dropped"));
   auto now = st.now;
-  st.latency.record(
-      index, r.item.kernel,
-      std::chrono::duration<double>(now - r.admitted_at).count());
+  st.latency.record(index, r.item.kernel,
+                    std::chrono::duration<double>(now - r.admitted_at).count());
   if (fallback) {
     // The price of falling back, against the tenant's budget.
     auto& fb = st.counters.fallback_by_tenant[r.item.tenant];
@@ -3128,6 +3186,9 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
   // Parked items whose devices are all gone for good cannot wait longer.
   if (permanent)
     retry_parked(self);
+  // What it was asked and has not answered fails now, as its items moved
+  // (the answer of a device in a host process that was lost never comes).
+  fail_asks(self, index, s.info.name + " left: " + c.why);
   wake(self);
 }
 
@@ -3357,29 +3418,54 @@ tenant_object(balancer_state& st, const std::string& tenant, uint64_t id) {
   return e;
 }
 
-// Delivers a copy of object `e` to `rp`: its host copy, else one read back
-// from a device that holds it; object_lost (`lost_why`) when neither is.
-void deliver_copy(self_ptr self, const objects::object_entry& e,
-                  caf::typed_response_promise<host_buffer> rp,
-                  const std::string& lost_why) {
+// Delivers a copy of object `id` to `rp`: its host copy, else one read back
+// from a device that holds it; when it is being made again, once it is.
+// object_lost when none is left. A device lost while it is read leaves it
+// to another copy, or to its item run again: the object is looked at anew.
+void deliver_object(self_ptr self, uint64_t id,
+                    caf::typed_response_promise<host_buffer> rp) {
   auto& st = self->state;
-  if (e.has_host) {
-    rp.deliver(e.host);
+  auto* e = st.objects.find(id);
+  if (st.stopping) {
+    rp.deliver(make_error(errc::shutting_down, "the runtime stopped"));
+    return;
+  }
+  if (e == nullptr) {
+    rp.deliver(make_error(errc::invalid_arguments,
+                          "object " + std::to_string(id) +
+                              " was freed while it was read"));
+    return;
+  }
+  if (e->rebuilding) {
+    // Being made again: the copy comes when its item has run again.
+    st.after_rebuild[id].push_back(
+        [=]() mutable { deliver_object(self, id, rp); });
+    return;
+  }
+  if (e->has_host) {
+    rp.deliver(e->host);
     return;
   }
   for (size_t d = 0; d < st.devices.size(); ++d) {
-    auto& h = st.devices[d].handle;
-    if (!objects::has_device(e.replicas, d) || !h)
+    if (!objects::has_device(e->replicas, d) || !st.devices[d].handle)
       continue;
-    self->request(h, caf::infinite, read_atom::value, e.id)
-        .then([=](host_buffer& b) mutable { rp.deliver(std::move(b)); },
-              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+    ask_device<host_buffer>(
+        self, d, [=](host_buffer& b) mutable { rp.deliver(std::move(b)); },
+        [=](caf::error& err) mutable {
+          auto* e = self->state.objects.find(id);
+          if (e == nullptr || !objects::has_device(e->replicas, d)) {
+            // Freed, or its copy went with its device meanwhile.
+            deliver_object(self, id, rp);
+            return;
+          }
+          rp.deliver(std::move(err));
+        },
+        read_atom::value, id);
     return;
   }
-  rp.deliver(make_error(errc::object_lost, "object " + std::to_string(e.id) +
-                                               ": every copy was lost with "
-                                               "its device, and " +
-                                               lost_why));
+  rp.deliver(make_error(errc::object_lost,
+                        "object " + std::to_string(id) +
+                            ": every copy was lost with its device"));
 }
 
 caf::result<host_buffer> get_object(self_ptr self, const std::string& tenant,
@@ -3390,30 +3476,10 @@ caf::result<host_buffer> get_object(self_ptr self, const std::string& tenant,
     return found.error();
   auto* e = *found;
   st.objects.touch(id);
-  if (e->rebuilding) {
-    // Being made again: the copy comes when its item has run again.
-    auto rp = self->make_response_promise<host_buffer>();
-    st.after_rebuild[id].push_back([=]() mutable {
-      auto& st = self->state;
-      auto* e = st.objects.find(id);
-      if (st.stopping) {
-        rp.deliver(make_error(errc::shutting_down, "the runtime stopped"));
-        return;
-      }
-      if (e == nullptr) {
-        rp.deliver(make_error(errc::invalid_arguments,
-                              "object " + std::to_string(id) +
-                                  " was freed while it was made again"));
-        return;
-      }
-      deliver_copy(self, *e, rp, "making it again failed");
-    });
-    return rp;
-  }
-  if (e->has_host)
+  if (e->has_host && !e->rebuilding)
     return e->host;
   auto rp = self->make_response_promise<host_buffer>();
-  deliver_copy(self, *e, rp, "it had no host copy");
+  deliver_object(self, id, rp);
   return rp;
 }
 
@@ -3623,41 +3689,41 @@ caf::result<attachment_info> attach_object(self_ptr self,
   auto rp = self->make_response_promise<attachment_info>();
   // The share socket's thread waits for this answer (docs/objects.md: a
   // hung device holds the socket until the watchdog takes it down).
-  self->request(st.devices[d].handle, caf::infinite, share_atom::value, id)
-      .then(
-          [=](share_handle& h) mutable {
-            auto& st = self->state;
-            stamp(st);
-            if (st.objects.find(id) == nullptr) {
-              if (h.fd >= 0)
-                ::close(h.fd);
-              rp.deliver(make_error(errc::object_lost,
-                                    "object " + std::to_string(id) +
-                                        " went while it was attached"));
-              return;
-            }
-            if (write) {
-              // Checked again: items may have started reading another copy
-              // meanwhile. Only then are the other copies dropped.
-              if (auto err =
-                      write_blocked(st, *st.objects.find(id), size_t(d))) {
-                if (h.fd >= 0)
-                  ::close(h.fd);
-                if (st.objects.detach(id, uint32_t(d)))
-                  free_object(self, id, "its last holder let go");
-                rp.deliver(refuse_attach(self, peer, std::move(err)));
-                return;
-              }
-              keep_only_copy(self, id, size_t(d));
-            }
-            rp.deliver(attached(self, token, id, uint32_t(d), peer, write,
-                                std::move(h)));
-          },
-          [=](caf::error& err) mutable {
-            if (self->state.objects.detach(id, uint32_t(d)))
+  ask_device<share_handle>(
+      self, size_t(d),
+      [=](share_handle& h) mutable {
+        auto& st = self->state;
+        stamp(st);
+        if (st.objects.find(id) == nullptr) {
+          if (h.fd >= 0)
+            ::close(h.fd);
+          rp.deliver(
+              make_error(errc::object_lost, "object " + std::to_string(id) +
+                                                " went while it was attached"));
+          return;
+        }
+        if (write) {
+          // Checked again: items may have started reading another copy
+          // meanwhile. Only then are the other copies dropped.
+          if (auto err = write_blocked(st, *st.objects.find(id), size_t(d))) {
+            if (h.fd >= 0)
+              ::close(h.fd);
+            if (st.objects.detach(id, uint32_t(d)))
               free_object(self, id, "its last holder let go");
             rp.deliver(refuse_attach(self, peer, std::move(err)));
-          });
+            return;
+          }
+          keep_only_copy(self, id, size_t(d));
+        }
+        rp.deliver(
+            attached(self, token, id, uint32_t(d), peer, write, std::move(h)));
+      },
+      [=](caf::error& err) mutable {
+        if (self->state.objects.detach(id, uint32_t(d)))
+          free_object(self, id, "its last holder let go");
+        rp.deliver(refuse_attach(self, peer, std::move(err)));
+      },
+      share_atom::value, id);
   return rp;
 }
 

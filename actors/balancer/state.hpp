@@ -32,6 +32,13 @@ namespace cohort::actors {
 struct balancer_state {
   using clock = std::chrono::steady_clock;
 
+  /// A question to a device's actor without its answer yet (ask_device):
+  /// what runs with the answer (a std::function<void(R&)> for the answer's
+  /// type R) or with an error.
+  struct ask {
+    std::shared_ptr<void> ok;
+    std::function<void(caf::error&)> fail;
+  };
   /// The balancer's view of one device.
   struct slot {
     device_info info;
@@ -69,6 +76,10 @@ struct balancer_state {
     /// placed units and its units per ns.
     double drain_units = 0;
     double drain_rate = 0;
+    /// What the balancer asked its actor (read, store, share) and has no
+    /// answer to yet: how each fails. A lost device fails them at once (the
+    /// answer of a device in a host process that died never comes).
+    std::unordered_map<uint64_t, ask> asks;
   };
   /// One admitted item until it ends.
   struct record {
@@ -276,6 +287,8 @@ struct balancer_state {
   };
   std::unordered_map<uint64_t, device_copy> copying;
   uint64_t next_copy = 0;
+  /// Keys of slot::asks.
+  uint64_t next_ask = 0;
   /// Objects whose last copy failed (the device refused it, or the read
   /// failed), and when one may be tried again.
   std::unordered_map<uint64_t, clock::time_point> copy_after;

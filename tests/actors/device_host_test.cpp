@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <set>
@@ -209,6 +210,58 @@ TEST_CASE_METHOD(host_fixture,
   CHECK_THAT(audit_text(r),
              Catch::Contains("its host process " + std::to_string(first) +
                              " was still running and was ended by its node"));
+}
+
+TEST_CASE_METHOD(host_fixture,
+                 "reading an object from a host that hangs ends: the object "
+                 "is made again in the new host",
+                 "[actors][host]") {
+  // One device, in a host process; what it keeps has no host copy.
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}});
+  cfg.mutable_devices()->mutable_sim_gpu(0)->set_host_process(true);
+  cfg.mutable_devices()->set_host_binary(COHORT_BINARY);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  REQUIRE(wait_status(r, 0, device_status::available) ==
+          device_status::available);
+  auto first = r.host_pid("sim0");
+  REQUIRE(first > 0);
+  std::vector<float> x(4096, 1.5f);
+  work_item keep;
+  keep.id = 1;
+  keep.tenant = "t";
+  keep.kernel = kernel_id::axpy;
+  keep.args.alpha = 2.0f;
+  keep.inputs = {host_buffer{x}, host_buffer{x}};
+  keep.keep_on_device = true;
+  auto kept = r.run(keep);
+  REQUIRE(kept);
+  auto id = kept->object.id;
+  REQUIRE(kept->object.devices == std::vector<std::string>{"sim0"});
+  auto before = r.get_object("t", id);
+  REQUIRE(before);
+  REQUIRE(before->size() == x.size());
+  // The host hangs; the read asked of it never gets an answer from it. It
+  // ends when the device is lost (the heartbeat's 2 s), once the item that
+  // made the object ran again in the new host.
+  REQUIRE(::kill(first, SIGSTOP) == 0);
+  auto after = r.get_object("t", id);
+  INFO(device_events(r));
+  REQUIRE(after);
+  REQUIRE(after->size() == before->size());
+  auto a = after->span();
+  auto b = before->span();
+  REQUIRE(b.size() == x.size());
+  CHECK(b[0] == Approx(4.5f));
+  CHECK(std::equal(a.begin(), a.end(), b.begin()));
+  auto second = r.host_pid("sim0");
+  CHECK(second > 0);
+  CHECK(second != first);
+  CHECK_THAT(audit_text(r),
+             Catch::Contains("made again on sim0 by re-running"));
+  r.stop();
+  CHECK(gone(first));
 }
 
 TEST_CASE_METHOD(host_fixture, "a host's gate greets only its node, once",
