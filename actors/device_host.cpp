@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -64,6 +65,63 @@ void hosted_device::do_release_memory() {
 
 std::vector<std::string> hosted_device::do_take_warnings() {
   return {};
+}
+
+std::pair<host_gate_actor, std::string> hosted_device::gate() const {
+  std::lock_guard<std::mutex> guard{gate_mx_};
+  return {gate_, token_};
+}
+
+void hosted_device::set_gate(host_gate_actor gate, std::string token) {
+  std::lock_guard<std::mutex> guard{gate_mx_};
+  gate_ = std::move(gate);
+  token_ = std::move(token);
+}
+
+// -- faults -------------------------------------------------------------------
+
+caf::error apply_sim_fault(devices::sim::sim_device& dev, const sim_fault& f) {
+  switch (f.kind) {
+  case pb::LOSE:
+    dev.lose(false);
+    break;
+  case pb::LOSE_PERMANENTLY:
+    dev.lose(true);
+    break;
+  case pb::FAIL_ALLOCATIONS:
+    dev.fail_next_allocations(std::max(1u, f.allocations));
+    break;
+  case pb::RAISE_XID:
+    dev.raise_xid(f.xid);
+    break;
+  case pb::HANG_STREAM:
+    if (f.stream >= dev.info().streams)
+      return make_error(errc::invalid_fault,
+                        dev.info().name + " has " +
+                            std::to_string(dev.info().streams) + " streams");
+    dev.hang_stream(f.stream);
+    break;
+  case pb::SLOW_DOWN:
+    if (!(f.factor > 0))
+      return make_error(errc::invalid_fault,
+                        "a slow-down's factor must be positive");
+    dev.slow_down(f.factor);
+    break;
+  case pb::STICKY_ERROR:
+    dev.poison();
+    break;
+  case pb::ECC_CORRECTED:
+    dev.warn("corrected ECC error");
+    break;
+  case pb::THERMAL:
+    dev.warn("thermal throttling");
+    break;
+  default:
+    return make_error(errc::invalid_fault,
+                      "fault kind " + std::to_string(f.kind) +
+                          " is not one a simulated device takes");
+  }
+  return caf::none;
 }
 
 // -- starting and ending host processes ---------------------------------------
@@ -354,6 +412,21 @@ gate_impl(host_gate_actor::stateful_pointer<gate_state> self,
           d = self->spawn(device_impl, st.dev, to, cfg);
         }
         return caf::actor_cast<caf::actor>(d);
+      },
+      [=](fault_atom, const std::string& token,
+          const sim_fault& f) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!st.greeted || !same_token(token, st.token))
+          return make_error(errc::not_granted,
+                            "faults come from the node that greeted the "
+                            "device host, with its token");
+        auto sim = std::dynamic_pointer_cast<devices::sim::sim_device>(st.dev);
+        if (!sim)
+          return make_error(errc::invalid_fault,
+                            "faults are injected into simulated devices only");
+        if (auto err = apply_sim_fault(*sim, f))
+          return err;
+        return true;
       },
   };
 }

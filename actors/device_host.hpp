@@ -12,12 +12,15 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include <caf/actor.hpp>
 #include <caf/typed_actor.hpp>
 
 #include "devices/device.hpp"
+#include "devices/sim/sim_device.hpp"
 #include "messages/atoms.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/host.hpp"
@@ -33,7 +36,12 @@ using host_gate_actor = caf::typed_actor<
     /// device_actor). Errors: not_granted for a wrong token,
     /// invalid_transition for a second hello.
     caf::replies_to<hello_atom, std::string, host_hello, caf::actor,
-                    caf::actor>::with<caf::actor>>;
+                    caf::actor>::with<caf::actor>,
+    /// The node injects a fault into the simulated device the host runs
+    /// (the chaos harness, through runtime::inject_sim_fault), with the
+    /// host's token. Errors: not_granted for a wrong token or before the
+    /// hello; invalid_fault for a fault the device does not take.
+    caf::replies_to<fault_atom, std::string, sim_fault>::with<bool>>;
 
 /// The node's stand-in for a device that runs in a host process: it gives
 /// the device's facts and holds what a new host process is told. Nothing
@@ -52,6 +60,11 @@ public:
   int pid() const { return pid_.load(); }
   void set_pid(int pid) { pid_.store(pid); }
 
+  /// The gate of the running host process and its token, once the node was
+  /// greeted (a null gate: none now). Thread-safe.
+  std::pair<host_gate_actor, std::string> gate() const;
+  void set_gate(host_gate_actor gate, std::string token);
+
 private:
   caf::expected<devices::launch_result>
   do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,
@@ -65,7 +78,14 @@ private:
 
   pb::HostSpec spec_;
   std::atomic<int> pid_{0};
+  mutable std::mutex gate_mx_;
+  host_gate_actor gate_;
+  std::string token_;
 };
+
+/// Applies fault `f` (a simulated device's own kind, LOSE to THERMAL) to
+/// `dev`; invalid_fault for another kind.
+caf::error apply_sim_fault(devices::sim::sim_device& dev, const sim_fault& f);
 
 /// A device host process the node started.
 struct host_process {

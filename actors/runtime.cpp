@@ -137,8 +137,10 @@ make_devices(const pb::RuntimeConfig& cfg) {
     if (g.host_process()) {
       pb::HostSpec spec;
       *spec.mutable_sim_gpu() = g;
-      out.push_back(std::make_shared<hosted_device>(devices::sim::sim_info(*p),
-                                                    std::move(spec)));
+      auto info = devices::sim::sim_info(*p);
+      info.host_process = true;
+      out.push_back(
+          std::make_shared<hosted_device>(std::move(info), std::move(spec)));
       continue;
     }
     auto dev = devices::sim::make_sim_device(std::move(*p));
@@ -486,6 +488,40 @@ runtime::sim_device(const std::string& name) const {
   return nullptr;
 }
 
+caf::error runtime::inject_sim_fault(const std::string& name,
+                                     const sim_fault& f) {
+  for (auto& d : devs_) {
+    if (d->info().name != name)
+      continue;
+    if (auto sim = std::dynamic_pointer_cast<devices::sim::sim_device>(d))
+      return apply_sim_fault(*sim, f);
+    auto* h = dynamic_cast<hosted_device*>(d.get());
+    if (h == nullptr || !d->info().simulated)
+      return make_error(errc::invalid_fault,
+                        "faults are injected into simulated devices only, "
+                        "and " +
+                            name + " is not one");
+    auto [gate, token] = h->gate();
+    if (!gate)
+      return make_error(errc::invalid_transition,
+                        name + " has no host process up now");
+    caf::scoped_actor self{sys_};
+    caf::error out;
+    self->request(gate, std::chrono::seconds{5}, fault_atom::value, token, f)
+        .receive([](bool) {},
+                 [&](caf::error& err) {
+                   if (err == caf::sec::request_timeout)
+                     out = make_error(errc::device_lost,
+                                      "the host process of " + name +
+                                          " did not answer within 5 s");
+                   else
+                     out = std::move(err);
+                 });
+    return out;
+  }
+  return make_error(errc::unknown_device, "no device is named '" + name + "'");
+}
+
 int runtime::host_pid(const std::string& name) const {
   for (auto& d : devs_)
     if (d->info().name == name)
@@ -780,9 +816,13 @@ void runtime::stop() {
   // actor it heard from) and would hold it until it quits; the balancer
   // stays for its clients until they let go of it, so the registry lets go
   // now.
-  if (std::any_of(devs_.begin(), devs_.end(), [](auto& d) {
-        return dynamic_cast<hosted_device*>(d.get()) != nullptr;
-      }))
+  bool hosted = false;
+  for (auto& d : devs_)
+    if (auto* h = dynamic_cast<hosted_device*>(d.get())) {
+      hosted = true;
+      h->set_gate({}, {});
+    }
+  if (hosted)
     sys_.registry().erase(balancer_->id());
   ask<bool>(balancer_, halt_atom::value);
   // Every item has ended now: the callbacks of their ends run before stop

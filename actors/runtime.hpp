@@ -22,6 +22,7 @@
 #include "actors/supervisor.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "messages/cohort.pb.h"
+#include "messages/host.hpp"
 
 namespace cohort::kernels::bundle {
 struct trust_store;
@@ -165,6 +166,14 @@ public:
   /// (also for one in a host process: its device is in that process).
   std::shared_ptr<devices::sim::sim_device>
   sim_device(const std::string& name) const;
+
+  /// Injects fault `f` (a simulated device's own kind: LOSE to THERMAL)
+  /// into simulated device `name`, in this process or in the host process
+  /// it runs in (docs/device-hosts.md). Errors: unknown_device;
+  /// invalid_fault (not a simulated device, or a fault it does not take);
+  /// invalid_transition (its host process is not up now); device_lost (its
+  /// host did not answer within 5 s).
+  caf::error inject_sim_fault(const std::string& name, const sim_fault& f);
 
   /// The pid of the host process device `name` runs in now; 0 when it runs
   /// in this process, has no host process at the moment, or is unknown.

@@ -181,6 +181,7 @@ std::string end_process(self_ptr self, uint32_t index,
     return {};
   auto pid = std::exchange(e.pid, 0);
   e.hosted->set_pid(0);
+  e.hosted->set_gate({}, {});
   auto p = self->state.hosts->take(pid);
   if (p.pid <= 0)
     return {};
@@ -217,7 +218,8 @@ void host_failed(self_ptr self, uint32_t index, const caf::error& err) {
 }
 
 // Device `index`'s host process is up and its gate gave the device actor.
-void host_up(self_ptr self, uint32_t index, const caf::actor& dev) {
+void host_up(self_ptr self, uint32_t index, const caf::actor& dev,
+             const host_gate_actor& gate) {
   auto& st = self->state;
   auto& e = st.devices[index];
   if (!dev) {
@@ -234,6 +236,7 @@ void host_up(self_ptr self, uint32_t index, const caf::actor& dev) {
   } else {
     e.handle = caf::actor_cast<device_actor>(dev);
     e.addr = e.handle.address();
+    e.hosted->set_gate(gate, e.token);
     ++e.generation;
     self->monitor(e.handle);
     transition(self, index, lifecycle_event::restarted, e.start_why);
@@ -343,7 +346,8 @@ void greet_host(self_ptr self, uint32_t index, uint64_t n, uint16_t port) {
                 .then(
                     [=](caf::actor& dev) {
                       if (current())
-                        host_up(self, index, dev);
+                        host_up(self, index, dev,
+                                caf::actor_cast<host_gate_actor>(gate));
                     },
                     [=](caf::error& err) {
                       failed(make_error(errc::device_lost,

@@ -1,5 +1,7 @@
 #include "chaos/fault_injector.hpp"
 
+#include <signal.h>
+
 #include "devices/device.hpp"
 #include "messages/errc.hpp"
 
@@ -15,6 +17,10 @@ bool is_operator_action(pb::FaultKind k) {
          k == pb::BRING_ONLINE || k == pb::CRASH_ACTOR;
 }
 
+bool is_host_fault(pb::FaultKind k) {
+  return k == pb::KILL_HOST || k == pb::STOP_HOST;
+}
+
 } // namespace
 
 bool is_loss(const fault& f) {
@@ -25,6 +31,8 @@ bool is_loss(const fault& f) {
   case pb::CRASH_ACTOR:
   case pb::HANG_STREAM:
   case pb::TAKE_OFFLINE:
+  case pb::KILL_HOST:
+  case pb::STOP_HOST:
     return true;
   case pb::RAISE_XID:
     return devices::is_device_level_xid(f.xid);
@@ -44,7 +52,21 @@ caf::error check(const actors::runtime& rt, const fault& f) {
     return make_error(errc::unknown_device, "fault " + describe(f) +
                                                 ": no device is named '" +
                                                 f.device + "'");
-  if (!is_operator_action(f.kind) && !rt.sim_device(f.device))
+  if (is_host_fault(f.kind)) {
+    bool hosted = false;
+    for (auto& info : rt.devices())
+      hosted |= info.name == f.device && info.host_process;
+    if (!hosted)
+      return make_error(errc::invalid_fault,
+                        "fault " + describe(f) + ": " + f.device +
+                            " runs in the node's process, not in a host "
+                            "process (host_process: true)");
+    return caf::none;
+  }
+  bool simulated = false;
+  for (auto& info : rt.devices())
+    simulated |= info.name == f.device && info.simulated;
+  if (!is_operator_action(f.kind) && !simulated)
     return make_error(errc::invalid_fault,
                       "fault " + describe(f) +
                           ": faults are injected into simulated GPUs only");
@@ -67,35 +89,7 @@ caf::error check(const actors::runtime& rt, const fault& f) {
 caf::error inject(actors::runtime& rt, const fault& f) {
   if (auto err = check(rt, f))
     return err;
-  auto dev = rt.sim_device(f.device);
   switch (f.kind) {
-  case pb::LOSE:
-    dev->lose(false);
-    break;
-  case pb::LOSE_PERMANENTLY:
-    dev->lose(true);
-    break;
-  case pb::FAIL_ALLOCATIONS:
-    dev->fail_next_allocations(std::max(1u, f.allocations));
-    break;
-  case pb::RAISE_XID:
-    dev->raise_xid(f.xid);
-    break;
-  case pb::HANG_STREAM:
-    dev->hang_stream(f.stream);
-    break;
-  case pb::SLOW_DOWN:
-    dev->slow_down(f.factor);
-    break;
-  case pb::STICKY_ERROR:
-    dev->poison();
-    break;
-  case pb::ECC_CORRECTED:
-    dev->warn("corrected ECC error");
-    break;
-  case pb::THERMAL:
-    dev->warn("thermal throttling");
-    break;
   case pb::CRASH_ACTOR:
     return rt.crash_device_actor(f.device);
   case pb::DRAIN_DEVICE:
@@ -104,10 +98,29 @@ caf::error inject(actors::runtime& rt, const fault& f) {
     return rt.set_offline(f.device);
   case pb::BRING_ONLINE:
     return rt.set_online(f.device);
-  default:
-    return make_error(errc::invalid_fault, "unknown fault kind");
+  case pb::KILL_HOST:
+  case pb::STOP_HOST: {
+    auto pid = rt.host_pid(f.device);
+    if (pid <= 0)
+      return make_error(errc::invalid_transition,
+                        "fault " + describe(f) + ": " + f.device +
+                            " has no host process now");
+    if (::kill(pid, f.kind == pb::KILL_HOST ? SIGKILL : SIGSTOP) != 0)
+      return make_error(errc::invalid_transition,
+                        "fault " + describe(f) + ": its host process " +
+                            std::to_string(pid) + " is gone");
+    return caf::none;
   }
-  return caf::none;
+  default: {
+    sim_fault s;
+    s.kind = f.kind;
+    s.xid = f.xid;
+    s.allocations = f.allocations;
+    s.factor = f.factor;
+    s.stream = f.stream;
+    return rt.inject_sim_fault(f.device, s);
+  }
+  }
 }
 
 std::string describe(const fault& f) {

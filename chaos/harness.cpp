@@ -12,11 +12,11 @@
 #include <caf/all.hpp>
 #include <unistd.h>
 
+#include "actors/runtime.hpp"
+#include "chaos/quota_observer.hpp"
 #include "config/bounds.hpp"
 #include "config/compile.hpp"
 #include "config/quotas.hpp"
-#include "actors/runtime.hpp"
-#include "chaos/quota_observer.hpp"
 #include "kernels/random_data.hpp"
 #include "messages/audit_event.hpp"
 #include "messages/convert.hpp"
@@ -236,9 +236,12 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
   std::set<std::string> tenants;
   for (auto& g : s.runtime().tenant())
     tenants.insert(g.tenant());
-  std::set<std::string> sims;
-  for (auto& g : s.runtime().devices().sim_gpu())
+  std::set<std::string> sims, hosted;
+  for (auto& g : s.runtime().devices().sim_gpu()) {
     sims.insert(g.name());
+    if (g.host_process())
+      hosted.insert(g.name());
+  }
   uint64_t items = 0;
   for (auto& load : s.load()) {
     if (load.items() == 0)
@@ -282,6 +285,11 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
                  " is not a fault kind");
     if (sims.count(ev.device()) == 0)
       return bad(what + "no simulated GPU is named '" + ev.device() + "'");
+    if ((ev.kind() == pb::KILL_HOST || ev.kind() == pb::STOP_HOST) &&
+        hosted.count(ev.device()) == 0)
+      return bad(what + pb::FaultKind_Name(ev.kind()) +
+                 " needs a device in a " + "host process, and " + ev.device() +
+                 " has no host_process: true");
     // In 64 bits: every_ms x count overflows 32.
     auto last = uint64_t{ev.at_ms()} +
                 uint64_t{ev.every_ms()} * std::max(1u, ev.count() - 1);
@@ -443,6 +451,8 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
       opts.audit_path.empty() ? temp_audit_path(s.name()) : opts.audit_path;
   std::filesystem::remove(rep.audit_path);
   cfg.set_audit_path(rep.audit_path);
+  if (!opts.host_binary.empty())
+    cfg.mutable_devices()->set_host_binary(opts.host_binary);
   auto obs = std::make_shared<quota_observer>();
   fill_observer(*obs, cfg);
   auto rt = actors::runtime::start(sys, cfg, {}, obs);

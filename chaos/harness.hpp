@@ -27,6 +27,9 @@ struct run_options {
   /// empty; removed after the check unless `keep_audit`).
   std::string audit_path;
   bool keep_audit = false;
+  /// The `cohort` program that devices in host processes run; replaces the
+  /// scenario's devices.host_binary when not empty.
+  std::string host_binary;
 };
 
 /// A fault at its time in the timeline.

@@ -55,6 +55,7 @@ using store_atom = caf::atom_constant<caf::atom("store")>;
 using read_atom = caf::atom_constant<caf::atom("read")>;
 using drop_atom = caf::atom_constant<caf::atom("drop")>;
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
+using fault_atom = caf::atom_constant<caf::atom("fault")>;
 using launched_atom = caf::atom_constant<caf::atom("launched")>;
 
 } // namespace cohort

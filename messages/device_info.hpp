@@ -47,6 +47,9 @@ struct device_info {
   /// Bytes of inputs it keeps between launches by identity (an input
   /// cache, least recently used out; 0: it copies every input every time).
   uint64_t input_cache_bytes = 0;
+  /// Runs in a host process of its own, not in the node's process
+  /// (docs/device-hosts.md).
+  bool host_process = false;
 };
 
 template <class Inspector>
@@ -59,7 +62,7 @@ typename Inspector::result_type inspect(Inspector& f, device_info& x) {
   return f(caf::meta::type_name("device_info"), x.name, kind, x.simulated,
            x.model, x.memory_bytes, x.streams, x.speed, x.cores, x.numa_node,
            x.pci_bus_id, x.uuid, x.arch, x.multiprocessors, x.input_cache_bytes,
-           load);
+           x.host_process, load);
 }
 
 } // namespace cohort

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <caf/meta/type_name.hpp>
@@ -25,6 +26,24 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, host_hello& x) {
   return f(caf::meta::type_name("host_hello"), x.index, x.kernel_timeout_ms,
            x.kernel_timeouts_ms, x.health_interval_ms);
+}
+
+/// A fault injected into a simulated device (docs/supervision.md, "Chaos"),
+/// sent to the gate of the host process it runs in. `kind` is a
+/// cohort.pb.FaultKind of a simulated device's own faults (LOSE to THERMAL,
+/// not the operator's actions nor the host's).
+struct sim_fault {
+  int32_t kind = 0;
+  uint32_t xid = 0;
+  uint32_t allocations = 1;
+  double factor = 1.0;
+  uint32_t stream = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sim_fault& x) {
+  return f(caf::meta::type_name("sim_fault"), x.kind, x.xid, x.allocations,
+           x.factor, x.stream);
 }
 
 } // namespace cohort

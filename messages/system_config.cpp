@@ -78,6 +78,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<memory_snapshot>>(
       "std::vector<cohort::memory_snapshot>");
   cfg.add_message_type<host_hello>("cohort::host_hello");
+  cfg.add_message_type<sim_fault>("cohort::sim_fault");
   cfg.add_error_category(errc_category, [](uint8_t code, caf::atom_value,
                                            const caf::message& ctx) {
     return describe(caf::error{code, errc_category, ctx});

@@ -60,6 +60,10 @@ int run_chaos(const chaos_options& opts, std::FILE* out) {
   pb::RuntimeConfig sched;
   *sched.mutable_scheduler() = opts.scheduler;
   system_config cfg{sched};
+  // Scenarios with devices in host processes need CAF's middleman.
+  if (std::any_of(scenarios.begin(), scenarios.end(),
+                  [](auto& s) { return needs_network(s.runtime()); }))
+    load_network(cfg);
   caf::actor_system sys{cfg};
   std::fprintf(out, "%-32s %6s %6s %5s %6s %4s %4s %5s %6s %4s %8s %8s %s\n",
                "scenario", "seed", "items", "ok", "failed", "lost", "dup",

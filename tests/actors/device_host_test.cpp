@@ -264,6 +264,58 @@ TEST_CASE_METHOD(host_fixture,
   CHECK(gone(first));
 }
 
+TEST_CASE_METHOD(host_fixture,
+                 "faults reach a simulated device in a host process; a sticky "
+                 "error there ends with a new process",
+                 "[actors][host]") {
+  auto rt = runtime::start(sys, hosted_config(dir));
+  REQUIRE(rt);
+  auto& r = **rt;
+  REQUIRE(wait_status(r, 1, device_status::available) ==
+          device_status::available);
+  CHECK(r.devices()[1].host_process);
+  CHECK_FALSE(r.devices()[0].host_process);
+  auto first = r.host_pid("sim1");
+  REQUIRE(first > 0);
+  sim_fault f;
+  // What the device does not take is refused by the host, in words.
+  f.kind = pb::SLOW_DOWN;
+  f.factor = 0;
+  auto bad = r.inject_sim_fault("sim1", f);
+  CHECK(code_of(bad) == errc::invalid_fault);
+  CHECK_THAT(describe(bad), Catch::Contains("factor must be positive"));
+  f.kind = pb::KILL_HOST;
+  CHECK(code_of(r.inject_sim_fault("sim1", f)) == errc::invalid_fault);
+  f.kind = pb::LOSE;
+  CHECK(code_of(r.inject_sim_fault("sim9", f)) == errc::unknown_device);
+  // The same call reaches a device in this process.
+  f.kind = pb::SLOW_DOWN;
+  f.factor = 1;
+  CHECK_FALSE(r.inject_sim_fault("sim0", f));
+  CHECK(r.sim_device("sim0") != nullptr);
+  CHECK(r.sim_device("sim1") == nullptr);
+  // A sticky error poisons the host's context: the device is lost, and a
+  // new process is its reset.
+  f.kind = pb::STICKY_ERROR;
+  REQUIRE_FALSE(r.inject_sim_fault("sim1", f));
+  auto second = wait_new_host(r, "sim1", 1, first);
+  INFO(device_events(r));
+  REQUIRE(second > 0);
+  CHECK(gone(first));
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[1].losses == 1);
+  CHECK_THAT(audit_text(r), Catch::Contains("the context is poisoned"));
+  // The new process runs work.
+  REQUIRE_FALSE(r.set_offline("sim0"));
+  auto items = gemv_items(10);
+  auto e = test::submit_all(sys, r, items, [] {});
+  test::check_exactly_once(items, e);
+  CHECK(e.errors.empty());
+  for (auto& [id, res] : e.results)
+    CHECK(res.device == "sim1");
+}
+
 TEST_CASE_METHOD(host_fixture, "a host's gate greets only its node, once",
                  "[actors][host]") {
   pb::HostSpec spec;
@@ -289,6 +341,17 @@ TEST_CASE_METHOD(host_fixture, "a host's gate greets only its node, once",
                  [&](caf::error& err) { out = std::move(err); });
     return out;
   };
+  auto fault = [&](const std::string& token) {
+    caf::error out;
+    sim_fault f;
+    f.kind = pb::SLOW_DOWN;
+    f.factor = 2;
+    self->request(*gate, 5s, fault_atom::value, token, f)
+        .receive([](bool) {}, [&](caf::error& err) { out = std::move(err); });
+    return out;
+  };
+  // No fault before the node greeted the gate.
+  CHECK(code_of(fault("right-token")) == errc::not_granted);
   auto wrong = hello("wrong-token");
   REQUIRE_FALSE(wrong);
   CHECK(code_of(wrong.error()) == errc::not_granted);
@@ -299,6 +362,8 @@ TEST_CASE_METHOD(host_fixture, "a host's gate greets only its node, once",
   self->request(caf::actor_cast<device_actor>(*right), 5s, info_atom::value)
       .receive([](device_info& info) { CHECK(info.name == "simh"); },
                [](caf::error& err) { FAIL(describe(err)); });
+  CHECK(code_of(fault("wrong-token")) == errc::not_granted);
+  CHECK_FALSE(fault("right-token"));
   auto again = hello("right-token");
   REQUIRE_FALSE(again);
   CHECK(code_of(again.error()) == errc::invalid_transition);

@@ -64,12 +64,16 @@ TEST_CASE("every shipped scenario holds its invariants", "[chaos]") {
   // The issue asks for at least ten, random mixes besides.
   REQUIRE(files.size() >= 10);
   system_config cfg;
+  // Some scenarios run devices in host processes.
+  load_network(cfg);
   caf::actor_system sys{cfg};
   for (auto& f : files) {
     auto s = load_scenario(f);
     REQUIRE(s);
     INFO("scenario " << s->name());
-    auto rep = run_scenario(sys, *s);
+    run_options ro;
+    ro.host_binary = COHORT_BINARY;
+    auto rep = run_scenario(sys, *s, ro);
     REQUIRE(rep);
     auto& v = rep->check;
     for (auto& why : v.violations)
@@ -233,6 +237,14 @@ TEST_CASE("bad scenarios get clear errors", "[chaos]") {
   REQUIRE_FALSE(r2);
   CHECK(describe(r2.error()).find("no simulated GPU is named 'cpu0'") !=
         std::string::npos);
+  // A host fault on a device in the node's process.
+  ev->set_device("sim0");
+  ev->set_kind(pb::KILL_HOST);
+  auto r3 = run_scenario(sys, s);
+  REQUIRE_FALSE(r3);
+  CHECK_THAT(describe(r3.error()),
+             Catch::Contains("KILL_HOST needs a device in a host process, "
+                             "and sim0 has no host_process: true"));
 }
 
 namespace {
