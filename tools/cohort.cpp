@@ -110,19 +110,21 @@ int cmd_devices(const std::string& config_path) {
               "node(s)%s%s\n\n",
               topo.cores, topo.hardware_threads, topo.numa_nodes,
               topo.model.empty() ? "" : ", ", topo.model.c_str());
-  std::printf("%-8s %-5s %-10s %-16s %10s %7s %6s %5s %4s\n", "name", "kind",
-              "", "model", "memory", "streams", "speed", "cores", "numa");
+  std::printf("%-8s %-5s %-10s %-16s %10s %7s %6s %5s %4s  %s\n", "name",
+              "kind", "", "model", "memory", "streams", "speed", "cores", "numa",
+              "runs in");
   for (auto& d : *devs) {
     auto& x = d->info();
     std::string numa = x.numa_node >= 0 ? std::to_string(x.numa_node) : "-";
     std::string cores = x.cores ? std::to_string(x.cores) : "-";
     std::string model = x.model.empty() ? "-" : x.model.substr(0, 16);
     std::printf(
-        "%-8s %-5s %-10s %-16s %10s %7u %6.2f %5s %4s\n", x.name.c_str(),
+        "%-8s %-5s %-10s %-16s %10s %7u %6.2f %5s %4s  %s\n", x.name.c_str(),
         to_string(x.kind), x.simulated ? "SIMULATED" : "", model.c_str(),
         x.kind == device_kind::cpu ? "host"
                                    : human_bytes(x.memory_bytes).c_str(),
-        x.streams, x.speed, cores.c_str(), numa.c_str());
+        x.streams, x.speed, cores.c_str(), numa.c_str(),
+        x.host_process ? "a host process" : "the node's process");
   }
   std::printf("\nGPU backends (plugins):\n");
   if (!use_gpus)

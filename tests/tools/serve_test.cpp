@@ -92,6 +92,8 @@ TEST_CASE_METHOD(served, "the admin API answers every route over HTTP",
     CHECK(has(d->body, "\"name\": \"sim1\""));
     CHECK(has(d->body, "\"status\": \"available\""));
     CHECK(has(d->body, "\"simulated\": true"));
+    CHECK(has(d->body, "\"location\": \"node\""));
+    CHECK(has(d->body, "\"host_pid\": 0"));
     auto t = get("/v1/tenants");
     REQUIRE(t);
     CHECK(t->status == 200);
