@@ -7,7 +7,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <thread>
 
 #include <caf/all.hpp>
 
@@ -76,6 +79,39 @@ inline work_item gemv_item(uint64_t id, std::string tenant = "t",
   return item;
 }
 
+/// `n` gemv items of tenant "t", ids from `first_id` on.
+inline std::vector<work_item> gemv_items(size_t n, uint64_t first_id = 1) {
+  std::vector<work_item> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(gemv_item(first_id + i));
+  return out;
+}
+
+/// Polls the balancer until device `index` reports `want`, for up to
+/// `limit`; returns the status last seen.
+inline device_status
+wait_status(actors::runtime& rt, size_t index, device_status want,
+            std::chrono::milliseconds limit = std::chrono::seconds{5}) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  device_status now = device_status::resetting;
+  for (;;) {
+    auto s = rt.placement_stats();
+    REQUIRE(s);
+    now = s->devices[index].status;
+    if (now == want || std::chrono::steady_clock::now() >= until)
+      return now;
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+}
+
+/// The runtime's audit log as bytes, flushed first (its details are
+/// searchable text).
+inline std::string audit_text(actors::runtime& rt) {
+  REQUIRE(rt.flush_audit());
+  std::ifstream in{rt.audit_path(), std::ios::binary};
+  return {std::istreambuf_iterator<char>{in}, {}};
+}
+
 /// What happened to each submitted id.
 struct ends {
   std::map<uint64_t, int> count;
@@ -125,8 +161,8 @@ ends submit_all(
 /// records expanded), as far as the chain verifies.
 inline std::vector<pb::AuditRecord> read_audit(const std::string& path) {
   std::vector<pb::AuditRecord> out;
-  audit::audit_log::verify(
-      path, [&](const pb::AuditRecord& r) { out.push_back(r); });
+  audit::audit_log::verify(path,
+                           [&](const pb::AuditRecord& r) { out.push_back(r); });
   return out;
 }
 

@@ -20,14 +20,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using fixture = test::actor_fixture;
+using test::gemv_items;
 
-std::vector<work_item> gemv_items(size_t n) {
-  std::vector<work_item> out;
-  for (size_t i = 1; i <= n; ++i)
-    out.push_back(test::gemv_item(i));
-  return out;
-}
+using fixture = test::actor_fixture;
 
 } // namespace
 

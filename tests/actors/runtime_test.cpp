@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "audit/audit_log.hpp"
-#include "messages/cohort.pb.h"
 #include "config/quotas.hpp"
+#include "messages/cohort.pb.h"
 #include "tests/runtime_fixture.hpp"
 
 using namespace cohort;
@@ -14,14 +14,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using fixture = test::actor_fixture;
+using test::gemv_items;
 
-std::vector<work_item> gemv_items(size_t n, uint64_t first_id = 1) {
-  std::vector<work_item> out;
-  for (size_t i = 0; i < n; ++i)
-    out.push_back(test::gemv_item(first_id + i));
-  return out;
-}
+using fixture = test::actor_fixture;
 
 using test::read_audit;
 
@@ -124,7 +119,8 @@ TEST_CASE("grants are checked at start", "[actors][quota]") {
              Catch::Contains("granted twice"));
   cfg = test::make_config(dir, 1, {});
   cfg.mutable_tenant(0)->clear_kernels();
-  CHECK(code_of(config::compile_quotas(cfg, devs).error()) == errc::malformed_config);
+  CHECK(code_of(config::compile_quotas(cfg, devs).error()) ==
+        errc::malformed_config);
   auto ok = config::compile_quotas(test::make_config(dir, 1, {}), devs);
   REQUIRE(ok);
   CHECK(ok->policies.at(0).device_mask == 3);

@@ -15,34 +15,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using test::gemv_items;
+using test::wait_status;
+
 using fixture = test::actor_fixture;
 
-std::vector<work_item> gemv_items(size_t n, uint64_t first_id = 1) {
-  std::vector<work_item> out;
-  for (size_t i = 0; i < n; ++i)
-    out.push_back(test::gemv_item(first_id + i));
-  return out;
-}
-
-// Polls the balancer until device `index` reports `want` (or 3 s pass).
-device_status wait_status(runtime& rt, size_t index, device_status want) {
-  device_status now = device_status::resetting;
-  for (int i = 0; i < 300; ++i) {
-    auto s = rt.placement_stats();
-    REQUIRE(s);
-    now = s->devices[index].status;
-    if (now == want)
-      break;
-    std::this_thread::sleep_for(10ms);
-  }
-  return now;
-}
-
 bool audit_mentions(runtime& rt, const std::string& text) {
-  REQUIRE(rt.flush_audit());
-  std::ifstream in{rt.audit_path(), std::ios::binary};
-  std::string all{std::istreambuf_iterator<char>{in}, {}};
-  return all.find(text) != std::string::npos;
+  return test::audit_text(rt).find(text) != std::string::npos;
 }
 
 } // namespace
