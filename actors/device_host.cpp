@@ -9,21 +9,26 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 
 #include "actors/device_actor.hpp"
 #include "actors/runtime.hpp"
+#include "config/compile.hpp"
 #include "config/quotas.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "messages/errc.hpp"
+#include "messages/network.hpp"
 #include "messages/system_config.hpp"
 
 extern char** environ;
@@ -360,9 +365,16 @@ std::string end_host(host_process& p, std::chrono::milliseconds grace) {
 namespace {
 
 struct gate_state {
-  std::shared_ptr<devices::device> dev;
+  std::vector<std::shared_ptr<devices::device>> devs;
   std::string token;
-  bool greeted = false;
+  /// Whether a node may greet a device again (a remote host: the node
+  /// rejoins after a dropped connection), or only once (a host process).
+  bool rejoin = false;
+  /// Per device: greeted yet, and its actor now.
+  std::vector<bool> greeted;
+  std::vector<device_actor> actors;
+  /// Hellos waiting for the actor they replace to be gone.
+  std::map<caf::actor_addr, std::function<void()>> after_down;
   static inline const char* name = "cohort.host_gate";
 };
 
@@ -377,50 +389,138 @@ bool same_token(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+using gate_ptr = host_gate_actor::stateful_pointer<gate_state>;
+
+caf::error refuse_token() {
+  return make_error(errc::not_granted,
+                    "the device host's token does not match");
+}
+
+// Spawns the actor of device `d` for the node that greeted it.
+device_actor spawn_device(gate_ptr self, uint32_t d, const host_hello& hello,
+                          const caf::actor& listener,
+                          const caf::actor& health) {
+  auto& dev = self->state.devs[d];
+  device_actor_config cfg;
+  cfg.index = hello.index;
+  cfg.kernel_timeout = std::chrono::milliseconds{hello.kernel_timeout_ms};
+  for (auto ms : hello.kernel_timeouts_ms)
+    cfg.kernel_timeouts.emplace_back(ms);
+  if (hello.health_interval_ms > 0)
+    cfg.health_interval = std::chrono::milliseconds{hello.health_interval_ms};
+  cfg.health = caf::actor_cast<health_listener>(health);
+  auto to = caf::actor_cast<device_listener>(listener);
+  device_actor a;
+  if (dev->asynchronous()) {
+    cfg.bind_numa = true;
+    a = self->spawn<caf::detached>(device_impl, dev, to, cfg);
+  } else {
+    a = self->spawn(device_impl, dev, to, cfg);
+  }
+  self->monitor(a);
+  self->state.actors[d] = a;
+  return a;
+}
+
+// A device greeted again (a node that rejoins): its earlier actor is gone,
+// so the device is reset (a new context when a sticky error survives the
+// reset) before a new actor runs it.
+caf::error reset_for_rejoin(devices::device& dev) {
+  auto err = dev.reset();
+  if (code_of(err) == errc::context_poisoned)
+    err = dev.recreate();
+  if (err)
+    return make_error(errc::device_lost,
+                      dev.info().name +
+                          " could not be reset for its node: " + describe(err));
+  return caf::none;
+}
+
 host_gate_actor::behavior_type
-gate_impl(host_gate_actor::stateful_pointer<gate_state> self,
-          std::shared_ptr<devices::device> dev, std::string token) {
-  self->state.dev = std::move(dev);
-  self->state.token = std::move(token);
+gate_impl(gate_ptr self, std::vector<std::shared_ptr<devices::device>> devs,
+          std::string token, bool rejoin) {
+  auto& st = self->state;
+  st.greeted.assign(devs.size(), false);
+  st.actors.resize(devs.size());
+  st.devs = std::move(devs);
+  st.token = std::move(token);
+  st.rejoin = rejoin;
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto& a : st.actors)
+      if (a && a.address() == dm.source)
+        a = device_actor{};
+    auto i = st.after_down.find(dm.source);
+    if (i != st.after_down.end()) {
+      auto f = std::move(i->second);
+      st.after_down.erase(i);
+      f();
+    }
+  });
   return {
+      [=](list_atom,
+          const std::string& token) -> caf::result<std::vector<device_info>> {
+        auto& st = self->state;
+        if (!same_token(token, st.token))
+          return refuse_token();
+        std::vector<device_info> out;
+        for (auto& d : st.devs)
+          out.push_back(d->info());
+        return out;
+      },
       [=](hello_atom, const std::string& token, const host_hello& hello,
           const caf::actor& listener,
           const caf::actor& health) -> caf::result<caf::actor> {
         auto& st = self->state;
         if (!same_token(token, st.token))
-          return make_error(errc::not_granted,
-                            "the device host's token does not match");
-        if (st.greeted)
+          return refuse_token();
+        auto d = hello.device;
+        if (d >= st.devs.size())
+          return make_error(
+              errc::unknown_device,
+              "the device host has " + std::to_string(st.devs.size()) +
+                  " devices, not one at index " + std::to_string(d));
+        if (st.greeted[d] && !st.rejoin)
           return make_error(errc::invalid_transition,
                             "the device host has greeted its node already");
-        st.greeted = true;
-        device_actor_config cfg;
-        cfg.index = hello.index;
-        cfg.kernel_timeout = std::chrono::milliseconds{hello.kernel_timeout_ms};
-        for (auto ms : hello.kernel_timeouts_ms)
-          cfg.kernel_timeouts.emplace_back(ms);
-        if (hello.health_interval_ms > 0)
-          cfg.health_interval =
-              std::chrono::milliseconds{hello.health_interval_ms};
-        cfg.health = caf::actor_cast<health_listener>(health);
-        auto to = caf::actor_cast<device_listener>(listener);
-        device_actor d;
-        if (st.dev->asynchronous()) {
-          cfg.bind_numa = true;
-          d = self->spawn<caf::detached>(device_impl, st.dev, to, cfg);
-        } else {
-          d = self->spawn(device_impl, st.dev, to, cfg);
+        bool again = st.greeted[d];
+        st.greeted[d] = true;
+        auto old = st.actors[d];
+        if (!old) {
+          if (again)
+            if (auto err = reset_for_rejoin(*st.devs[d]))
+              return err;
+          return caf::actor_cast<caf::actor>(
+              spawn_device(self, d, hello, listener, health));
         }
-        return caf::actor_cast<caf::actor>(d);
+        // The node rejoins: the actor of its earlier connection ends first.
+        if (st.after_down.count(old.address()) > 0)
+          return make_error(errc::invalid_transition,
+                            "a hello for " + st.devs[d]->info().name +
+                                " is being answered");
+        auto rp = self->make_response_promise<caf::actor>();
+        st.after_down[old.address()] = [=]() mutable {
+          auto& st = self->state;
+          if (auto err = reset_for_rejoin(*st.devs[d])) {
+            rp.deliver(std::move(err));
+            return;
+          }
+          rp.deliver(caf::actor_cast<caf::actor>(
+              spawn_device(self, d, hello, listener, health)));
+        };
+        self->send_exit(old, caf::exit_reason::kill);
+        return rp;
       },
-      [=](fault_atom, const std::string& token,
+      [=](fault_atom, const std::string& token, uint32_t d,
           const sim_fault& f) -> caf::result<bool> {
         auto& st = self->state;
-        if (!st.greeted || !same_token(token, st.token))
+        if (!same_token(token, st.token) || d >= st.devs.size() ||
+            !st.greeted[d])
           return make_error(errc::not_granted,
                             "faults come from the node that greeted the "
-                            "device host, with its token");
-        auto sim = std::dynamic_pointer_cast<devices::sim::sim_device>(st.dev);
+                            "device, with its token");
+        auto sim =
+            std::dynamic_pointer_cast<devices::sim::sim_device>(st.devs[d]);
         if (!sim)
           return make_error(errc::invalid_fault,
                             "faults are injected into simulated devices only");
@@ -493,8 +593,10 @@ int run_device_host() {
   system_config cfg;
   load_network(cfg);
   caf::actor_system sys{cfg};
-  auto gate = sys.spawn(gate_impl, std::shared_ptr<devices::device>{*dev},
-                        spec.token());
+  auto gate = sys.spawn(gate_impl,
+                        std::vector<std::shared_ptr<devices::device>>{
+                            std::shared_ptr<devices::device>{*dev}},
+                        spec.token(), false);
   auto port = sys.middleman().publish(gate, 0, "127.0.0.1");
   if (!port)
     return host_error(1, "cannot publish the gate: " + describe(port.error()));
@@ -511,6 +613,70 @@ int run_device_host() {
   char c;
   while (read_stdin(&c, 1)) {
   }
+  std::_Exit(0);
+}
+
+int run_remote_host(const std::string& listen, const pb::RuntimeConfig& cfg) {
+  // SIGINT and SIGTERM wait for the main thread: blocked before any thread
+  // starts (the devices' and CAF's), which inherit the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A closed standard output (its reader went) or a peer gone mid-write
+  // is an error of that write, not the end of the host.
+  std::signal(SIGPIPE, SIG_IGN);
+  auto where = parse_endpoint(listen, "--listen", true);
+  if (!where)
+    return host_error(2, describe(where.error()));
+  auto net = compile_network(cfg);
+  if (!net)
+    return host_error(2, describe(net.error()));
+  if (!net->tls() || net->token.empty())
+    return host_error(2, "a remote device host needs TLS (network.certificate, "
+                         "network.key, network.cafile) and the fleet's "
+                         "shared token (network.token_file)");
+  for (auto& g : cfg.devices().sim_gpu())
+    if (g.host_process())
+      return host_error(2, "device " + g.name() +
+                               ": host_process does not apply in a remote "
+                               "device host, whose devices all run in it");
+  if (auto settings = config::compile(cfg); !settings)
+    return host_error(2, describe(settings.error()));
+  auto devs = make_devices(cfg);
+  if (!devs)
+    return host_error(2, describe(devs.error()));
+  std::vector<device_info> infos;
+  for (auto& d : *devs)
+    infos.push_back(d->info());
+  auto lease = config::compile_quotas(cfg, infos);
+  if (!lease)
+    return host_error(2, describe(lease.error()));
+  if (auto mem = configure_memory(*devs, cfg, *lease, nullptr); !mem)
+    return host_error(2, describe(mem.error()));
+  system_config scfg{cfg};
+  caf::actor_system sys{scfg};
+  auto gate = sys.spawn(gate_impl, *devs, net->token, true);
+  auto port =
+      caf::openssl::publish(gate, where->port, where->host.c_str(), true);
+  if (!port)
+    return host_error(1, "cannot listen on " + listen + ": " +
+                             describe(port.error()));
+  std::string names;
+  for (auto& i : infos)
+    names += (names.empty() ? "" : ", ") + i.name;
+  std::printf("cohort device-host: serving %zu devices (%s) on %s:%u with "
+              "TLS\n",
+              infos.size(), names.c_str(), where->host.c_str(),
+              unsigned(*port));
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::printf("cohort device-host: stopping (%s)\n", strsignal(sig));
+  std::fflush(stdout);
+  // The nodes see their connections drop: a loss of these devices, which
+  // they rejoin when a host listens here again.
   std::_Exit(0);
 }
 

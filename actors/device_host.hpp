@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/typed_actor.hpp>
@@ -27,21 +28,28 @@
 
 namespace cohort::actors {
 
-/// The one actor a device host process publishes.
+/// The one actor a device host publishes: a host process the node started
+/// (one device), or a remote host serving the devices of its machine. Every
+/// question carries the host's token: a wrong one is refused with
+/// not_granted.
 using host_gate_actor = caf::typed_actor<
-    /// The node's supervisor introduces itself: the host's token, the device
-    /// actor's settings, the actor the device reports its launches to (the
-    /// balancer, a device_listener) and the one it reports warnings to (the
-    /// supervisor, a health_listener). Returns the device actor (a
-    /// device_actor). Errors: not_granted for a wrong token,
-    /// invalid_transition for a second hello.
+    /// The host's devices, by their index there.
+    caf::replies_to<list_atom, std::string>::with<std::vector<device_info>>,
+    /// The node's supervisor introduces itself for one device
+    /// (host_hello::device): the device actor's settings, the actor the
+    /// device reports its launches to (the balancer, a device_listener) and
+    /// the one it reports warnings to (the supervisor, a health_listener).
+    /// Returns the device actor (a device_actor). A host process greets its
+    /// node once (invalid_transition after); a remote host greets a node
+    /// that rejoins again, ending the device's earlier actor and resetting
+    /// the device first. unknown_device for an index it does not have.
     caf::replies_to<hello_atom, std::string, host_hello, caf::actor,
                     caf::actor>::with<caf::actor>,
-    /// The node injects a fault into the simulated device the host runs
-    /// (the chaos harness, through runtime::inject_sim_fault), with the
-    /// host's token. Errors: not_granted for a wrong token or before the
-    /// hello; invalid_fault for a fault the device does not take.
-    caf::replies_to<fault_atom, std::string, sim_fault>::with<bool>>;
+    /// The node injects a fault into one of the simulated devices the host
+    /// runs (the chaos harness, through runtime::inject_sim_fault).
+    /// not_granted before that device's hello; invalid_fault for a fault
+    /// the device does not take.
+    caf::replies_to<fault_atom, std::string, uint32_t, sim_fault>::with<bool>>;
 
 /// The node's stand-in for a device that runs in a host process: it gives
 /// the device's facts and holds what a new host process is told. Nothing
@@ -123,5 +131,16 @@ std::string end_host(host_process& p, std::chrono::milliseconds grace = {});
 /// its end. Returns the exit status: 2 for a spec it cannot use, 1 when the
 /// device or the gate cannot be made.
 int run_device_host();
+
+/// `cohort device-host --listen HOST:PORT --config FILE`: makes the devices
+/// of `cfg` (with its memory settings) and serves them to the nodes of a
+/// fleet on other machines: one gate, published with TLS on `listen`
+/// (port 0: any free port), that lists the devices and greets a node
+/// with the fleet's token, again when the node rejoins after a dropped
+/// connection. Prints "cohort device-host: serving N devices (NAMES) on
+/// HOST:PORT with TLS" and runs until SIGINT or SIGTERM. Returns the exit
+/// status: 2 for a config it cannot use (no TLS or no token included), 1
+/// when it cannot listen.
+int run_remote_host(const std::string& listen, const pb::RuntimeConfig& cfg);
 
 } // namespace cohort::actors

@@ -507,7 +507,8 @@ caf::error runtime::inject_sim_fault(const std::string& name,
                         name + " has no host process up now");
     caf::scoped_actor self{sys_};
     caf::error out;
-    self->request(gate, std::chrono::seconds{5}, fault_atom::value, token, f)
+    self->request(gate, std::chrono::seconds{5}, fault_atom::value, token,
+                  uint32_t{0}, f)
         .receive([](bool) {},
                  [&](caf::error& err) {
                    if (err == caf::sec::request_timeout)
@@ -810,7 +811,28 @@ void runtime::stop() {
   // as a closed door: a client that still holds its handle hears
   // shutting_down rather than nothing.
   stop_one(alerts_.address());
+  // The gates of the hosts that run now: gone once the middleman has seen
+  // their connections close.
+  std::vector<host_gate_actor> gates;
+  for (auto& d : devs_)
+    if (auto* h = dynamic_cast<hosted_device*>(d.get()))
+      if (auto g = h->gate().first)
+        gates.push_back(std::move(g));
   stop_one(supervisor_.address());
+  // The supervisor ended its hosts. Stop returns once the middleman has
+  // taken down what stood for them here (a proxy that outlives the actor
+  // system, created by traffic that crossed its shutdown, keeps CAF's
+  // network layer alive in a cycle with it), or after a second.
+  if (!gates.empty()) {
+    for (auto& g : gates)
+      self->monitor(g);
+    auto left = gates.size();
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds{1};
+    while (left > 0 && std::chrono::steady_clock::now() < until)
+      self->receive([&](const caf::down_msg&) { --left; },
+                    caf::after(std::chrono::milliseconds{100}) >> [] {});
+    gates.clear();
+  }
   // Its host processes are gone with the supervisor. CAF registered the
   // balancer when it first sent them a message (a remote node may name an
   // actor it heard from) and would hold it until it quits; the balancer

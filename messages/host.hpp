@@ -16,6 +16,8 @@ namespace cohort {
 struct host_hello {
   /// The device's index in the node's fleet: its messages carry it.
   uint32_t index = 0;
+  /// Which of the host's devices (its index there; a host process has one).
+  uint32_t device = 0;
   int64_t kernel_timeout_ms = 5000;
   /// Per kernel id (0 = the default).
   std::vector<int64_t> kernel_timeouts_ms;
@@ -24,8 +26,8 @@ struct host_hello {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, host_hello& x) {
-  return f(caf::meta::type_name("host_hello"), x.index, x.kernel_timeout_ms,
-           x.kernel_timeouts_ms, x.health_interval_ms);
+  return f(caf::meta::type_name("host_hello"), x.index, x.device,
+           x.kernel_timeout_ms, x.kernel_timeouts_ms, x.health_interval_ms);
 }
 
 /// A fault injected into a simulated device (docs/supervision.md, "Chaos"),

@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/scheduler/coordinator.hpp>
 
 #include "messages/alert.hpp"
@@ -18,6 +19,7 @@
 #include "messages/host.hpp"
 #include "messages/latency_stealing.hpp"
 #include "messages/memory_stats.hpp"
+#include "messages/network.hpp"
 #include "messages/quota.hpp"
 #include "messages/share.hpp"
 #include "messages/simulation.hpp"
@@ -130,15 +132,19 @@ system_config::system_config(const pb::RuntimeConfig& cfg) {
   auto& policy = cfg.scheduler().policy();
   if (policy != "sharing" && policy != "caf_stealing")
     load<caf::scheduler::coordinator<latency_stealing>>();
-  if (needs_network(cfg))
-    load_network(*this);
+  if (needs_network(cfg)) {
+    if (auto net = compile_network(cfg))
+      load_network(*this, *net);
+    else
+      load_network(*this);
+  }
 }
 
 bool needs_network(const pb::RuntimeConfig& cfg) {
   for (auto& g : cfg.devices().sim_gpu())
     if (g.host_process())
       return true;
-  return false;
+  return cfg.network().join_size() > 0 || !cfg.network().certificate().empty();
 }
 
 void load_network(caf::actor_system_config& cfg) {
@@ -152,6 +158,19 @@ void load_network(caf::actor_system_config& cfg) {
           caf::timespan{std::chrono::milliseconds{100}});
   cfg.set("middleman.connection-timeout",
           caf::timespan{std::chrono::milliseconds{2000}});
+}
+
+void load_network(caf::actor_system_config& cfg, const network_settings& net) {
+  load_network(cfg);
+  if (!net.tls())
+    return;
+  // After the middleman: CAF's TLS module refuses to start without it.
+  cfg.load<caf::openssl::manager>();
+  cfg.openssl_certificate = net.certificate;
+  cfg.openssl_key = net.key;
+  cfg.openssl_passphrase = net.passphrase;
+  cfg.openssl_cafile = net.cafile;
+  cfg.openssl_capath = net.capath;
 }
 
 } // namespace cohort

@@ -21,13 +21,23 @@ void register_types(caf::actor_system_config& cfg);
 /// check_config first: values are not checked here.
 void apply_scheduler(caf::actor_system_config& cfg, const pb::Scheduler& s);
 
-/// True when `cfg` has devices in host processes (docs/device-hosts.md):
-/// its actor system needs CAF's network layer (the middleman).
+struct network_settings;
+
+/// True when `cfg` has devices in host processes or joins remote device
+/// hosts (docs/device-hosts.md): its actor system needs CAF's network layer
+/// (the middleman).
 bool needs_network(const pb::RuntimeConfig& cfg);
 
 /// Loads CAF's middleman on `cfg`, with heartbeats every 100 ms and a
 /// connection silent for 2 s taken as lost.
 void load_network(caf::actor_system_config& cfg);
+
+/// The same, and CAF's TLS module (libcaf_openssl) with the certificate,
+/// key, passphrase and CAs of `net` when it has TLS. `net` comes from
+/// compile_network, which checked every file: CAF reads them only at the
+/// first connection, and ends the process on one it cannot read. Call it
+/// before the actor system is made.
+void load_network(caf::actor_system_config& cfg, const network_settings& net);
 
 /// An actor system config with Cohort's types registered and Cohort's
 /// scheduler defaults.
@@ -36,7 +46,10 @@ public:
   system_config();
 
   /// With the scheduler of `cfg` (its `scheduler` section) over the
-  /// defaults, and CAF's middleman when `cfg` needs it (needs_network).
+  /// defaults, and CAF's middleman when `cfg` needs it (needs_network),
+  /// with TLS when its `network` section has it. A `network` section that
+  /// does not compile loads no TLS: runtime::start then refuses the config
+  /// with the reason.
   explicit system_config(const pb::RuntimeConfig& cfg);
 };
 

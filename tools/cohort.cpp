@@ -111,8 +111,8 @@ int cmd_devices(const std::string& config_path) {
               topo.cores, topo.hardware_threads, topo.numa_nodes,
               topo.model.empty() ? "" : ", ", topo.model.c_str());
   std::printf("%-8s %-5s %-10s %-16s %10s %7s %6s %5s %4s  %s\n", "name",
-              "kind", "", "model", "memory", "streams", "speed", "cores", "numa",
-              "runs in");
+              "kind", "", "model", "memory", "streams", "speed", "cores",
+              "numa", "runs in");
   for (auto& d : *devs) {
     auto& x = d->info();
     std::string numa = x.numa_node >= 0 ? std::to_string(x.numa_node) : "-";
@@ -492,13 +492,22 @@ int main(int argc, char** argv) {
   tools::objects_cli objects_args;
   tools::add_objects_command(app, objects_args);
 
+  std::string host_listen, host_config;
   auto* device_host = app.add_subcommand(
       "device-host",
-      "run one device in a process of its own for a node, which starts it "
-      "with its spec on standard input (docs/device-hosts.md); not run by "
-      "hand");
-  // Listed under its own heading: a node's internal command.
-  device_host->group("Internal");
+      "run devices for nodes (docs/device-hosts.md): with --listen, serve "
+      "this machine's devices (its --config) to nodes on other machines, "
+      "over TLS; without, one device in a process a node started, with its "
+      "spec on standard input (not run by hand)");
+  device_host
+      ->add_option("--listen", host_listen,
+                   "HOST:PORT to serve on (port 0: any free port)")
+      ->type_name("HOST:PORT");
+  device_host
+      ->add_option("--config", host_config,
+                   "the runtime config: its devices and its network section "
+                   "(TLS files, token file)")
+      ->type_name("FILE");
 
   std::string shell;
   auto* completion = app.add_subcommand(
@@ -545,8 +554,17 @@ int main(int argc, char** argv) {
     return tools::cmd_admin(admin_args);
   if (objects_args.app->parsed())
     return tools::cmd_objects(objects_args);
-  if (device_host->parsed())
-    return actors::run_device_host();
+  if (device_host->parsed()) {
+    if (host_listen.empty() && host_config.empty())
+      return actors::run_device_host();
+    if (host_listen.empty() || host_config.empty())
+      return bad_input("cohort device-host serves devices to other machines "
+                       "with both --listen HOST:PORT and --config FILE");
+    auto cfg = config_arg(host_config, {});
+    if (!cfg)
+      return bad_input(cfg.error());
+    return actors::run_remote_host(host_listen, *cfg);
+  }
   if (completion->parsed()) {
     std::fputs(tools::bash_completion(app).c_str(), stdout);
     return exit_ok;

@@ -5,6 +5,7 @@
 // with a clear error.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,15 +17,23 @@
 #include <thread>
 
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <google/protobuf/text_format.h>
 
 #include "actors/device_host.hpp"
+#include "messages/network.hpp"
 #include "tests/runtime_fixture.hpp"
+#include "tests/tls_fixture.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
 using namespace std::chrono_literals;
 
 namespace {
+
+using test::audit_text;
+using test::gemv_items;
+using test::wait_status;
 
 // Cohort's actor system config with CAF's middleman loaded.
 struct network_config : system_config {
@@ -46,32 +55,6 @@ pb::RuntimeConfig hosted_config(const test::temp_dir& dir) {
   cfg.mutable_devices()->mutable_sim_gpu(1)->set_host_process(true);
   cfg.mutable_devices()->set_host_binary(COHORT_BINARY);
   return cfg;
-}
-
-std::vector<work_item> gemv_items(size_t n, uint64_t first_id = 1) {
-  std::vector<work_item> out;
-  for (size_t i = 0; i < n; ++i)
-    out.push_back(test::gemv_item(first_id + i));
-  return out;
-}
-
-device_status wait_status(runtime& rt, size_t index, device_status want) {
-  device_status now = device_status::resetting;
-  for (int i = 0; i < 500; ++i) {
-    auto s = rt.placement_stats();
-    REQUIRE(s);
-    now = s->devices[index].status;
-    if (now == want)
-      break;
-    std::this_thread::sleep_for(10ms);
-  }
-  return now;
-}
-
-std::string audit_text(runtime& rt) {
-  REQUIRE(rt.flush_audit());
-  std::ifstream in{rt.audit_path(), std::ios::binary};
-  return {std::istreambuf_iterator<char>{in}, {}};
 }
 
 // The audit log's device events, one per line (for a failure's message).
@@ -120,7 +103,183 @@ int device_host_status(const std::string& input) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+// An actor system config with the middleman and CAF's TLS module set up
+// from `net`.
+struct tls_config : system_config {
+  explicit tls_config(const network_settings& net) { load_network(*this, net); }
+};
+
+// A `cohort device-host --listen` running in the background: its pid, and
+// the first line it printed.
+struct remote_host {
+  int pid = 0;
+  std::string line;
+};
+
+// Starts `cohort device-host ARGS...` with its standard output in a pipe and
+// reads its first line (within 15 s).
+remote_host start_remote_host(const std::vector<std::string>& args) {
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  std::vector<std::string> all{COHORT_BINARY, "device-host"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  remote_host h;
+  h.pid = ::fork();
+  REQUIRE(h.pid >= 0);
+  if (h.pid == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  auto deadline = std::chrono::steady_clock::now() + 15s;
+  char c;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out[0], POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0)
+      continue;
+    if (::read(out[0], &c, 1) != 1 || c == '\n')
+      break;
+    h.line += c;
+  }
+  ::close(out[0]);
+  return h;
+}
+
+// Waits for `pid` to end (up to 10 s); its exit status, or -1.
+int reap(int pid) {
+  for (int i = 0; i < 1000; ++i) {
+    int status = 0;
+    auto r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::this_thread::sleep_for(10ms);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+void write_text(const std::string& path, const google::protobuf::Message& m) {
+  std::string text;
+  REQUIRE(google::protobuf::TextFormat::PrintToString(m, &text));
+  std::ofstream{path} << text;
+}
+
 } // namespace
+
+TEST_CASE("a remote device host serves its devices over mutual TLS to nodes "
+          "with the fleet's token",
+          "[actors][host][remote]") {
+  test::tls_files tls;
+  if (!tls.ok) {
+    WARN("SKIPPED remote device host: the openssl command could not make "
+         "test certificates");
+    return;
+  }
+  test::temp_dir dir;
+  auto host_cfg = test::make_config(dir, 0, {{"r0", 1}, {"r1", 1}});
+  *host_cfg.mutable_network() = tls.network("host");
+  auto path = dir.file("host.textproto");
+  write_text(path, host_cfg);
+  auto h = start_remote_host({"--listen", "127.0.0.1:0", "--config", path});
+  INFO(h.line);
+  auto at = h.line.find("on 127.0.0.1:");
+  REQUIRE(at != std::string::npos);
+  CHECK_THAT(h.line, Catch::Contains("serving 2 devices (r0, r1)") &&
+                         Catch::EndsWith("with TLS"));
+  auto port = uint16_t(std::stoul(h.line.substr(at + 13)));
+  std::string token = "fleet-token-0123456789abcdef";
+  {
+    pb::RuntimeConfig node_cfg;
+    *node_cfg.mutable_network() = tls.network("node");
+    auto net = compile_network(node_cfg);
+    REQUIRE(net);
+    tls_config cfg{*net};
+    caf::actor_system sys{cfg};
+    auto gate =
+        caf::openssl::remote_actor<host_gate_actor>(sys, "127.0.0.1", port);
+    REQUIRE(gate);
+    caf::scoped_actor self{sys};
+    self->request(*gate, 5s, list_atom::value, token)
+        .receive(
+            [](std::vector<device_info>& l) {
+              REQUIRE(l.size() == 2);
+              CHECK(l[0].name == "r0");
+              CHECK(l[1].name == "r1");
+              CHECK(l[1].simulated);
+            },
+            [](caf::error& err) { FAIL(describe(err)); });
+    self->request(*gate, 5s, list_atom::value, std::string{"guess"})
+        .receive(
+            [](std::vector<device_info>&) { FAIL("listed"); },
+            [](caf::error& err) { CHECK(code_of(err) == errc::not_granted); });
+    auto hello = [&] {
+      host_hello hi;
+      hi.device = 1;
+      caf::actor out;
+      self->request(*gate, 5s, hello_atom::value, token, hi,
+                    caf::actor_cast<caf::actor>(self),
+                    caf::actor_cast<caf::actor>(self))
+          .receive([&](caf::actor& a) { out = std::move(a); },
+                   [](caf::error& err) { FAIL(describe(err)); });
+      return out;
+    };
+    auto first = hello();
+    REQUIRE(first);
+    self->request(caf::actor_cast<device_actor>(first), 5s, info_atom::value)
+        .receive([](device_info& info) { CHECK(info.name == "r1"); },
+                 [](caf::error& err) { FAIL(describe(err)); });
+    // A node that rejoins greets the device again: its earlier actor ends,
+    // and a new one runs the device.
+    auto again = hello();
+    REQUIRE(again);
+    CHECK(again != first);
+    self->request(caf::actor_cast<device_actor>(again), 5s, info_atom::value)
+        .receive([](device_info& info) { CHECK(info.name == "r1"); },
+                 [](caf::error& err) { FAIL(describe(err)); });
+  }
+  {
+    // A side whose certificate another CA signed is refused in the
+    // handshake.
+    network_settings stranger;
+    stranger.certificate = tls.file("stranger.pem");
+    stranger.key = tls.file("stranger.key");
+    stranger.cafile = tls.file("ca2.pem");
+    tls_config cfg{stranger};
+    caf::actor_system sys{cfg};
+    auto gate =
+        caf::openssl::remote_actor<host_gate_actor>(sys, "127.0.0.1", port);
+    CHECK_FALSE(gate);
+  }
+  REQUIRE(::kill(h.pid, SIGTERM) == 0);
+  CHECK(reap(h.pid) == 0);
+}
+
+TEST_CASE("cohort device-host --listen refuses what it cannot serve",
+          "[actors][host][remote]") {
+  test::temp_dir dir;
+  auto cfg = test::make_config(dir, 0, {{"r0", 1}});
+  auto path = dir.file("plain.textproto");
+  write_text(path, cfg);
+  auto status = [](const std::string& args) {
+    auto cmd = std::string{COHORT_BINARY} + " device-host " + args +
+               " > /dev/null 2>&1";
+    auto rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  // No TLS and no token in the config.
+  CHECK(status("--listen 127.0.0.1:0 --config " + path) == 2);
+  CHECK(status("--listen 127.0.0.1:0") == 2);
+  CHECK(status("--listen nowhere --config " + path) == 2);
+  CHECK(status("--listen 127.0.0.1:0 --config /nonexistent") == 2);
+}
 
 TEST_CASE_METHOD(host_fixture,
                  "a device in a host process runs work and comes back after "
@@ -316,7 +475,9 @@ TEST_CASE_METHOD(host_fixture,
     CHECK(res.device == "sim1");
 }
 
-TEST_CASE_METHOD(host_fixture, "a host's gate greets only its node, once",
+TEST_CASE_METHOD(host_fixture,
+                 "a host's gate lists its device and greets only its node, "
+                 "once",
                  "[actors][host]") {
   pb::HostSpec spec;
   auto* g = spec.mutable_sim_gpu();
@@ -332,9 +493,11 @@ TEST_CASE_METHOD(host_fixture, "a host's gate greets only its node, once",
       sys.middleman().remote_actor<host_gate_actor>("127.0.0.1", p->port);
   REQUIRE(gate);
   caf::scoped_actor self{sys};
-  auto hello = [&](const std::string& token) {
+  auto hello = [&](const std::string& token, uint32_t device = 0) {
     caf::expected<caf::actor> out{caf::error{}};
-    self->request(*gate, 5s, hello_atom::value, token, host_hello{},
+    host_hello h;
+    h.device = device;
+    self->request(*gate, 5s, hello_atom::value, token, h,
                   caf::actor_cast<caf::actor>(self),
                   caf::actor_cast<caf::actor>(self))
         .receive([&](caf::actor& dev) { out = std::move(dev); },
@@ -346,15 +509,30 @@ TEST_CASE_METHOD(host_fixture, "a host's gate greets only its node, once",
     sim_fault f;
     f.kind = pb::SLOW_DOWN;
     f.factor = 2;
-    self->request(*gate, 5s, fault_atom::value, token, f)
+    self->request(*gate, 5s, fault_atom::value, token, uint32_t{0}, f)
         .receive([](bool) {}, [&](caf::error& err) { out = std::move(err); });
     return out;
   };
   // No fault before the node greeted the gate.
   CHECK(code_of(fault("right-token")) == errc::not_granted);
+  auto list = [&](const std::string& token) {
+    caf::expected<std::vector<device_info>> out{caf::error{}};
+    self->request(*gate, 5s, list_atom::value, token)
+        .receive([&](std::vector<device_info>& l) { out = std::move(l); },
+                 [&](caf::error& err) { out = std::move(err); });
+    return out;
+  };
+  auto listed = list("right-token");
+  REQUIRE(listed);
+  REQUIRE(listed->size() == 1);
+  CHECK((*listed)[0].name == "simh");
+  CHECK(code_of(list("wrong-token").error()) == errc::not_granted);
   auto wrong = hello("wrong-token");
   REQUIRE_FALSE(wrong);
   CHECK(code_of(wrong.error()) == errc::not_granted);
+  auto beyond = hello("right-token", 1);
+  REQUIRE_FALSE(beyond);
+  CHECK(code_of(beyond.error()) == errc::unknown_device);
   auto right = hello("right-token");
   REQUIRE(right);
   CHECK(*right);
@@ -370,6 +548,13 @@ TEST_CASE_METHOD(host_fixture, "a host's gate greets only its node, once",
   auto pid = p->pid;
   CHECK(end_host(*p) == "was still running and was ended by its node");
   CHECK(gone(pid));
+  // The middleman takes the gate's proxy down as the connection closes
+  // (before the actor system ends, which then has no traffic in flight).
+  self->monitor(*gate);
+  bool down = false;
+  self->receive([&](const caf::down_msg&) { down = true; },
+                caf::after(5s) >> [] {});
+  CHECK(down);
 }
 
 TEST_CASE_METHOD(host_fixture, "what cannot run device hosts is refused",
