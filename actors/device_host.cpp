@@ -373,8 +373,13 @@ struct gate_state {
   /// Per device: greeted yet, and its actor now.
   std::vector<bool> greeted;
   std::vector<device_actor> actors;
-  /// Hellos waiting for the actor they replace to be gone.
-  std::map<caf::actor_addr, std::function<void()>> after_down;
+  /// Hellos waiting for the actor they replace to be gone: what runs then,
+  /// and how one fails when a newer hello takes its place.
+  struct waiting_hello {
+    std::function<void()> run;
+    std::function<void()> fail;
+  };
+  std::map<caf::actor_addr, waiting_hello> after_down;
   static inline const char* name = "cohort.host_gate";
 };
 
@@ -452,9 +457,9 @@ gate_impl(gate_ptr self, std::vector<std::shared_ptr<devices::device>> devs,
         a = device_actor{};
     auto i = st.after_down.find(dm.source);
     if (i != st.after_down.end()) {
-      auto f = std::move(i->second);
+      auto w = std::move(i->second);
       st.after_down.erase(i);
-      f();
+      w.run();
     }
   });
   return {
@@ -494,20 +499,29 @@ gate_impl(gate_ptr self, std::vector<std::shared_ptr<devices::device>> devs,
               spawn_device(self, d, hello, listener, health));
         }
         // The node rejoins: the actor of its earlier connection ends first.
-        if (st.after_down.count(old.address()) > 0)
-          return make_error(errc::invalid_transition,
-                            "a hello for " + st.devs[d]->info().name +
-                                " is being answered");
+        // A device call that hangs keeps that actor from ending: a newer
+        // hello (the node tries again after its timeout) then takes the
+        // place of the one waiting, which fails.
         auto rp = self->make_response_promise<caf::actor>();
-        st.after_down[old.address()] = [=]() mutable {
-          auto& st = self->state;
-          if (auto err = reset_for_rejoin(*st.devs[d])) {
-            rp.deliver(std::move(err));
-            return;
-          }
-          rp.deliver(caf::actor_cast<caf::actor>(
-              spawn_device(self, d, hello, listener, health)));
-        };
+        auto waiting = st.after_down.find(old.address());
+        if (waiting != st.after_down.end())
+          waiting->second.fail();
+        st.after_down[old.address()] = {
+            [=]() mutable {
+              auto& st = self->state;
+              if (auto err = reset_for_rejoin(*st.devs[d])) {
+                rp.deliver(std::move(err));
+                return;
+              }
+              rp.deliver(caf::actor_cast<caf::actor>(
+                  spawn_device(self, d, hello, listener, health)));
+            },
+            [=]() mutable {
+              rp.deliver(make_error(errc::device_lost,
+                                    "a newer hello took the place of this "
+                                    "one while the device's earlier actor "
+                                    "had not ended"));
+            }};
         self->send_exit(old, caf::exit_reason::kill);
         return rp;
       },
@@ -655,7 +669,12 @@ int run_remote_host(const std::string& listen, const pb::RuntimeConfig& cfg) {
     return host_error(2, describe(lease.error()));
   if (auto mem = configure_memory(*devs, cfg, *lease, nullptr); !mem)
     return host_error(2, describe(mem.error()));
-  system_config scfg{cfg};
+  // The config's scheduler, and TLS from the settings checked above (the
+  // files are not read again).
+  auto plain = cfg;
+  plain.clear_network();
+  system_config scfg{plain};
+  load_network(scfg, *net);
   caf::actor_system sys{scfg};
   auto gate = sys.spawn(gate_impl, *devs, net->token, true);
   auto port =

@@ -804,7 +804,10 @@ void runtime::stop() {
       return;
     self->monitor(handle);
     self->send_exit(handle, caf::exit_reason::user_shutdown);
-    self->receive([](caf::down_msg&) {});
+    // Its own down message (a gate's may come late, see below).
+    bool down = false;
+    while (!down)
+      self->receive([&](caf::down_msg& dm) { down = dm.source == addr; });
   };
   // Devices first; the balancer then ends what they still held, and its
   // audit events reach the log before the final flush. The balancer stays
@@ -831,6 +834,8 @@ void runtime::stop() {
     while (left > 0 && std::chrono::steady_clock::now() < until)
       self->receive([&](const caf::down_msg&) { --left; },
                     caf::after(std::chrono::milliseconds{100}) >> [] {});
+    for (auto& g : gates)
+      self->demonitor(g.address());
     gates.clear();
   }
   // Its host processes are gone with the supervisor. CAF registered the

@@ -85,6 +85,9 @@ struct store_free {
 struct store_ctx_free {
   void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
 };
+struct chain_free {
+  void operator()(STACK_OF(X509) * c) const { sk_X509_pop_free(c, X509_free); }
+};
 using bio_ptr = std::unique_ptr<BIO, bio_free>;
 using x509_ptr = std::unique_ptr<X509, x509_free>;
 
@@ -126,15 +129,19 @@ caf::error check_tls(const network_settings& s) {
                                        "network.passphrase_file)"
                                      : " with the passphrase given") +
                " (" + ssl_reason() + ")");
-  if (X509_check_private_key(cert.get(), key.get()) != 1)
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    ERR_clear_error();
     return bad("network.key: '" + s.key +
                "' is not the key of the "
                "certificate '" +
                s.certificate + "'");
+  }
   if (s.cafile.empty() && s.capath.empty())
     return bad("network: TLS needs whom to trust: network.cafile (the CA "
                "that signs the fleet's certificates) or network.capath");
   std::unique_ptr<X509_STORE, store_free> store{X509_STORE_new()};
+  if (!store)
+    return bad("network: out of memory checking the CA");
   if (!s.cafile.empty()) {
     if (auto err = check_file("network.cafile", s.cafile, 16 << 20))
       return err;
@@ -151,15 +158,29 @@ caf::error check_tls(const network_settings& s) {
                  ssl_reason() + ")");
   }
   // Its peers trust the same CA: a certificate that does not chain to it
-  // fails every handshake.
+  // fails every handshake. The certificates after the first in its file
+  // are its chain (CAF sends the whole file), intermediate CAs included.
+  std::unique_ptr<STACK_OF(X509), chain_free> chain{sk_X509_new_null()};
+  if (!chain)
+    return bad("network: out of memory checking the certificate");
+  while (auto* more = PEM_read_bio_X509(cb.get(), nullptr, nullptr, nullptr))
+    if (sk_X509_push(chain.get(), more) == 0) {
+      X509_free(more);
+      return bad("network: out of memory checking the certificate");
+    }
+  ERR_clear_error();
   std::unique_ptr<X509_STORE_CTX, store_ctx_free> ctx{X509_STORE_CTX_new()};
-  if (X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), nullptr) != 1 ||
-      X509_verify_cert(ctx.get()) != 1)
-    return bad(
-        "network.certificate: '" + s.certificate +
-        "' does not verify against the CA it trusts (" +
-        X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get())) +
-        ")");
+  if (!ctx)
+    return bad("network: out of memory checking the certificate");
+  if (X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), chain.get()) !=
+          1 ||
+      X509_verify_cert(ctx.get()) != 1) {
+    std::string why =
+        X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()));
+    ERR_clear_error();
+    return bad("network.certificate: '" + s.certificate +
+               "' does not verify against the CA it trusts (" + why + ")");
+  }
   ERR_clear_error();
   return caf::none;
 }

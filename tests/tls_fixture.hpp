@@ -2,7 +2,9 @@
 // (docs/device-hosts.md), made with the openssl command (deps/apt.txt) in a
 // temporary folder: a CA, certificates it signs for TLS server and client
 // use ("node", "host"), one it signs for server use only ("serveronly"),
-// one signed by a second CA the others do not trust ("stranger"), node's
+// one signed by a second CA the others do not trust ("stranger"), one
+// signed by an intermediate CA ("chained"; chained-full.pem holds the
+// intermediate after it), node's
 // key encrypted with a passphrase, and a token file.
 #pragma once
 
@@ -50,6 +52,16 @@ struct tls_files {
         leaf("node", "ca", "both.ext") + leaf("host", "ca", "both.ext") +
         leaf("serveronly", "ca", "server.ext") +
         leaf("stranger", "ca2", "both.ext") +
+        // An intermediate CA the first signs, and a certificate it signs,
+        // whose file holds its chain.
+        "printf 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,"
+        "keyCertSign,cRLSign\n' > ca.ext && " +
+        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+        "-nodes -keyout mid.key -out mid.csr -subj /CN=mid && openssl x509 "
+        "-req -in mid.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out "
+        "mid.pem -days 30 -sha256 -extfile ca.ext && " +
+        leaf("chained", "mid", "both.ext") +
+        "cat chained.pem mid.pem > chained-full.pem && " +
         "openssl pkcs8 -topk8 -in node.key -out node-enc.key "
         "-passout pass:s3cret-phrase && "
         "printf 's3cret-phrase\\n' > passphrase && "

@@ -532,18 +532,25 @@ void ask_device(self_ptr self, size_t d, Ok ok, Fail fail, Ts... xs) {
               discard_late(x);
           },
           [=](caf::error& err) {
+            // The actor is gone: the supervisor's word on the device
+            // follows, and device_left fails the question then as
+            // device_lost (a get reads again), after the items moved.
+            if (err == caf::sec::request_receiver_down &&
+                self->state.devices[d].handle)
+              return;
             if (auto a = take())
               a->fail(err);
           });
 }
 
-// Device `d` was lost: what it was asked fails now, with device_lost.
-void fail_asks(self_ptr self, size_t d, const std::string& why) {
+// Device `d` was lost, or the runtime stops: what it was asked fails now,
+// with `err`.
+void fail_asks(self_ptr self, size_t d, const caf::error& err) {
   auto asks = std::move(self->state.devices[d].asks);
   self->state.devices[d].asks.clear();
   for (auto& [key, a] : asks) {
-    auto err = make_error(errc::device_lost, why);
-    a.fail(err);
+    auto e = err;
+    a.fail(e);
   }
 }
 
@@ -3188,7 +3195,8 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
     retry_parked(self);
   // What it was asked and has not answered fails now, as its items moved
   // (the answer of a device in a host process that was lost never comes).
-  fail_asks(self, index, s.info.name + " left: " + c.why);
+  fail_asks(self, index,
+            make_error(errc::device_lost, s.info.name + " left: " + c.why));
   wake(self);
 }
 
@@ -3638,12 +3646,27 @@ caf::result<attachment_info> attach_object(self_ptr self,
                                     "no export has this token (unknown, "
                                     "revoked, or its object was freed)"));
   }
-  // The copy to map: one on a device (the first that holds it).
+  // The copy to map: one on a device (the first that holds it). Not one
+  // in a host process: a descriptor for its memory would name a file of
+  // that process, not of this one.
   int32_t d = -1;
-  for (size_t i = 0; i < st.devices.size() && d < 0; ++i)
-    if (objects::has_device(e->replicas, i) && st.devices[i].handle &&
-        st.acct.metered(i))
+  bool hosted_copy = false;
+  for (size_t i = 0; i < st.devices.size() && d < 0; ++i) {
+    if (!objects::has_device(e->replicas, i) || !st.devices[i].handle ||
+        !st.acct.metered(i))
+      continue;
+    if (st.devices[i].info.host_process)
+      hosted_copy = true;
+    else
       d = int32_t(i);
+  }
+  if (d < 0 && hosted_copy && (write || !e->has_host))
+    return refuse_attach(
+        self, peer,
+        make_error(errc::invalid_arguments,
+                   "object " + std::to_string(id) +
+                       " is held by a device in a host process, whose memory "
+                       "another process cannot map; read it with get"));
   if (write) {
     if (d < 0)
       return refuse_attach(
@@ -3779,6 +3802,13 @@ void end_everything(self_ptr self) {
       end_failed(self, ticket,
                  make_error(errc::shutting_down,
                             "the runtime stopped before the item finished"));
+  // What the devices were asked and did not answer ends too: a host
+  // process ended with its supervisor never answers.
+  for (size_t d = 0; d < st.devices.size(); ++d)
+    fail_asks(self, d,
+              make_error(errc::shutting_down, "the runtime stopped before " +
+                                                  st.devices[d].info.name +
+                                                  " answered"));
   // Puts waiting for spills end now (closed: with shutting_down).
   auto waiting = std::move(st.after_spill);
   st.after_spill = {};

@@ -82,6 +82,21 @@ int wait_new_host(runtime& rt, const std::string& name, size_t index, int old) {
   return 0;
 }
 
+// Waits (up to 5 s) until process `pid` is stopped (state T in
+// /proc/PID/stat): SIGSTOP takes effect after kill returns.
+bool stopped(int pid) {
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+    std::string stat{std::istreambuf_iterator<char>{in}, {}};
+    auto close = stat.rfind(')');
+    if (close != std::string::npos && close + 2 < stat.size() &&
+        (stat[close + 2] == 'T' || stat[close + 2] == 't'))
+      return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
 // True once no process has `pid` (it was ended and reaped).
 bool gone(int pid) {
   return ::kill(pid, 0) != 0 && errno == ESRCH;
@@ -405,6 +420,7 @@ TEST_CASE_METHOD(host_fixture,
   // ends when the device is lost (the heartbeat's 2 s), once the item that
   // made the object ran again in the new host.
   REQUIRE(::kill(first, SIGSTOP) == 0);
+  REQUIRE(stopped(first));
   auto after = r.get_object("t", id);
   INFO(device_events(r));
   REQUIRE(after);

@@ -99,6 +99,16 @@ TEST_CASE("the network section's TLS files are checked before use",
     CHECK_THAT(refusal(n),
                Catch::Contains("does not verify against the CA it trusts"));
   }
+  SECTION("a certificate signed by an intermediate CA, with its chain") {
+    auto n = good;
+    n.set_certificate(tls.file("chained-full.pem"));
+    n.set_key(tls.file("chained.key"));
+    CHECK(refusal(n).empty());
+    // Without the intermediate, it does not reach the CA.
+    n.set_certificate(tls.file("chained.pem"));
+    CHECK_THAT(refusal(n),
+               Catch::Contains("does not verify against the CA it trusts"));
+  }
   SECTION("no CA") {
     auto n = good;
     n.clear_cafile();
