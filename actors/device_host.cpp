@@ -42,13 +42,19 @@ hosted_device::hosted_device(device_info info, pb::HostSpec spec)
   // nop
 }
 
+hosted_device::hosted_device(device_info info, endpoint where, uint32_t index)
+    : device(std::move(info)), where_(std::move(where)), remote_index_(index) {
+  // nop
+}
+
 caf::expected<devices::launch_result>
 hosted_device::do_launch(uint32_t, uint64_t, kernels::kernel_id,
                          const kernels::kernel_args&, kernels::typed_inputs,
                          const devices::memory::owner_tag&) {
   return make_error(errc::device_lost,
-                    info().name + " runs in a host process: its launches go "
-                                  "to the device actor there");
+                    info().name + " runs in " +
+                        (remote() ? "a remote device host" : "a host process") +
+                        ": its launches go to the device actor there");
 }
 
 caf::error hosted_device::do_health() {
@@ -81,6 +87,72 @@ void hosted_device::set_gate(host_gate_actor gate, std::string token) {
   std::lock_guard<std::mutex> guard{gate_mx_};
   gate_ = std::move(gate);
   token_ = std::move(token);
+}
+
+// -- joining remote hosts -----------------------------------------------------
+
+caf::expected<std::vector<std::shared_ptr<hosted_device>>>
+join_remote_hosts(caf::actor_system& sys, const network_settings& net) {
+  std::vector<std::shared_ptr<hosted_device>> out;
+  if (net.join.empty())
+    return out;
+  if (!sys.has_openssl_manager())
+    return make_error(errc::malformed_config,
+                      "joining remote device hosts needs CAF's TLS module in "
+                      "the actor system: make its config with "
+                      "cohort::system_config from the runtime config, or "
+                      "call cohort::load_network with its network settings");
+  caf::scoped_actor self{sys};
+  auto mm = sys.openssl_manager().actor_handle();
+  for (auto& where : net.join) {
+    auto name = to_string(where);
+    auto cannot = [&](errc code, const std::string& why) {
+      return make_error(code, "cannot join the remote device host " + name +
+                                  ": " + why);
+    };
+    caf::error failure;
+    caf::strong_actor_ptr gate;
+    self->request(mm, net.connect_timeout, caf::connect_atom::value, where.host,
+                  where.port)
+        .receive([&](const caf::node_id&, caf::strong_actor_ptr& g,
+                     const std::set<std::string>&) { gate = std::move(g); },
+                 [&](caf::error& err) {
+                   failure =
+                       cannot(errc::device_lost,
+                              err == caf::sec::disconnect_during_handshake
+                                  ? describe(err) +
+                                        " (the TLS handshake failed: one "
+                                        "side's certificate is not signed by "
+                                        "the CA the other trusts, or it does "
+                                        "not speak TLS)"
+                                  : describe(err));
+                 });
+    if (failure)
+      return failure;
+    if (!gate)
+      return cannot(errc::device_lost, "it published no gate");
+    std::vector<device_info> listed;
+    self->request(caf::actor_cast<host_gate_actor>(gate), net.connect_timeout,
+                  list_atom::value, net.token)
+        .receive([&](std::vector<device_info>& l) { listed = std::move(l); },
+                 [&](caf::error& err) {
+                   failure = cannot(code_of(err) == errc::not_granted
+                                        ? errc::not_granted
+                                        : errc::device_lost,
+                                    describe(err));
+                 });
+    if (failure)
+      return failure;
+    if (listed.empty())
+      return cannot(errc::device_lost, "it serves no devices");
+    for (uint32_t i = 0; i < listed.size(); ++i) {
+      auto info = std::move(listed[i]);
+      info.host_process = false;
+      info.remote = name;
+      out.push_back(std::make_shared<hosted_device>(std::move(info), where, i));
+    }
+  }
+  return out;
 }
 
 // -- faults -------------------------------------------------------------------

@@ -12,12 +12,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <caf/fwd.hpp>
 #include <caf/typed_actor.hpp>
 
 #include "devices/device.hpp"
@@ -25,6 +27,7 @@
 #include "messages/atoms.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/host.hpp"
+#include "messages/network.hpp"
 
 namespace cohort::actors {
 
@@ -51,14 +54,25 @@ using host_gate_actor = caf::typed_actor<
     /// the device does not take.
     caf::replies_to<fault_atom, std::string, uint32_t, sim_fault>::with<bool>>;
 
-/// The node's stand-in for a device that runs in a host process: it gives
-/// the device's facts and holds what a new host process is told. Nothing
-/// launches on it (its device actor runs in the host); the supervisor
-/// starts and ends its processes. `pid` is thread-safe, the rest is set
-/// before the runtime starts.
+/// The node's stand-in for a device that runs in a host process, or on a
+/// remote device host: it gives the device's facts and holds what a new
+/// host process is told, or where the remote host is. Nothing launches on
+/// it (its device actor runs in the host); the supervisor starts and ends
+/// its processes, or joins its remote host. `pid` and `gate` are
+/// thread-safe, the rest is set before the runtime starts.
 class hosted_device final : public devices::device {
 public:
+  /// A device in a host process the node starts.
   hosted_device(device_info info, pb::HostSpec spec);
+
+  /// Device `index` of the remote host at `where` (`info.remote` names it).
+  hosted_device(device_info info, endpoint where, uint32_t index);
+
+  /// On a remote host (else in a host process of this node).
+  bool remote() const { return !where_.host.empty(); }
+  /// The remote host, and the device's index there.
+  const endpoint& where() const { return where_; }
+  uint32_t remote_index() const { return remote_index_; }
 
   /// What the next host process is told (its token is set at each start).
   const pb::HostSpec& spec() const { return spec_; }
@@ -85,11 +99,24 @@ private:
   std::vector<std::string> do_take_warnings() override;
 
   pb::HostSpec spec_;
+  endpoint where_;
+  uint32_t remote_index_ = 0;
   std::atomic<int> pid_{0};
   mutable std::mutex gate_mx_;
   host_gate_actor gate_;
   std::string token_;
 };
+
+/// Joins the remote device hosts of `net.join` (docs/device-hosts.md,
+/// "Nodes on other machines"): connects to each through CAF's TLS module,
+/// lists its devices with the fleet's token and returns a stand-in for
+/// each, in the order of the addresses and of each host's list. Blocks, up
+/// to `net.connect_timeout` per host. Errors: malformed_config when `sys`
+/// has no TLS module; not_granted when a host refuses the token;
+/// device_lost when a host cannot be reached or refuses this node's
+/// certificate; each names the host.
+caf::expected<std::vector<std::shared_ptr<hosted_device>>>
+join_remote_hosts(caf::actor_system& sys, const network_settings& net);
 
 /// Applies fault `f` (a simulated device's own kind, LOSE to THERMAL) to
 /// `dev`; invalid_fault for another kind.

@@ -212,6 +212,9 @@ configure_memory(const std::vector<std::shared_ptr<devices::device>>& devs,
   out.pools = config::pool_options_for(cfg, lease);
   for (size_t i = 0; i < devs.size(); ++i) {
     if (auto* hosted = dynamic_cast<hosted_device*>(devs[i].get())) {
+      // A remote host's config sets its devices' memory.
+      if (hosted->remote())
+        continue;
       // Its memory is made in its host process, from its spec. Tenants'
       // global quotas are kept by the balancer's books there, not by a
       // ledger shared with the node's other devices.
@@ -286,8 +289,38 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
     return devs.error();
   for (auto& d : extra)
     devs->push_back(std::move(d));
+  // The devices of the remote hosts it joins come last.
+  auto net = compile_network(cfg);
+  if (!net)
+    return net.error();
+  if (!net->join.empty()) {
+    auto joined = join_remote_hosts(sys, *net);
+    if (!joined)
+      return joined.error();
+    std::set<std::string> names;
+    for (auto& d : *devs)
+      names.insert(d->info().name);
+    for (auto& d : *joined) {
+      if (!names.insert(d->info().name).second)
+        return make_error(errc::malformed_config,
+                          "the remote device host " + d->info().remote +
+                              " has a device named '" + d->info().name +
+                              "', as this node has already: device names are "
+                              "unique in a fleet");
+      devs->push_back(std::move(d));
+    }
+    if (devs->size() > max_devices)
+      return make_error(errc::malformed_config,
+                        "at most " + std::to_string(max_devices) +
+                            " devices are supported, the fleet has " +
+                            std::to_string(devs->size()) +
+                            " with its remote hosts'");
+    settings->supervisor.fleet_token = net->token;
+    settings->supervisor.connect_timeout = net->connect_timeout;
+  }
   if (std::any_of(devs->begin(), devs->end(), [](auto& d) {
-        return dynamic_cast<hosted_device*>(d.get()) != nullptr;
+        auto* h = dynamic_cast<hosted_device*>(d.get());
+        return h != nullptr && !h->remote();
       })) {
     if (!sys.has_middleman())
       return make_error(errc::malformed_config,
@@ -504,16 +537,17 @@ caf::error runtime::inject_sim_fault(const std::string& name,
     auto [gate, token] = h->gate();
     if (!gate)
       return make_error(errc::invalid_transition,
-                        name + " has no host process up now");
+                        name + (h->remote() ? " is not joined now"
+                                            : " has no host process up now"));
     caf::scoped_actor self{sys_};
     caf::error out;
     self->request(gate, std::chrono::seconds{5}, fault_atom::value, token,
-                  uint32_t{0}, f)
+                  h->remote_index(), f)
         .receive([](bool) {},
                  [&](caf::error& err) {
                    if (err == caf::sec::request_timeout)
                      out = make_error(errc::device_lost,
-                                      "the host process of " + name +
+                                      "the host of " + name +
                                           " did not answer within 5 s");
                    else
                      out = std::move(err);
@@ -817,8 +851,9 @@ void runtime::stop() {
   // The gates of the hosts that run now: gone once the middleman has seen
   // their connections close.
   std::vector<host_gate_actor> gates;
+  // (A remote host's connection stays until the actor system ends.)
   for (auto& d : devs_)
-    if (auto* h = dynamic_cast<hosted_device*>(d.get()))
+    if (auto* h = dynamic_cast<hosted_device*>(d.get()); h && !h->remote())
       if (auto g = h->gate().first)
         gates.push_back(std::move(g));
   stop_one(supervisor_.address());

@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 
 #include "devices/memory/device_memory.hpp"
 #include "messages/errc.hpp"
@@ -177,15 +178,48 @@ std::string end_process(self_ptr self, uint32_t index,
     self->send_exit(e.relay, caf::exit_reason::kill);
     e.relay = device_listener{};
   }
+  if (e.hosted)
+    e.hosted->set_gate({}, {});
   if (e.pid <= 0)
     return {};
   auto pid = std::exchange(e.pid, 0);
   e.hosted->set_pid(0);
-  e.hosted->set_gate({}, {});
   auto p = self->state.hosts->take(pid);
   if (p.pid <= 0)
     return {};
   return "its host process " + std::to_string(pid) + " " + end_host(p, grace);
+}
+
+// A join of device `index`'s remote host failed (unreachable, refused):
+// tried again after a pause that doubles with each failure in a row, up to
+// the longest restart delay, for as long as it takes. Not a loss of its
+// own: a machine that comes back after an hour rejoins.
+void join_failed(self_ptr self, uint32_t index, const caf::error& err) {
+  auto& st = self->state;
+  auto& e = st.devices[index];
+  e.launching = false;
+  end_process(self, index);
+  auto first = std::exchange(e.first_start, false);
+  if (e.life.status() == device_status::resetting) {
+    auto delay = backoff(st.cfg, e.join_failures);
+    // The first failure of a run is audited, and then every hundredth.
+    if (e.join_failures % 100 == 0)
+      device_event(
+          self, e.dev->info().name,
+          "supervisor: cannot rejoin its remote host " + e.dev->info().remote +
+              " (attempt " + std::to_string(e.join_failures + 1) +
+              "): " + describe(err) + "; trying again in " +
+              std::to_string(delay.count()) + " ms, then at most " + "every " +
+              std::to_string(
+                  std::max(st.cfg.max_restart_delay, st.cfg.restart_delay)
+                      .count()) +
+              " ms");
+    ++e.join_failures;
+    e.own_loss = false;
+    self->delayed_send(self, delay, restart_atom::value, index);
+  }
+  if (first)
+    settle_start(self);
 }
 
 // A start of device `index`'s host process failed: a loss of its own,
@@ -193,6 +227,10 @@ std::string end_process(self_ptr self, uint32_t index,
 void host_failed(self_ptr self, uint32_t index, const caf::error& err) {
   auto& st = self->state;
   auto& e = st.devices[index];
+  if (e.hosted->remote()) {
+    join_failed(self, index, err);
+    return;
+  }
   e.launching = false;
   auto how = end_process(self, index);
   auto reason =
@@ -237,6 +275,10 @@ void host_up(self_ptr self, uint32_t index, const caf::actor& dev,
     e.handle = caf::actor_cast<device_actor>(dev);
     e.addr = e.handle.address();
     e.hosted->set_gate(gate, e.token);
+    if (e.join_failures > 0)
+      e.start_why += " after " + std::to_string(e.join_failures) +
+                     " failed attempt" + (e.join_failures == 1 ? "" : "s");
+    e.join_failures = 0;
     ++e.generation;
     self->monitor(e.handle);
     transition(self, index, lifecycle_event::restarted, e.start_why);
@@ -266,13 +308,23 @@ device_listener::behavior_type relay_impl(device_listener::pointer self,
   };
 }
 
-// Starts a host process for device `index`, off the supervisor's thread;
-// `launched` carries on.
+void greet_host(self_ptr self, uint32_t index, uint64_t n,
+                const endpoint& where);
+
+// Starts a host process for device `index`, off the supervisor's thread
+// (`launched` carries on), or joins its remote host.
 void start_hosted(self_ptr self, uint32_t index) {
   auto& st = self->state;
   auto& e = st.devices[index];
   e.launching = true;
   auto n = ++e.launch;
+  if (e.hosted->remote()) {
+    // Its remote host runs already: it is reached and greeted, with the
+    // fleet's token.
+    e.token = st.cfg.fleet_token;
+    greet_host(self, index, n, e.hosted->where());
+    return;
+  }
   auto spec = e.hosted->spec();
   e.token = objects::random_token();
   spec.set_token(e.token);
@@ -305,11 +357,14 @@ void start_hosted(self_ptr self, uint32_t index) {
   });
 }
 
-// The host process of device `index` (start `n`) publishes its gate on
-// `port`: reached through the middleman, then greeted with its token.
-void greet_host(self_ptr self, uint32_t index, uint64_t n, uint16_t port) {
+// The host of device `index` (start `n`) publishes its gate at `where`: a
+// host process on 127.0.0.1, reached through the middleman, or a remote
+// host, reached through CAF's TLS module; then greeted with its token.
+void greet_host(self_ptr self, uint32_t index, uint64_t n,
+                const endpoint& where) {
   auto& st = self->state;
-  auto timeout = st.cfg.host_start_timeout;
+  auto remote = st.devices[index].hosted->remote();
+  auto timeout = remote ? st.cfg.connect_timeout : st.cfg.host_start_timeout;
   auto current = [=] {
     auto& e = self->state.devices[index];
     return e.launching && e.launch == n;
@@ -318,17 +373,19 @@ void greet_host(self_ptr self, uint32_t index, uint64_t n, uint16_t port) {
     if (current())
       host_failed(self, index, err);
   };
-  auto mm = self->system().middleman().actor_handle();
-  self->request(mm, timeout, caf::connect_atom::value, std::string{"127.0.0.1"},
-                port)
+  auto mm = remote ? self->system().openssl_manager().actor_handle()
+                   : self->system().middleman().actor_handle();
+  auto what = remote ? std::string{"its remote host "} + to_string(where)
+                     : std::string{"its host process"};
+  self->request(mm, timeout, caf::connect_atom::value, where.host, where.port)
       .then(
           [=](const caf::node_id&, caf::strong_actor_ptr& gate,
               const std::set<std::string>&) {
             if (!current())
               return;
             if (!gate) {
-              failed(make_error(errc::device_lost,
-                                "its host process published no gate"));
+              failed(
+                  make_error(errc::device_lost, what + " published no gate"));
               return;
             }
             auto& st = self->state;
@@ -336,6 +393,7 @@ void greet_host(self_ptr self, uint32_t index, uint64_t n, uint16_t port) {
             e.relay = self->spawn<caf::linked>(relay_impl, st.balancer, index);
             host_hello hello;
             hello.index = index;
+            hello.device = e.hosted->remote_index();
             hello.kernel_timeout_ms = st.cfg.kernel_timeout.count();
             for (auto t : st.cfg.kernel_timeouts)
               hello.kernel_timeouts_ms.push_back(t.count());
@@ -350,16 +408,15 @@ void greet_host(self_ptr self, uint32_t index, uint64_t n, uint16_t port) {
                                 caf::actor_cast<host_gate_actor>(gate));
                     },
                     [=](caf::error& err) {
-                      failed(make_error(errc::device_lost,
-                                        "its host process refused the "
-                                        "supervisor: " +
-                                            describe(err)));
+                      failed(make_error(
+                          errc::device_lost,
+                          what + " refused the supervisor: " + describe(err)));
                     });
           },
           [=](caf::error& err) {
-            failed(make_error(errc::device_lost,
-                              "its host process could not be reached: " +
-                                  describe(err)));
+            failed(
+                make_error(errc::device_lost,
+                           what + " could not be reached: " + describe(err)));
           });
 }
 
@@ -370,7 +427,18 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& down) {
   e.handle = device_actor{};
   e.addr = caf::actor_addr{};
   auto reason = down;
-  if (e.hosted) {
+  // A remote host whose connection dropped: not a loss of the device's
+  // own, and never given up; the node rejoins when the host is back.
+  bool dropped = false;
+  if (e.hosted && e.hosted->remote()) {
+    end_process(self, index);
+    dropped = down == caf::exit_reason::remote_link_unreachable;
+    if (dropped)
+      reason = make_error(errc::device_lost,
+                          e.dev->info().name + ": the connection to its " +
+                              "remote host " + e.dev->info().remote +
+                              " dropped (" + describe(down) + ")");
+  } else if (e.hosted) {
     // Whatever took its actor down, its process goes too: a new one is
     // the device's restart (a sticky error, a hang and a crash alike).
     // Its connection went first: the process died (a crash, a kill) or
@@ -398,12 +466,12 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& down) {
     tell(self, index, device_cause::offline, std::move(why));
     return;
   }
-  if (!sibling && recent_restarts(st, e) >= st.cfg.max_restarts) {
+  if (!sibling && !dropped && recent_restarts(st, e) >= st.cfg.max_restarts) {
     give_up(self, index, restart_limit_reached(st.cfg, reason));
     return;
   }
   transition(self, index, lifecycle_event::lost, describe(reason));
-  e.own_loss = !sibling;
+  e.own_loss = !sibling && !dropped;
   if (sibling)
     tell(self, index, device_cause::restarting,
          make_error(errc::device_restarted,
@@ -413,10 +481,11 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& down) {
          is_device_fault(code_of(reason)) ? device_cause::fault
                                           : device_cause::crashed,
          reason);
-  auto delay =
-      sibling ? st.cfg.restart_delay : backoff(st.cfg, recent_restarts(st, e));
+  auto delay = sibling || dropped ? st.cfg.restart_delay
+                                  : backoff(st.cfg, recent_restarts(st, e));
   self->delayed_send(self, delay, restart_atom::value, index);
-  if (sibling || st.cfg.strategy != restart_strategy::one_for_all)
+  // A dropped connection takes the devices of that host alone.
+  if (sibling || dropped || st.cfg.strategy != restart_strategy::one_for_all)
     return;
   // One for all: every other live device restarts with it.
   for (uint32_t j = 0; j < st.devices.size(); ++j) {
@@ -533,7 +602,9 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           if (e.hosted) {
             ++st.starting;
             e.first_start = true;
-            e.start_why = "started in a host process";
+            e.start_why = e.hosted->remote() ? "joined on its remote host " +
+                                                   e.dev->info().remote
+                                             : "started in a host process";
             start_hosted(self, i);
             continue;
           }
@@ -563,7 +634,7 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         }
         e.pid = pid;
         e.hosted->set_pid(pid);
-        greet_host(self, index, n, port);
+        greet_host(self, index, n, endpoint{"127.0.0.1", port});
       },
       [=](restart_atom, uint32_t index) {
         auto& e = self->state.devices.at(index);
@@ -571,13 +642,16 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
             e.launching)
           return;
         if (e.hosted) {
-          // Its old process is gone: a new one is its reset.
+          // Its old process is gone: a new one is its reset. A remote
+          // host resets the device when it is greeted again.
           auto counted = std::exchange(e.own_loss, false);
           if (counted)
             e.restarts.push_back(clock::now());
           auto& cfg = self->state.cfg;
           e.start_why =
-              std::string{"new host process, "} +
+              std::string{e.hosted->remote() ? "rejoined its remote host " +
+                                                   e.dev->info().remote + ", "
+                                             : "new host process, "} +
               (counted
                    ? "restart " + std::to_string(e.restarts.size()) + " of " +
                          std::to_string(cfg.max_restarts) + " in its period"

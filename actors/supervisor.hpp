@@ -82,6 +82,10 @@ struct supervisor_config {
   /// a new one may take to be reachable (start and hello each).
   std::string host_binary;
   std::chrono::milliseconds host_start_timeout{10000};
+  /// Devices on remote hosts: the fleet's token, and how long a connection
+  /// and its hello may take.
+  std::string fleet_token;
+  std::chrono::milliseconds connect_timeout{10000};
 };
 
 /// The host processes of a supervisor, shared with the threads that start
@@ -150,6 +154,9 @@ struct supervisor_state {
     bool first_start = false;
     std::string token;
     std::string start_why;
+    /// On a remote host: joins that failed in a row since it was last up
+    /// (they do not count against the restart intensity).
+    uint32_t join_failures = 0;
   };
   std::vector<entry> devices;
   balancer_actor balancer;

@@ -50,6 +50,14 @@ struct device_info {
   /// Runs in a host process of its own, not in the node's process
   /// (docs/device-hosts.md).
   bool host_process = false;
+  /// Runs on a remote device host, another machine's `cohort device-host
+  /// --listen`: its HOST:PORT (docs/device-hosts.md). Empty: on this
+  /// machine.
+  std::string remote;
+
+  /// Runs outside the node's process (a host process or a remote host):
+  /// its memory cannot be mapped here.
+  bool elsewhere() const { return host_process || !remote.empty(); }
 };
 
 template <class Inspector>
@@ -62,7 +70,7 @@ typename Inspector::result_type inspect(Inspector& f, device_info& x) {
   return f(caf::meta::type_name("device_info"), x.name, kind, x.simulated,
            x.model, x.memory_bytes, x.streams, x.speed, x.cores, x.numa_node,
            x.pci_bus_id, x.uuid, x.arch, x.multiprocessors, x.input_cache_bytes,
-           x.host_process, load);
+           x.host_process, x.remote, load);
 }
 
 } // namespace cohort

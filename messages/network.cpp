@@ -187,6 +187,12 @@ caf::error check_tls(const network_settings& s) {
 
 } // namespace
 
+std::string to_string(const endpoint& e) {
+  if (e.host.find(':') != std::string::npos)
+    return "[" + e.host + "]:" + std::to_string(e.port);
+  return e.host + ":" + std::to_string(e.port);
+}
+
 caf::expected<endpoint> parse_endpoint(const std::string& text,
                                        const std::string& what, bool any_port) {
   auto refuse = [&](const std::string& why) {

@@ -23,6 +23,9 @@ struct endpoint {
   uint16_t port = 0;
 };
 
+/// "HOST:PORT" ("[IPv6]:PORT" for an IPv6 address).
+std::string to_string(const endpoint& e);
+
 /// "HOST:PORT" or "[IPv6]:PORT" as an endpoint; malformed_config (naming
 /// `what`) for anything else, a port outside 1..65535 included (port 0,
 /// any free port, too when `any_port`).

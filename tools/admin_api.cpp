@@ -107,7 +107,10 @@ pb::DeviceList device_list(actors::runtime& rt, const balancer_stats& st,
     v->set_model(d.model);
     v->set_streams(d.streams);
     v->set_numa_node(d.numa_node);
-    v->set_location(d.host_process ? "host process" : "node");
+    v->set_location(!d.remote.empty() ? "remote host"
+                    : d.host_process  ? "host process"
+                                      : "node");
+    v->set_remote(d.remote);
     if (d.host_process)
       v->set_host_pid(rt.host_pid(d.name));
     if (i < st.devices.size()) {

@@ -126,6 +126,12 @@ int cmd_devices(const std::string& config_path) {
         x.streams, x.speed, cores.c_str(), numa.c_str(),
         x.host_process ? "a host process" : "the node's process");
   }
+  // Remote hosts are reached by a running node only (the devices it
+  // joined: `cohort admin devices`).
+  for (auto& j : cfg.network().join())
+    std::printf("(and the devices of the remote device host %s, which a "
+                "running node joins)\n",
+                j.c_str());
   std::printf("\nGPU backends (plugins):\n");
   if (!use_gpus)
     std::printf(

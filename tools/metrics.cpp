@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include <prometheus/metric_family.h>
@@ -141,14 +142,29 @@ metrics_exporter::render(const metrics_input& in,
   double elapsed_s = last_ == std::chrono::steady_clock::time_point{}
                          ? 0
                          : std::chrono::duration<double>(now - last_).count();
+  // A device's own labels, `more` after them: its name, and for a device
+  // on a remote host that the node joined, `node`, the host's HOST:PORT
+  // (a device of this machine has none, so that its series stay as they
+  // were).
+  auto device_labels = [&](size_t i, labels more = {}) {
+    auto& d = in.devices[i];
+    labels out{{"device", d.name}};
+    if (!d.remote.empty())
+      out.push_back({"node", d.remote});
+    out.insert(out.end(), more.begin(), more.end());
+    return out;
+  };
   // dcgm-exporter's names and labels, for GPUs (simulated ones say so).
   auto gpu_labels = [&](size_t i) {
     auto& d = in.devices[i];
-    return labels{{"gpu", std::to_string(i)},
-                  {"UUID", d.uuid.empty() ? d.name : d.uuid},
-                  {"device", d.name},
-                  {"modelName", d.model},
-                  {"cohort_simulated", d.simulated ? "true" : "false"}};
+    labels out{{"gpu", std::to_string(i)},
+               {"UUID", d.uuid.empty() ? d.name : d.uuid},
+               {"device", d.name},
+               {"modelName", d.model},
+               {"cohort_simulated", d.simulated ? "true" : "false"}};
+    if (!d.remote.empty())
+      out.push_back({"node", d.remote});
+    return out;
   };
   {
     family util{out, "DCGM_FI_DEV_GPU_UTIL",
@@ -194,7 +210,7 @@ metrics_exporter::render(const metrics_input& in,
       if (!is_gpu(in.devices[i]))
         continue;
       xid.add(gpu_labels(i), in.xids[i].second);
-      xids.add({{"device", in.devices[i].name}}, double(in.xids[i].first));
+      xids.add(device_labels(i), double(in.xids[i].first));
     }
   }
   {
@@ -242,17 +258,17 @@ metrics_exporter::render(const metrics_input& in,
         device_status::offline};
     for (size_t i = 0; i < in.devices.size(); ++i) {
       auto& d = in.devices[i];
-      labels dl{{"device", d.name}};
-      info.add({{"device", d.name},
-                {"kind", to_string(d.kind)},
-                {"model", d.model},
-                {"simulated", d.simulated ? "true" : "false"}},
-               1);
+      auto dl = device_labels(i);
+      info.add(
+          device_labels(i, {{"kind", to_string(d.kind)},
+                            {"model", d.model},
+                            {"simulated", d.simulated ? "true" : "false"}}),
+          1);
       auto* s = dev_stats(i);
       if (s == nullptr)
         continue;
       for (auto x : statuses)
-        status.add({{"device", d.name}, {"status", to_string(x)}},
+        status.add(device_labels(i, {{"status", to_string(x)}}),
                    s->status == x ? 1 : 0);
       up.add(dl, s->status == device_status::available ||
                          s->status == device_status::degraded
@@ -287,16 +303,14 @@ metrics_exporter::render(const metrics_input& in,
       auto* m = memory_of(in, i);
       if (m == nullptr)
         continue;
-      labels dl{{"device", in.devices[i].name}};
+      auto dl = device_labels(i);
       cap.add(dl, double(m->capacity));
       limit.add(dl, double(m->limit));
       used.add(dl, double(m->used));
       held.add(dl, double(m->held));
-      allocs.add({{"device", in.devices[i].name}, {"result", "ok"}},
-                 double(m->allocations));
+      allocs.add(device_labels(i, {{"result", "ok"}}), double(m->allocations));
       for (auto& [why, n] : m->refused)
-        allocs.add({{"device", in.devices[i].name}, {"result", why}},
-                   double(n));
+        allocs.add(device_labels(i, {{"result", why}}), double(n));
     }
   }
   {
@@ -338,8 +352,16 @@ metrics_exporter::render(const metrics_input& in,
     family lat{out, "cohort_work_latency_seconds",
                "Time from admission to result, per kernel and device",
                MetricType::Histogram};
-    for (auto& h : st.latency)
-      lat.add_histogram({{"kernel", h.kernel}, {"device", h.device}}, h);
+    std::map<std::string, std::string> remote;
+    for (auto& d : in.devices)
+      if (!d.remote.empty())
+        remote[d.name] = d.remote;
+    for (auto& h : st.latency) {
+      labels l{{"kernel", h.kernel}, {"device", h.device}};
+      if (auto r = remote.find(h.device); r != remote.end())
+        l.push_back({"node", r->second});
+      lat.add_histogram(l, h);
+    }
   }
   {
     family inflight{out, "cohort_tenant_inflight",

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -13,6 +14,7 @@
 #include "config/quotas.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
+#include "messages/network.hpp"
 #include "messages/system_config.hpp"
 #include "tools/pipeline.hpp"
 #include "tools/scheduler_arg.hpp"
@@ -36,6 +38,8 @@ struct serve_options {
   std::string share_socket;
   std::string scheduler;
   std::string pipeline;
+  /// Remote device hosts to join, over the config's network.join.
+  std::vector<std::string> join;
   uint32_t repeat = 0; // 0: until stopped
   double for_seconds = 0;
   http_limits http;
@@ -120,6 +124,23 @@ parse(const std::map<std::string, std::string>& given) {
       o.scheduler = v;
     } else if (k == "--pipeline") {
       o.pipeline = v;
+    } else if (k == "--join") {
+      // HOST:PORT, or several separated by commas; each checked with the
+      // network section (compile_network).
+      size_t from = 0;
+      for (;;) {
+        auto comma = v.find(',', from);
+        auto one = v.substr(from, comma == std::string::npos ? std::string::npos
+                                                             : comma - from);
+        if (one.empty())
+          return make_error(errc::invalid_arguments,
+                            "--join takes HOST:PORT[,HOST:PORT...], got '" + v +
+                                "'");
+        o.join.push_back(std::move(one));
+        if (comma == std::string::npos)
+          break;
+        from = comma + 1;
+      }
     } else if (k == "--repeat") {
       auto n = parse_count(k, v, UINT32_MAX);
       if (!n)
@@ -205,6 +226,11 @@ void add_serve_command(CLI::App& parent, serve_cli& c) {
         "PATH");
   o.add(*serve, "--pipeline", "run this pipeline's batches as the workload",
         "FILE");
+  o.add(*serve, "--join",
+        "add the devices of these remote device hosts (cohort device-host "
+        "--listen) to the fleet, over the config's network.join; needs the "
+        "config's network section (TLS files and the fleet's token)",
+        "HOST:PORT[,...]");
   o.add(*serve, "--repeat", "run the pipeline N times (0: until stopped)", "N");
   o.add(*serve, "--for", "stop after this many seconds", "SECONDS");
   o.add(*serve, "--scheduler",
@@ -249,6 +275,14 @@ int cmd_serve(const serve_cli& c) {
       return bad_input(describe(loaded.error()));
     cfg = std::move(*loaded);
   }
+  if (!opts->join.empty()) {
+    // Replaces the config's list: the command line names the hosts now.
+    cfg.mutable_network()->clear_join();
+    for (auto& j : opts->join)
+      cfg.mutable_network()->add_join(j);
+    if (auto net = compile_network(cfg); !net)
+      return bad_input(describe(net.error()));
+  }
   if (!opts->audit.empty())
     cfg.set_audit_path(opts->audit);
   if (!opts->share_socket.empty())
@@ -286,8 +320,10 @@ int cmd_serve(const serve_cli& c) {
   if (!(*rt)->share_socket().empty())
     std::printf("  sharing objects at %s\n", (*rt)->share_socket().c_str());
   for (auto& d : (*rt)->devices())
-    std::printf("  device %-8s %s%s\n", d.name.c_str(), to_string(d.kind),
-                d.simulated ? " (simulated)" : "");
+    std::printf("  device %-8s %s%s%s%s\n", d.name.c_str(), to_string(d.kind),
+                d.simulated ? " (simulated)" : "",
+                d.remote.empty() ? "" : " on the remote host ",
+                d.remote.c_str());
   std::fflush(stdout);
   // The workload: the pipeline's batches, run after run.
   auto stopping = std::make_shared<std::atomic<bool>>(false);

@@ -3647,15 +3647,15 @@ caf::result<attachment_info> attach_object(self_ptr self,
                                     "revoked, or its object was freed)"));
   }
   // The copy to map: one on a device (the first that holds it). Not one
-  // in a host process: a descriptor for its memory would name a file of
-  // that process, not of this one.
+  // in a host process or on a remote host: a descriptor for its memory
+  // would name a file of that process, not of this one.
   int32_t d = -1;
   bool hosted_copy = false;
   for (size_t i = 0; i < st.devices.size() && d < 0; ++i) {
     if (!objects::has_device(e->replicas, i) || !st.devices[i].handle ||
         !st.acct.metered(i))
       continue;
-    if (st.devices[i].info.host_process)
+    if (st.devices[i].info.elsewhere())
       hosted_copy = true;
     else
       d = int32_t(i);
@@ -3665,8 +3665,9 @@ caf::result<attachment_info> attach_object(self_ptr self,
         self, peer,
         make_error(errc::invalid_arguments,
                    "object " + std::to_string(id) +
-                       " is held by a device in a host process, whose memory "
-                       "another process cannot map; read it with get"));
+                       " is held by a device in a host process or on a "
+                       "remote host, whose memory another process cannot "
+                       "map; read it with get"));
   if (write) {
     if (d < 0)
       return refuse_attach(

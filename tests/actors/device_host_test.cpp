@@ -22,6 +22,7 @@
 
 #include "actors/device_host.hpp"
 #include "messages/network.hpp"
+#include "tests/remote_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
 #include "tests/tls_fixture.hpp"
 
@@ -124,68 +125,9 @@ struct tls_config : system_config {
   explicit tls_config(const network_settings& net) { load_network(*this, net); }
 };
 
-// A `cohort device-host --listen` running in the background: its pid, and
-// the first line it printed.
-struct remote_host {
-  int pid = 0;
-  std::string line;
-};
-
-// Starts `cohort device-host ARGS...` with its standard output in a pipe and
-// reads its first line (within 15 s).
-remote_host start_remote_host(const std::vector<std::string>& args) {
-  int out[2];
-  REQUIRE(::pipe(out) == 0);
-  std::vector<std::string> all{COHORT_BINARY, "device-host"};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  remote_host h;
-  h.pid = ::fork();
-  REQUIRE(h.pid >= 0);
-  if (h.pid == 0) {
-    ::dup2(out[1], 1);
-    ::close(out[0]);
-    ::close(out[1]);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  auto deadline = std::chrono::steady_clock::now() + 15s;
-  char c;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{out[0], POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0)
-      continue;
-    if (::read(out[0], &c, 1) != 1 || c == '\n')
-      break;
-    h.line += c;
-  }
-  ::close(out[0]);
-  return h;
-}
-
-// Waits for `pid` to end (up to 10 s); its exit status, or -1.
-int reap(int pid) {
-  for (int i = 0; i < 1000; ++i) {
-    int status = 0;
-    auto r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::this_thread::sleep_for(10ms);
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-  return -1;
-}
-
-void write_text(const std::string& path, const google::protobuf::Message& m) {
-  std::string text;
-  REQUIRE(google::protobuf::TextFormat::PrintToString(m, &text));
-  std::ofstream{path} << text;
-}
+using test::reap;
+using test::start_remote_host;
+using test::write_text;
 
 } // namespace
 
