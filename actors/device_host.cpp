@@ -1,9 +1,14 @@
 #include "actors/device_host.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +17,11 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
+#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -155,6 +163,92 @@ join_remote_hosts(caf::actor_system& sys, const network_settings& net) {
   return out;
 }
 
+// -- cutting connections (chaos) ---------------------------------------------
+
+namespace {
+
+// `a` as IPv4 when it is an IPv4 address mapped into IPv6.
+sockaddr_storage unmapped(const sockaddr_storage& a) {
+  if (a.ss_family != AF_INET6)
+    return a;
+  auto& six = reinterpret_cast<const sockaddr_in6&>(a);
+  if (!IN6_IS_ADDR_V4MAPPED(&six.sin6_addr))
+    return a;
+  sockaddr_storage out{};
+  auto& four = reinterpret_cast<sockaddr_in&>(out);
+  four.sin_family = AF_INET;
+  four.sin_port = six.sin6_port;
+  std::memcpy(&four.sin_addr, six.sin6_addr.s6_addr + 12, 4);
+  return out;
+}
+
+bool same_peer(const sockaddr_storage& x, const sockaddr_storage& y) {
+  auto a = unmapped(x), b = unmapped(y);
+  if (a.ss_family != b.ss_family)
+    return false;
+  if (a.ss_family == AF_INET) {
+    auto& p = reinterpret_cast<const sockaddr_in&>(a);
+    auto& q = reinterpret_cast<const sockaddr_in&>(b);
+    return p.sin_port == q.sin_port && p.sin_addr.s_addr == q.sin_addr.s_addr;
+  }
+  if (a.ss_family == AF_INET6) {
+    auto& p = reinterpret_cast<const sockaddr_in6&>(a);
+    auto& q = reinterpret_cast<const sockaddr_in6&>(b);
+    return p.sin6_port == q.sin6_port &&
+           std::memcmp(&p.sin6_addr, &q.sin6_addr, sizeof p.sin6_addr) == 0;
+  }
+  return false;
+}
+
+} // namespace
+
+caf::expected<size_t> shut_down_connections(const endpoint& where) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  auto port = std::to_string(where.port);
+  if (auto rc = ::getaddrinfo(where.host.c_str(), port.c_str(), &hints, &found);
+      rc != 0)
+    return make_error(errc::io_error, "cannot resolve " + to_string(where) +
+                                          ": " + ::gai_strerror(rc));
+  std::vector<sockaddr_storage> peers;
+  for (auto* a = found; a != nullptr; a = a->ai_next) {
+    sockaddr_storage s{};
+    std::memcpy(&s, a->ai_addr, std::min<size_t>(a->ai_addrlen, sizeof s));
+    peers.push_back(s);
+  }
+  ::freeaddrinfo(found);
+  auto* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr)
+    return make_error(errc::io_error,
+                      std::string{"/proc/self/fd: "} + std::strerror(errno));
+  size_t n = 0;
+  while (auto* ent = ::readdir(dir)) {
+    char* end = nullptr;
+    auto fd = int(std::strtol(ent->d_name, &end, 10));
+    if (end == ent->d_name || *end != '\0' || fd == ::dirfd(dir))
+      continue;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+      continue;
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0)
+      continue;
+    for (auto& p : peers)
+      if (same_peer(peer, p)) {
+        // Not closed: the descriptor stays CAF's, which reads the end of
+        // the stream and closes it as for a peer that went.
+        if (::shutdown(fd, SHUT_RDWR) == 0)
+          ++n;
+        break;
+      }
+  }
+  ::closedir(dir);
+  return n;
+}
+
 // -- faults -------------------------------------------------------------------
 
 caf::error apply_sim_fault(devices::sim::sim_device& dev, const sim_fault& f) {
@@ -267,6 +361,28 @@ bool write_spec(int fd, const std::string& framed,
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return ok;
+}
+
+// Whether process `pid` is exiting: PF_EXITING (0x4) in the flags of
+// /proc/PID/stat, set from the start of its exit until it is reaped. True
+// when that cannot be read (the process may be gone already).
+bool exiting(int pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string stat{std::istreambuf_iterator<char>{in}, {}};
+  // After "pid (comm) ": state ppid pgrp session tty_nr tpgid flags.
+  auto close = stat.rfind(')');
+  if (close == std::string::npos)
+    return true;
+  std::istringstream fields{stat.substr(close + 1)};
+  std::string field;
+  unsigned long flags = 0;
+  for (int i = 0; i < 7 && fields >> field; ++i)
+    if (i == 6)
+      flags = std::strtoul(field.c_str(), nullptr, 10);
+  if (!fields)
+    return true;
+  constexpr unsigned long pf_exiting = 0x4;
+  return (flags & pf_exiting) != 0;
 }
 
 } // namespace
@@ -407,7 +523,9 @@ std::string end_host(host_process& p, std::chrono::milliseconds grace) {
   auto pid = std::exchange(p.pid, 0);
   int status = 0;
   // A process that died may not be reapable yet when its connection drops
-  // (its sockets close before it becomes a zombie): it gets `grace`.
+  // (its sockets close before it becomes a zombie): it gets `grace`, while
+  // the kernel says it is exiting. One that is not (it hangs, or only its
+  // connection was cut) is killed at once.
   auto deadline = std::chrono::steady_clock::now() + grace;
   for (;;) {
     auto r = ::waitpid(pid, &status, WNOHANG);
@@ -415,7 +533,7 @@ std::string end_host(host_process& p, std::chrono::milliseconds grace) {
       return wait_status(status);
     if (r < 0 && errno != EINTR)
       return std::string{"could not be reaped: "} + std::strerror(errno);
-    if (std::chrono::steady_clock::now() >= deadline)
+    if (std::chrono::steady_clock::now() >= deadline || !exiting(pid))
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds{2});
   }

@@ -78,9 +78,24 @@ public:
   const pb::HostSpec& spec() const { return spec_; }
   pb::HostSpec& mutable_spec() { return spec_; }
 
-  /// The running host process (0: none now).
+  /// The running host process (0: none now), and the port of its gate on
+  /// 127.0.0.1.
   int pid() const { return pid_.load(); }
-  void set_pid(int pid) { pid_.store(pid); }
+  uint16_t port() const { return port_.load(); }
+  void set_pid(int pid, uint16_t port = 0) {
+    port_.store(port);
+    pid_.store(pid);
+  }
+
+  /// A remote host's network held down by the chaos harness until this
+  /// time (runtime::cut_connection): joins fail until then.
+  std::chrono::steady_clock::time_point held_until() const {
+    return std::chrono::steady_clock::time_point{
+        std::chrono::steady_clock::duration{held_until_.load()}};
+  }
+  void hold_until(std::chrono::steady_clock::time_point t) {
+    held_until_.store(t.time_since_epoch().count());
+  }
 
   /// The gate of the running host process and its token, once the node was
   /// greeted (a null gate: none now). Thread-safe.
@@ -102,6 +117,8 @@ private:
   endpoint where_;
   uint32_t remote_index_ = 0;
   std::atomic<int> pid_{0};
+  std::atomic<uint16_t> port_{0};
+  std::atomic<std::chrono::steady_clock::rep> held_until_{0};
   mutable std::mutex gate_mx_;
   host_gate_actor gate_;
   std::string token_;
@@ -117,6 +134,12 @@ private:
 /// certificate; each names the host.
 caf::expected<std::vector<std::shared_ptr<hosted_device>>>
 join_remote_hosts(caf::actor_system& sys, const network_settings& net);
+
+/// Shuts down (both directions, without closing them) this process's TCP
+/// connections to `where`; returns how many there were. `where.host` is
+/// resolved as the middleman resolves it. Errors: io_error when the host
+/// does not resolve or /proc/self/fd cannot be read.
+caf::expected<size_t> shut_down_connections(const endpoint& where);
 
 /// Applies fault `f` (a simulated device's own kind, LOSE to THERMAL) to
 /// `dev`; invalid_fault for another kind.

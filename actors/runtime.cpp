@@ -148,7 +148,9 @@ make_devices(const pb::RuntimeConfig& cfg) {
       return dev.error();
     out.push_back(std::move(*dev));
   }
-  if (out.empty())
+  // A node may have no devices of its own when it joins remote hosts
+  // (each of which serves one at least).
+  if (out.empty() && cfg.network().join_size() == 0)
     return bad("the config has no devices (cpu_workers: 0 and no GPUs)");
   if (out.size() > max_devices)
     return bad("at most " + std::to_string(max_devices) +
@@ -553,6 +555,39 @@ caf::error runtime::inject_sim_fault(const std::string& name,
                      out = std::move(err);
                  });
     return out;
+  }
+  return make_error(errc::unknown_device, "no device is named '" + name + "'");
+}
+
+caf::error runtime::cut_connection(const std::string& name,
+                                   std::chrono::milliseconds hold) {
+  for (auto& d : devs_) {
+    if (d->info().name != name)
+      continue;
+    auto* h = dynamic_cast<hosted_device*>(d.get());
+    if (h == nullptr)
+      return make_error(errc::invalid_fault,
+                        name + " runs in the node's process: it has no "
+                               "connection to cut");
+    endpoint where;
+    if (h->remote()) {
+      where = h->where();
+      // Before the cut: no rejoin slips in between.
+      h->hold_until(std::chrono::steady_clock::now() + hold);
+    } else {
+      where = endpoint{"127.0.0.1", h->port()};
+      if (h->pid() <= 0 || where.port == 0)
+        return make_error(errc::invalid_transition,
+                          name + " has no host process up now");
+    }
+    auto n = shut_down_connections(where);
+    if (!n)
+      return n.error();
+    if (*n == 0)
+      return make_error(errc::invalid_transition,
+                        name + ": this node has no connection to " +
+                            to_string(where) + " now");
+    return caf::none;
   }
   return make_error(errc::unknown_device, "no device is named '" + name + "'");
 }

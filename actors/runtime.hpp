@@ -61,7 +61,9 @@ caf::expected<std::string> host_binary(const pb::RuntimeConfig& cfg);
 
 /// Builds the devices a config describes (CPU workers first, then simulated
 /// GPUs; those in host processes as their node-side stand-ins,
-/// hosted_device); malformed_config names the first problem.
+/// hosted_device); malformed_config names the first problem. None is
+/// refused unless the config joins remote hosts (network.join), whose
+/// devices runtime::start adds.
 caf::expected<std::vector<std::shared_ptr<devices::device>>>
 make_devices(const pb::RuntimeConfig& cfg);
 
@@ -178,6 +180,18 @@ public:
   /// The pid of the host process device `name` runs in now; 0 when it runs
   /// in this process, has no host process at the moment, or is unknown.
   int host_pid(const std::string& name) const;
+
+  /// Chaos: shuts down this node's TCP connection to the host device
+  /// `name` runs on, its host process or the remote host it joined, in
+  /// both directions, as a failed network would (docs/device-hosts.md).
+  /// CAF's middleman sees the connection drop: every device of that host
+  /// is lost. A host process is replaced. A remote host is rejoined once
+  /// `hold` passed: until then the node's attempts fail as if the network
+  /// were still down. Errors: unknown_device; invalid_fault for a device
+  /// of the node's process; invalid_transition when it has no connection
+  /// now.
+  caf::error cut_connection(const std::string& name,
+                            std::chrono::milliseconds hold = {});
 
   /// Counters of the balancer (per device) and of admission.
   caf::expected<balancer_stats> placement_stats();

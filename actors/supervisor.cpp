@@ -18,6 +18,7 @@ namespace {
 
 using self_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
 using clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
 
 void device_event(self_ptr self, const std::string& device,
                   std::string detail) {
@@ -320,8 +321,23 @@ void start_hosted(self_ptr self, uint32_t index) {
   auto n = ++e.launch;
   if (e.hosted->remote()) {
     // Its remote host runs already: it is reached and greeted, with the
-    // fleet's token.
+    // fleet's token. Not while the chaos harness holds its network down.
     e.token = st.cfg.fleet_token;
+    auto held = e.hosted->held_until() - clock::now();
+    if (held.count() > 0) {
+      // Tried again as the hold ends.
+      auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(held) + 1ms;
+      e.launching = false;
+      device_event(self, e.dev->info().name,
+                   "supervisor: its connection to " + e.dev->info().remote +
+                       " is held cut by the chaos harness for " +
+                       std::to_string(ms.count()) + " more ms");
+      self->delayed_send(self, ms, restart_atom::value, index);
+      if (std::exchange(e.first_start, false))
+        settle_start(self);
+      return;
+    }
     greet_host(self, index, n, e.hosted->where());
     return;
   }
@@ -633,7 +649,7 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           return;
         }
         e.pid = pid;
-        e.hosted->set_pid(pid);
+        e.hosted->set_pid(pid, port);
         greet_host(self, index, n, endpoint{"127.0.0.1", port});
       },
       [=](restart_atom, uint32_t index) {

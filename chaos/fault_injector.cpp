@@ -21,6 +21,15 @@ bool is_host_fault(pb::FaultKind k) {
   return k == pb::KILL_HOST || k == pb::STOP_HOST;
 }
 
+// Where device `name` runs: 0 the node's process, 1 a host process, 2 a
+// remote host.
+int location(const actors::runtime& rt, const std::string& name) {
+  for (auto& info : rt.devices())
+    if (info.name == name)
+      return !info.remote.empty() ? 2 : info.host_process ? 1 : 0;
+  return 0;
+}
+
 } // namespace
 
 bool is_loss(const fault& f) {
@@ -33,6 +42,7 @@ bool is_loss(const fault& f) {
   case pb::TAKE_OFFLINE:
   case pb::KILL_HOST:
   case pb::STOP_HOST:
+  case pb::CUT_CONNECTION:
     return true;
   case pb::RAISE_XID:
     return devices::is_device_level_xid(f.xid);
@@ -53,14 +63,23 @@ caf::error check(const actors::runtime& rt, const fault& f) {
                                                 ": no device is named '" +
                                                 f.device + "'");
   if (is_host_fault(f.kind)) {
-    bool hosted = false;
-    for (auto& info : rt.devices())
-      hosted |= info.name == f.device && info.host_process;
-    if (!hosted)
+    if (location(rt, f.device) != 1)
       return make_error(errc::invalid_fault,
                         "fault " + describe(f) + ": " + f.device +
-                            " runs in the node's process, not in a host "
-                            "process (host_process: true)");
+                            " does not run in a host process of this node "
+                            "(host_process: true)");
+    return caf::none;
+  }
+  if (f.kind == pb::CUT_CONNECTION) {
+    if (location(rt, f.device) == 0)
+      return make_error(errc::invalid_fault,
+                        "fault " + describe(f) + ": " + f.device +
+                            " runs in the node's process: it has no "
+                            "connection to cut");
+    if (f.hold > std::chrono::hours{1})
+      return make_error(errc::invalid_fault, "fault " + describe(f) +
+                                                 ": a hold of at most one "
+                                                 "hour");
     return caf::none;
   }
   bool simulated = false;
@@ -111,6 +130,8 @@ caf::error inject(actors::runtime& rt, const fault& f) {
                             std::to_string(pid) + " is gone");
     return caf::none;
   }
+  case pb::CUT_CONNECTION:
+    return rt.cut_connection(f.device, f.hold);
   default: {
     sim_fault s;
     s.kind = f.kind;
@@ -142,6 +163,10 @@ std::string describe(const fault& f) {
   }
   case pb::HANG_STREAM:
     out += " stream " + std::to_string(f.stream);
+    break;
+  case pb::CUT_CONNECTION:
+    if (f.hold.count() > 0)
+      out += " for " + std::to_string(f.hold.count()) + " ms";
     break;
   default:
     break;

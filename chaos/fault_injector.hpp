@@ -2,6 +2,8 @@
 // fault list) to a running runtime.
 #pragma once
 
+#include <chrono>
+
 #include <string>
 
 #include <caf/error.hpp>
@@ -19,6 +21,8 @@ struct fault {
   uint32_t allocations = 1;
   double factor = 1.0;
   uint32_t stream = 0;
+  /// CUT_CONNECTION: how long a remote host's network stays down.
+  std::chrono::milliseconds hold{0};
 };
 
 /// True for the kinds that take a device down (their recovery is timed).

@@ -212,6 +212,7 @@ fault fault_of(const pb::ChaosEvent& ev) {
   f.allocations = std::max(1u, ev.allocations());
   f.factor = ev.factor() > 0 ? ev.factor() : 1.0;
   f.stream = ev.stream();
+  f.hold = std::chrono::milliseconds{ev.hold_ms()};
   return f;
 }
 
@@ -285,7 +286,8 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
                  " is not a fault kind");
     if (sims.count(ev.device()) == 0)
       return bad(what + "no simulated GPU is named '" + ev.device() + "'");
-    if ((ev.kind() == pb::KILL_HOST || ev.kind() == pb::STOP_HOST) &&
+    if ((ev.kind() == pb::KILL_HOST || ev.kind() == pb::STOP_HOST ||
+         ev.kind() == pb::CUT_CONNECTION) &&
         hosted.count(ev.device()) == 0)
       return bad(what + pb::FaultKind_Name(ev.kind()) +
                  " needs a device in a " + "host process, and " + ev.device() +
@@ -295,6 +297,8 @@ caf::error check_scenario(const pb::ChaosScenario& s) {
                 uint64_t{ev.every_ms()} * std::max(1u, ev.count() - 1);
     if (ev.at_ms() > bounds::max_ms || last > bounds::max_ms)
       return too_long(what + "its last repeat", last);
+    if (ev.hold_ms() > bounds::max_ms)
+      return too_long(what + "hold_ms", ev.hold_ms());
     if (ev.kind() == pb::SLOW_DOWN &&
         !(std::isfinite(ev.factor()) && ev.factor() >= 1e-3 &&
           ev.factor() <= 1e6))

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actors/device_host.hpp"
+#include "chaos/fault_injector.hpp"
 #include "messages/network.hpp"
 #include "tests/remote_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
@@ -217,6 +218,60 @@ TEST_CASE("a node's connection to a remote host cut under load is a loss of "
   check_all_on(n, r, "r0");
 }
 
+TEST_CASE("the chaos harness cuts a node's connection to a remote host and "
+          "holds the network down; the node rejoins after the hold",
+          "[actors][host][remote]") {
+  test::tls_files tls;
+  SKIP_WITHOUT_CERTIFICATES(tls)
+  test::temp_dir dir;
+  auto h = serve(tls, dir, {{"r0", 1}, {"r1", 1}});
+  test::host_guard guard{h.pid};
+  auto cfg = node_config(tls, dir, h.port());
+  node n{cfg};
+  auto rt = runtime::start(n.sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  for (size_t i : {1, 2})
+    REQUIRE(wait_status(r, i, device_status::available, 10s) ==
+            device_status::available);
+  // What has no connection to cut is refused.
+  CHECK(code_of(r.cut_connection("sim0")) == errc::invalid_fault);
+  CHECK(code_of(r.cut_connection("nowhere")) == errc::unknown_device);
+  chaos::fault f;
+  f.kind = pb::CUT_CONNECTION;
+  f.device = "sim0";
+  CHECK(code_of(chaos::inject(r, f)) == errc::invalid_fault);
+  f.kind = pb::KILL_HOST;
+  f.device = "r0";
+  CHECK(code_of(chaos::inject(r, f)) == errc::invalid_fault);
+  // Cut under load, with the network held down for 800 ms: both devices
+  // of the host are lost, every item ends once (on sim0 or on the host
+  // before the cut), and neither comes back before the hold ends.
+  f.kind = pb::CUT_CONNECTION;
+  f.hold = 800ms;
+  auto cut_at = std::chrono::steady_clock::now();
+  auto items = gemv_items(300);
+  auto e = test::submit_all(n.sys, r, items, [&] {
+    std::this_thread::sleep_for(30ms);
+    REQUIRE_FALSE(chaos::inject(r, f));
+    cut_at = std::chrono::steady_clock::now();
+  });
+  test::check_exactly_once(items, e);
+  CHECK(e.errors.empty());
+  REQUIRE(wait_losses(r, 1, 1));
+  REQUIRE(wait_losses(r, 2, 1));
+  for (size_t i : {1, 2})
+    REQUIRE(wait_status(r, i, device_status::available, 15s) ==
+            device_status::available);
+  CHECK(std::chrono::steady_clock::now() - cut_at >= 800ms);
+  auto audit = test::audit_text(r);
+  CHECK_THAT(audit, Catch::Contains("held cut by the chaos harness"));
+  CHECK_THAT(audit, Catch::Contains("restart not counted"));
+  REQUIRE_FALSE(r.set_offline("sim0"));
+  REQUIRE_FALSE(r.set_offline("r1"));
+  check_all_on(n, r, "r0");
+}
+
 TEST_CASE("a node is refused at start by a remote host it cannot join, with "
           "an error that names the host",
           "[actors][host][remote]") {
@@ -314,4 +369,35 @@ TEST_CASE("cohort serve --join adds a remote host's devices to the node",
   CHECK(r.status == 0);
   CHECK_THAT(r.output, Catch::Contains("on the remote host " + where));
   CHECK_THAT(r.output, Catch::Contains("stopped"));
+}
+
+TEST_CASE("a cut connection to a host process is a loss, and a new process "
+          "replaces it",
+          "[actors][host]") {
+  test::temp_dir dir;
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  cfg.mutable_devices()->mutable_sim_gpu(1)->set_host_process(true);
+  cfg.mutable_devices()->set_host_binary(COHORT_BINARY);
+  node n{cfg};
+  auto rt = runtime::start(n.sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  REQUIRE(wait_status(r, 1, device_status::available, 10s) ==
+          device_status::available);
+  auto first = r.host_pid("sim1");
+  REQUIRE(first > 0);
+  REQUIRE_FALSE(r.cut_connection("sim1"));
+  REQUIRE(wait_losses(r, 1, 1));
+  int second = 0;
+  for (int i = 0; i < 1000 && second == 0; ++i) {
+    auto pid = r.host_pid("sim1");
+    if (pid > 0 && pid != first &&
+        r.placement_stats()->devices[1].status == device_status::available)
+      second = pid;
+    std::this_thread::sleep_for(10ms);
+  }
+  INFO(test::audit_text(r));
+  REQUIRE(second > 0);
+  REQUIRE_FALSE(r.cut_connection("sim1"));
+  REQUIRE(wait_losses(r, 1, 2));
 }
