@@ -120,22 +120,35 @@ join_remote_hosts(caf::actor_system& sys, const network_settings& net) {
     };
     caf::error failure;
     caf::strong_actor_ptr gate;
-    self->request(mm, net.connect_timeout, caf::connect_atom::value, where.host,
-                  where.port)
-        .receive([&](const caf::node_id&, caf::strong_actor_ptr& g,
-                     const std::set<std::string>&) { gate = std::move(g); },
-                 [&](caf::error& err) {
-                   failure =
-                       cannot(errc::device_lost,
-                              err == caf::sec::disconnect_during_handshake
-                                  ? describe(err) +
-                                        " (the TLS handshake failed: one "
-                                        "side's certificate is not signed by "
-                                        "the CA the other trusts, or it does "
-                                        "not speak TLS)"
-                                  : describe(err));
-                 });
-    if (failure)
+    // A handshake the middleman's heartbeat cut short (it drops a
+    // connection still in its handshake at its first tick with
+    // connection_timeout, docs/device-hosts.md) is tried again, twice at
+    // most. A refused certificate (disconnect_during_handshake) is not.
+    auto deadline = std::chrono::steady_clock::now() + net.connect_timeout;
+    for (int attempt = 0; attempt < 3 && !gate; ++attempt) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0)
+        break;
+      caf::error err;
+      self->request(mm, left, caf::connect_atom::value, where.host, where.port)
+          .receive([&](const caf::node_id&, caf::strong_actor_ptr& g,
+                       const std::set<std::string>&) { gate = std::move(g); },
+                   [&](caf::error& e) { err = std::move(e); });
+      if (gate || !err)
+        break;
+      failure = cannot(errc::device_lost,
+                       err == caf::sec::disconnect_during_handshake
+                           ? describe(err) +
+                                 " (the TLS handshake failed: one side's "
+                                 "certificate is not signed by the CA the "
+                                 "other trusts, or it does not speak TLS)"
+                           : describe(err));
+      if (err != caf::sec::connection_timeout)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+    if (!gate && failure)
       return failure;
     if (!gate)
       return cannot(errc::device_lost, "it published no gate");
@@ -675,6 +688,13 @@ gate_impl(gate_ptr self, std::vector<std::shared_ptr<devices::device>> devs,
               errc::unknown_device,
               "the device host has " + std::to_string(st.devs.size()) +
                   " devices, not one at index " + std::to_string(d));
+        if (!hello.name.empty() && hello.name != st.devs[d]->info().name)
+          return make_error(errc::unknown_device,
+                            "the device host's device " + std::to_string(d) +
+                                " is '" + st.devs[d]->info().name + "', not '" +
+                                hello.name +
+                                "' (was the host restarted with another "
+                                "config?)");
         if (st.greeted[d] && !st.rejoin)
           return make_error(errc::invalid_transition,
                             "the device host has greeted its node already");

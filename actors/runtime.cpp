@@ -570,10 +570,22 @@ caf::error runtime::cut_connection(const std::string& name,
                         name + " runs in the node's process: it has no "
                                "connection to cut");
     endpoint where;
+    // A remote host's devices (they share the connection), each with the
+    // hold it had, restored when nothing was cut.
+    std::vector<
+        std::pair<hosted_device*, std::chrono::steady_clock::time_point>>
+        held;
     if (h->remote()) {
       where = h->where();
       // Before the cut: no rejoin slips in between.
-      h->hold_until(std::chrono::steady_clock::now() + hold);
+      auto until = std::chrono::steady_clock::now() + hold;
+      for (auto& other : devs_)
+        if (auto* o = dynamic_cast<hosted_device*>(other.get());
+            o != nullptr && o->remote() &&
+            o->info().remote == h->info().remote) {
+          held.emplace_back(o, o->held_until());
+          o->hold_until(until);
+        }
     } else {
       where = endpoint{"127.0.0.1", h->port()};
       if (h->pid() <= 0 || where.port == 0)
@@ -581,6 +593,9 @@ caf::error runtime::cut_connection(const std::string& name,
                           name + " has no host process up now");
     }
     auto n = shut_down_connections(where);
+    if (!n || *n == 0)
+      for (auto& [o, before] : held)
+        o->hold_until(before);
     if (!n)
       return n.error();
     if (*n == 0)

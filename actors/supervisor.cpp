@@ -270,7 +270,10 @@ void host_up(self_ptr self, uint32_t index, const caf::actor& dev,
   // The reply to start goes after what the balancer hears.
   auto first = std::exchange(e.first_start, false);
   if (e.life.status() != device_status::resetting) {
-    // Taken offline while it started.
+    // Taken offline while it started. A remote host's device actor is
+    // ended here (a host process ends with its actor).
+    if (e.hosted->remote())
+      self->send_exit(dev, caf::exit_reason::kill);
     end_process(self, index);
   } else {
     e.handle = caf::actor_cast<device_actor>(dev);
@@ -410,6 +413,7 @@ void greet_host(self_ptr self, uint32_t index, uint64_t n,
             host_hello hello;
             hello.index = index;
             hello.device = e.hosted->remote_index();
+            hello.name = e.dev->info().name;
             hello.kernel_timeout_ms = st.cfg.kernel_timeout.count();
             for (auto t : st.cfg.kernel_timeouts)
               hello.kernel_timeouts_ms.push_back(t.count());

@@ -16,8 +16,12 @@ namespace cohort {
 struct host_hello {
   /// The device's index in the node's fleet: its messages carry it.
   uint32_t index = 0;
-  /// Which of the host's devices (its index there; a host process has one).
+  /// Which of the host's devices (its index there; a host process has one),
+  /// and its name as the node knows it: a gate whose device at that index
+  /// has another name (a remote host restarted with another config)
+  /// refuses the hello. Empty: not checked.
   uint32_t device = 0;
+  std::string name;
   int64_t kernel_timeout_ms = 5000;
   /// Per kernel id (0 = the default).
   std::vector<int64_t> kernel_timeouts_ms;
@@ -26,7 +30,7 @@ struct host_hello {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, host_hello& x) {
-  return f(caf::meta::type_name("host_hello"), x.index, x.device,
+  return f(caf::meta::type_name("host_hello"), x.index, x.device, x.name,
            x.kernel_timeout_ms, x.kernel_timeouts_ms, x.health_interval_ms);
 }
 

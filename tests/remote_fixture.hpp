@@ -223,6 +223,8 @@ private:
         }
         continue;
       }
+      // The pairs polled this round (an accepted one joins the next).
+      auto polled = pairs.size();
       if (fds[0].revents != 0) {
         int in = ::accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
         if (in >= 0) {
@@ -237,7 +239,7 @@ private:
       }
       std::vector<size_t> dead;
       char buf[65536];
-      for (size_t i = 0; i < pairs.size(); ++i) {
+      for (size_t i = 0; i < polled; ++i) {
         for (int side = 0; side < 2; ++side) {
           auto& pfd = fds[2 + 2 * i + size_t(side)];
           if (pfd.revents == 0)

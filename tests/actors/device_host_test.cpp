@@ -146,6 +146,8 @@ TEST_CASE("a remote device host serves its devices over mutual TLS to nodes "
   auto path = dir.file("host.textproto");
   write_text(path, host_cfg);
   auto h = start_remote_host({"--listen", "127.0.0.1:0", "--config", path});
+  // Ended however the test ends.
+  test::host_guard guard{h.pid};
   INFO(h.line);
   auto at = h.line.find("on 127.0.0.1:");
   REQUIRE(at != std::string::npos);
@@ -190,6 +192,22 @@ TEST_CASE("a remote device host serves its devices over mutual TLS to nodes "
     };
     auto first = hello();
     REQUIRE(first);
+    // A hello that names another device than the one at its index is
+    // refused.
+    {
+      host_hello hi;
+      hi.device = 1;
+      hi.name = "r0";
+      self->request(*gate, 5s, hello_atom::value, token, hi,
+                    caf::actor_cast<caf::actor>(self),
+                    caf::actor_cast<caf::actor>(self))
+          .receive([](caf::actor&) { FAIL("greeted"); },
+                   [](caf::error& err) {
+                     CHECK(code_of(err) == errc::unknown_device);
+                     CHECK_THAT(describe(err),
+                                Catch::Contains("is 'r1', not 'r0'"));
+                   });
+    }
     self->request(caf::actor_cast<device_actor>(first), 5s, info_atom::value)
         .receive([](device_info& info) { CHECK(info.name == "r1"); },
                  [](caf::error& err) { FAIL(describe(err)); });
@@ -216,7 +234,7 @@ TEST_CASE("a remote device host serves its devices over mutual TLS to nodes "
     CHECK_FALSE(gate);
   }
   REQUIRE(::kill(h.pid, SIGTERM) == 0);
-  CHECK(reap(h.pid) == 0);
+  CHECK(reap(std::exchange(guard.pid, 0)) == 0);
 }
 
 TEST_CASE("cohort device-host --listen refuses what it cannot serve",
