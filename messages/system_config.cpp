@@ -149,13 +149,15 @@ bool needs_network(const pb::RuntimeConfig& cfg) {
 
 void load_network(caf::actor_system_config& cfg) {
   cfg.load<caf::io::middleman>();
-  // Both ends send a heartbeat every 100 ms and drop a connection that was
+  // Both ends send a heartbeat every 500 ms and drop a connection that was
   // silent for two seconds: a peer that hangs (a host stopped with
-  // SIGSTOP) then goes down like one that died, well within the kernel
-  // watchdog's 5 s, while a process starved of CPU for a second (a loaded
-  // machine, a sanitizer build) is no loss.
+  // SIGSTOP) then goes down like one that died, within 2.5 s, well within
+  // the kernel watchdog's 5 s, while a process starved of CPU for a second
+  // (a loaded machine, a sanitizer build) is no loss. CAF 0.17 drops a
+  // connection still in its handshake at the first tick of the heartbeat:
+  // a tick every 100 ms cut TLS handshakes on a slow machine.
   cfg.set("middleman.heartbeat-interval",
-          caf::timespan{std::chrono::milliseconds{100}});
+          caf::timespan{std::chrono::milliseconds{500}});
   cfg.set("middleman.connection-timeout",
           caf::timespan{std::chrono::milliseconds{2000}});
 }
