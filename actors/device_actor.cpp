@@ -142,10 +142,19 @@ void keep_output(devices::device& dev, work_done& done, uint64_t keep_as,
   done.output.indices = {};
 }
 
+// Time since `arrived` (at least 1 ns: 0 says "not measured").
+int64_t held_since(clock::time_point arrived) {
+  return std::max<int64_t>(1,
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               clock::now() - arrived)
+                               .count());
+}
+
 // Runs one request. A launch that finishes at once goes to `ready`; a modeled
 // or hung one waits in `pending`; a failure the item may survive elsewhere is
 // reported at once. Returns the error that ends the device, if any.
 caf::error launch_one(self_ptr self, run_request& req,
+                      clock::time_point arrived,
                       std::vector<work_done>& ready) {
   auto& st = self->state;
   auto idx = st.cfg.index;
@@ -175,6 +184,7 @@ caf::error launch_one(self_ptr self, run_request& req,
     p.seq = ++st.next_seq;
     p.timeout = timeout;
     p.keep_as = req.keep_as;
+    p.arrived = arrived;
     if (req.keep_as != 0)
       p.tenant = req.item.tenant;
     st.pending.emplace(req.ticket, std::move(p));
@@ -259,12 +269,17 @@ device_impl(device_actor::stateful_pointer<device_state> self,
         auto& st = self->state;
         std::vector<work_done> ready;
         caf::error lost;
+        auto arrived = clock::now();
         for (auto& req : batch)
-          if ((lost = launch_one(self, req, ready)))
+          if ((lost = launch_one(self, req, arrived, ready)))
             break;
-        if (!ready.empty())
+        if (!ready.empty()) {
+          auto held = held_since(arrived);
+          for (auto& done : ready)
+            done.held_ns = held;
           self->send(st.listener, done_atom::value, st.cfg.index,
                      std::move(ready));
+        }
         // What was not reached dies with the actor; the balancer re-places it.
         if (lost)
           self->quit(lost);
@@ -296,6 +311,7 @@ device_impl(device_actor::stateful_pointer<device_state> self,
               int64_t(double(res->device_time.count()) * res->reported_factor);
         }
         keep_output(*st.dev, pending.done, pending.keep_as, pending.tenant);
+        pending.done.held_ns = held_since(pending.arrived);
         self->send(st.listener, done_atom::value, st.cfg.index,
                    std::vector<work_done>{std::move(pending.done)});
       },

@@ -90,6 +90,8 @@ struct device_state {
     /// Keep its output on the device as this object, for this tenant.
     uint64_t keep_as = 0;
     std::string tenant;
+    /// When its request reached this actor (work_done::held_ns).
+    std::chrono::steady_clock::time_point arrived{};
   };
   std::shared_ptr<devices::device> dev;
   device_listener listener;

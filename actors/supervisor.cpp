@@ -302,8 +302,15 @@ device_listener::behavior_type relay_impl(device_listener::pointer self,
                                           device_listener to, uint32_t index) {
   return {
       [=](done_atom, uint32_t i, std::vector<work_done>& batch) {
-        if (i == index)
-          self->send(to, done_atom::value, i, std::move(batch));
+        if (i != index)
+          return;
+        // The balancer measures the crossing to here (docs/placement.md).
+        auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+        for (auto& done : batch)
+          done.relayed_at_ns = now;
+        self->send(to, done_atom::value, i, std::move(batch));
       },
       [=](failed_atom, uint32_t i, uint64_t ticket, caf::error& err) {
         if (i == index)

@@ -84,6 +84,11 @@ struct device_stats {
   uint64_t memory_refusals = 0;
   /// Most items placed on it at once (its queue depth at the peak).
   uint64_t max_queued = 0;
+  /// A device outside the node's process (host process, remote host): the
+  /// measured cost of reaching it, fixed per item and per byte an item
+  /// carries (docs/placement.md). 0 in this process, and until measured.
+  double crossing_ns = 0;
+  double crossing_ns_per_byte = 0;
 };
 
 template <class Inspector>
@@ -98,7 +103,8 @@ typename Inspector::result_type inspect(Inspector& f, device_stats& x) {
   return f(caf::meta::type_name("device_stats"), x.name, x.kind, x.simulated,
            status, circuit, x.circuit_opens, x.completed, x.failed_placements,
            x.busy_ns, x.losses, x.restarts, x.queued, x.utilization, x.launches,
-           x.memory_refusals, x.max_queued, load);
+           x.memory_refusals, x.max_queued, x.crossing_ns,
+           x.crossing_ns_per_byte, load);
 }
 
 /// Upper bounds (seconds) of the latency histogram buckets; a last bucket

@@ -246,12 +246,19 @@ struct work_done {
   /// its size.
   uint64_t kept_as = 0;
   uint64_t kept_elements = 0;
+  /// Time from the request's arrival at the device's actor to this report,
+  /// on the device's side: the rest of the balancer's round trip is the
+  /// cost of reaching the device (its crossing, docs/placement.md).
+  int64_t held_ns = 0;
+  /// Set by the node's relay for a device outside the node's process: when
+  /// the report reached the node (its steady clock, ns).
+  int64_t relayed_at_ns = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_done& x) {
   return f(caf::meta::type_name("work_done"), x.id, x.output, x.device_ns,
-           x.kept_as, x.kept_elements);
+           x.kept_as, x.kept_elements, x.held_ns, x.relayed_at_ns);
 }
 
 /// One launch the balancer asks a device actor for. The device allocates

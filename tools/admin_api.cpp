@@ -124,6 +124,8 @@ pb::DeviceList device_list(actors::runtime& rt, const balancer_stats& st,
       v->set_busy_seconds(double(s.busy_ns) / 1e9);
       v->set_losses(s.losses);
       v->set_restarts(s.restarts);
+      v->set_crossing_seconds(s.crossing_ns / 1e9);
+      v->set_crossing_seconds_per_mib(s.crossing_ns_per_byte * 1048576 / 1e9);
     }
     if (i < mem.size()) {
       v->set_memory_capacity_bytes(mem[i].capacity);

@@ -252,6 +252,17 @@ metrics_exporter::render(const metrics_input& in,
                    MetricType::Gauge};
     family opens{out, "cohort_circuit_opens_total",
                  "Times the device's circuit opened", MetricType::Counter};
+    family crossing{out, "cohort_device_crossing_seconds",
+                    "A device outside the node's process (host process or "
+                    "remote host): the measured fixed cost of reaching it "
+                    "and back per item, which placement adds to its "
+                    "completions (absent until measured)",
+                    MetricType::Gauge};
+    family crossing_per_mib{
+        out, "cohort_device_crossing_seconds_per_mebibyte",
+        "A device outside the node's process: the measured cost of reaching "
+        "it and back per MiB of inputs an item carries",
+        MetricType::Gauge};
     static constexpr device_status statuses[] = {
         device_status::available, device_status::degraded,
         device_status::draining, device_status::resetting,
@@ -283,6 +294,10 @@ metrics_exporter::render(const metrics_input& in,
       queue.add(dl, double(s->queued));
       circuit.add(dl, double(static_cast<uint8_t>(s->circuit)));
       opens.add(dl, s->circuit_opens);
+      if (d.elsewhere() && s->crossing_ns > 0) {
+        crossing.add(dl, s->crossing_ns / 1e9);
+        crossing_per_mib.add(dl, s->crossing_ns_per_byte * 1048576 / 1e9);
+      }
     }
   }
   {

@@ -35,6 +35,9 @@ using clock = balancer_state::clock;
 // Longest pause between two looks at held-back and waiting items.
 constexpr auto retry_interval = std::chrono::milliseconds(20);
 
+// How long a measured crossing counts (docs/placement.md).
+constexpr auto crossing_max_age = std::chrono::seconds(1);
+
 bool is_retryable(errc code) {
   switch (code) {
   case errc::out_of_memory:
@@ -269,13 +272,39 @@ double predict_ns(const balancer_state& st, size_t index,
   return rate * units;
 }
 
+// Bytes of inputs `r` carries to its device (objects stay where they are).
+uint64_t carried_bytes(const balancer_state::record& r) {
+  uint64_t out = 0;
+  for (auto& in : r.item.inputs)
+    out += in.bytes();
+  return out;
+}
+
+// Whether device `s`'s measured crossing is recent enough to count. One
+// that is not counts as none: the device looks as near as the node's own,
+// takes an item, and is measured again (a crossing measured while the
+// machine was busy does not keep a device idle for good).
+bool crossing_fresh(const balancer_state& st, const balancer_state::slot& s) {
+  return s.crossing.measured() && st.now - s.crossing_at < crossing_max_age;
+}
+
+// What reaching device `index` adds to `r`'s completion: its measured
+// crossing for a device outside the node's process, nothing in it (or
+// before a first measurement, or after the last grew old).
+double crossing_ns(const balancer_state& st, size_t index,
+                   const balancer_state::record& r) {
+  auto& s = st.devices[index];
+  return crossing_fresh(st, s) ? s.crossing.predict(carried_bytes(r)) : 0.0;
+}
+
 // When `r` would finish on device `index` if placed there now: the
-// device's backlog per stream, then its predicted run (predict_ns).
+// device's backlog per stream, then its predicted run (predict_ns), plus
+// the crossing to it and back.
 double finish_ns(const balancer_state& st, size_t index,
                  const balancer_state::record& r, bool* explore = nullptr) {
   auto& s = st.devices[index];
   return s.backlog_ns / std::max(1u, s.info.streams) +
-         predict_ns(st, index, r, explore);
+         predict_ns(st, index, r, explore) + crossing_ns(st, index, r);
 }
 
 // Notes that `r`'s inputs go to device `index` (its cost there first), and
@@ -1031,6 +1060,9 @@ void sync_fleet(balancer_state& st) {
     v.wait_ns = s.backlog_ns / std::max(1u, s.info.streams);
     v.penalty =
         s.status == device_status::degraded ? st.cfg.degraded_penalty : 1.0;
+    v.crossing_ns = crossing_fresh(st, s) ? s.crossing.fixed_ns() : 0.0;
+    st.crossing_in_index = v.crossing_ns > 0 ? st.crossing_in_index | bit
+                                             : st.crossing_in_index & ~bit;
     st.fleet.update_device(d, v);
     st.takes_room =
         works && v.room ? st.takes_room | bit : st.takes_room & ~bit;
@@ -1122,6 +1154,20 @@ void send_queued(self_ptr self, size_t index) {
     batch.push_back({s.queued[i], std::move(*item), r->second.keep_as});
   }
   s.queued.erase(s.queued.begin(), s.queued.begin() + std::ptrdiff_t(n));
+  if (!batch.empty() && s.info.elsewhere()) {
+    // Its crossing is measured from now. The batch crosses as one message,
+    // so each of its items waits for all of its bytes.
+    auto now = clock::now();
+    uint64_t bytes = 0;
+    for (auto& req : batch)
+      for (auto& in : req.item.inputs)
+        bytes += in.bytes();
+    for (auto& req : batch) {
+      auto& r = st.outstanding.at(req.ticket);
+      r.sent_at = now;
+      r.sent_bytes = bytes;
+    }
+  }
   if (!batch.empty()) {
     s.sent += uint32_t(batch.size());
     self->send(s.handle, run_atom::value, std::move(batch));
@@ -1475,6 +1521,10 @@ std::optional<placement> place_quickly(self_ptr self, uint64_t ticket,
   if (st.cfg.policy != placement_policy::earliest_completion ||
       r.failed_on != 0 || r.memory_refused != 0)
     return std::nullopt;
+  // A crossing that grew old leaves the index's keys.
+  for (auto e = st.crossing_in_index; e != 0; e &= e - 1)
+    if (auto d = size_t(__builtin_ctzll(e)); !crossing_fresh(st, st.devices[d]))
+      touch(st, d);
   sync_fleet(st);
   auto mask = r.device_mask;
   auto working = st.fleet.working();
@@ -1520,8 +1570,9 @@ std::optional<placement> place_quickly(self_ptr self, uint64_t ticket,
     auto& s = st.devices[d];
     double t = s.backlog_ns / std::max(1u, s.info.streams) +
                st.fleet.rate(cell, d) * units_on(st, d, r, true);
-    return s.status == device_status::degraded ? t * st.cfg.degraded_penalty
-                                               : t;
+    if (s.status == device_status::degraded)
+      t *= st.cfg.degraded_penalty;
+    return t + crossing_ns(st, d, r);
   };
   if (__builtin_popcountll(held_by) > max_weighed_holders)
     held_by = 0;
@@ -2467,6 +2518,24 @@ void end_kept(self_ptr self, size_t index, work_done& done, bool fallback) {
          fallback, {}, std::move(info));
 }
 
+// Records the crossing of `r`, which device `index` (outside the node's
+// process) reports done: its round trip less the time the device held it,
+// for the bytes of the batch it went in.
+void note_crossing(balancer_state& st, size_t index,
+                   const balancer_state::record& r, const work_done& done) {
+  auto& s = st.devices[index];
+  // Until it reached the node: from there to here, it waited in this
+  // actor's mailbox, as the node's own devices' reports do.
+  auto arrived =
+      done.relayed_at_ns > 0 ? done.relayed_at_ns : steady_ns(st.now);
+  auto round_trip = arrived - steady_ns(r.sent_at);
+  s.crossing.record(double(round_trip - done.held_ns), r.sent_bytes);
+  s.crossing_at = st.now;
+  s.stats.crossing_ns = s.crossing.fixed_ns();
+  s.stats.crossing_ns_per_byte = s.crossing.ns_per_byte();
+  touch(st, index);
+}
+
 // Ends an item with the result its device reported, unless it already
 // ended or moved on (then the late completion is dropped and counted). A
 // merged launch ends each member with its part; a gang slice waits for its
@@ -2488,6 +2557,9 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
     s.ns_done += double(done.device_ns);
     touch(st, index);
   }
+  if (r.sent_at != clock::time_point{} && done.held_ns > 0 &&
+      s.info.elsewhere())
+    note_crossing(st, index, r, done);
   ++s.stats.launches;
   s.stats.busy_ns += done.device_ns;
   if (!s.breaker.closed() && s.breaker.succeeded(clock::now())) {
@@ -2590,7 +2662,10 @@ bool circuit_reopened(balancer_state& st) {
 
 // The devices with code for every kernel of `item`: CPU workers and
 // simulated GPUs run any kernel's CPU implementation; a real GPU needs the
-// kernel's code for its backend (every built-in kernel has it).
+// kernel's code for its backend (every built-in kernel has it). A kernel
+// registered in this process (by the application or a bundle) is known
+// here only: a device in a host process or on a remote host runs built-in
+// kernels alone.
 uint64_t code_mask(const balancer_state& st, const work_item& item) {
   auto all_builtin = kernels::is_builtin(item.kernel);
   for (auto& stage : item.then)
@@ -2599,6 +2674,8 @@ uint64_t code_mask(const balancer_state& st, const work_item& item) {
     return ~uint64_t{0};
   uint64_t mask = 0;
   for (size_t i = 0; i < st.devices.size(); ++i) {
+    if (st.devices[i].info.elsewhere())
+      continue;
     auto kind = st.devices[i].info.kind;
     bool ok = true;
     if (kind == device_kind::cuda_gpu || kind == device_kind::hip_gpu) {
@@ -2920,7 +2997,13 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
                              "no device granted to tenant '" + item.tenant +
                                  "' has code for kernel " +
                                  std::string{kernels::name(item.kernel)} +
-                                 (item.then.empty() ? "" : " or its chain")));
+                                 (item.then.empty() ? "" : " or its chain") +
+                                 (kernels::is_builtin(item.kernel)
+                                      ? ""
+                                      : " (a kernel registered in this "
+                                        "process runs on the devices of this "
+                                        "process only, not in host processes "
+                                        "or on remote hosts)")));
   if (item.gang > 1) {
     balancer_state::record probe;
     probe.item.gang = item.gang;
@@ -3049,6 +3132,10 @@ void device_started(self_ptr self, uint32_t index, device_change& c) {
   s.started = true;
   s.operator_offline = false;
   s.handle = std::move(c.handle);
+  // A new process or connection: its crossing is measured again.
+  s.crossing = {};
+  s.stats.crossing_ns = 0;
+  s.stats.crossing_ns_per_byte = 0;
   s.status = c.status;
   s.stats.status = s.status;
   s.backlog_ns = 0;

@@ -79,4 +79,41 @@ double run_time_model::nearest_rate(size_t device, kernels::kernel_id kernel,
   return rate(device, kernel, uint8_t(best));
 }
 
+bool crossing_model::add(samples& s, float x) {
+  if (s.values.size() < window) {
+    s.values.push_back(x);
+    return true;
+  }
+  s.values[s.next] = x;
+  s.next = (s.next + 1) % window;
+  if (++s.since < 4)
+    return false;
+  s.since = 0;
+  return true;
+}
+
+double crossing_model::lower_quartile(const samples& s) {
+  std::array<float, window> tmp{};
+  auto n = std::min(s.values.size(), tmp.size());
+  std::copy_n(s.values.begin(), n, tmp.begin());
+  auto at = tmp.begin() + std::ptrdiff_t(n / 4);
+  std::nth_element(tmp.begin(), at, tmp.begin() + std::ptrdiff_t(n));
+  return *at;
+}
+
+void crossing_model::record(double ns, uint64_t bytes) {
+  if (!(ns >= 0))
+    ns = 0;
+  if (bytes < large_bytes) {
+    if (add(small_, float(ns)))
+      fixed_ns_ = lower_quartile(small_);
+    return;
+  }
+  // What the bytes added over the fixed cost known now (all of it before
+  // a small item was measured).
+  auto per_byte = std::max(0.0, ns - fixed_ns_) / double(bytes);
+  if (add(large_, float(per_byte)))
+    ns_per_byte_ = lower_quartile(large_);
+}
+
 } // namespace cohort::actors::balancer

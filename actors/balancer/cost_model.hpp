@@ -57,4 +57,55 @@ private:
   std::unordered_map<uint32_t, uint64_t> measured_;
 };
 
+/// What reaching a device outside the node's process costs (a device in a
+/// host process or on a remote host, docs/placement.md): per item, its round
+/// trip as the balancer sees it (request sent, report back) less the time the
+/// device's actor held it. Summarized as a fixed cost, from items that carry
+/// little, and a cost per byte of the inputs an item carries, from items that
+/// carry much (the return of their outputs included, at the mix of kernels
+/// the device runs). Each is the lower quartile of its window of recent
+/// items: a sample is the link's cost plus whatever else held that message
+/// up (the balancer's own mailbox under load), and the latter is not the
+/// link's.
+class crossing_model {
+public:
+  static constexpr uint32_t window = 32;
+
+  /// Items carrying at least this many bytes measure the cost per byte.
+  static constexpr uint64_t large_bytes = 64 * 1024;
+
+  /// Records one item's crossing: `ns` for an item carrying `bytes`.
+  void record(double ns, uint64_t bytes);
+
+  /// Whether any item was recorded since the model was made (or reset).
+  bool measured() const {
+    return !small_.values.empty() || !large_.values.empty();
+  }
+
+  double fixed_ns() const { return fixed_ns_; }
+  double ns_per_byte() const { return ns_per_byte_; }
+
+  /// The crossing predicted for an item carrying `bytes`.
+  double predict(uint64_t bytes) const {
+    return fixed_ns_ + ns_per_byte_ * double(bytes);
+  }
+
+private:
+  struct samples {
+    std::vector<float> values;
+    uint32_t next = 0;
+    uint32_t since = 0;
+  };
+
+  // Adds `x`; whether the summary should be taken again (every sample until
+  // the window is full, then every fourth).
+  static bool add(samples& s, float x);
+  static double lower_quartile(const samples& s);
+
+  samples small_;
+  samples large_;
+  double fixed_ns_ = 0;
+  double ns_per_byte_ = 0;
+};
+
 } // namespace cohort::actors::balancer

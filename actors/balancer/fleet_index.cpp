@@ -116,7 +116,7 @@ void fleet_index::refresh(cell_state& c, size_t d) {
   auto& v = devices_[d];
   auto key = device_min_tree::none;
   if (v.working && c.rate[d] > 0)
-    key = (v.wait_ns + c.rate[d] * c.units[d]) * v.penalty;
+    key = (v.wait_ns + c.rate[d] * c.units[d]) * v.penalty + v.crossing_ns;
   c.any.set(d, key);
   c.room.set(d, v.room ? key : device_min_tree::none);
 }

@@ -58,6 +58,9 @@ public:
     double wait_ns = 0;
     /// Run times there are multiplied by this (a degraded device's penalty).
     double penalty = 1;
+    /// Added to every completion there: the measured fixed cost of reaching
+    /// a device outside the node's process (0 in it).
+    double crossing_ns = 0;
   };
 
   /// Where a typical item of a cell would finish first.
@@ -105,7 +108,7 @@ public:
   choice best(size_t cell);
 
   /// The cell's key of device `d`: (wait + rate x typical units) x penalty
-  /// (none when it does not work).
+  /// + crossing (none when it does not work).
   double key(size_t cell, size_t d);
 
 private:

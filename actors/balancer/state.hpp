@@ -71,6 +71,11 @@ struct balancer_state {
     /// out together, one message for many items, when it does.
     uint32_t sent = 0;
     std::vector<uint64_t> queued;
+    /// What reaching it costs, measured when it runs outside the node's
+    /// process (a host process or a remote host).
+    balancer::crossing_model crossing;
+    /// When its crossing was last measured.
+    clock::time_point crossing_at{};
     device_stats stats;
     /// What it adds to the drain horizon's sums (while it takes work): its
     /// placed units and its units per ns.
@@ -99,6 +104,11 @@ struct balancer_state {
     /// prediction made.
     int32_t device = -1;
     double predicted_ns = 0;
+    /// When its run request went to a device outside the node's process
+    /// (its crossing is measured from it; unset otherwise), and the input
+    /// bytes of the message it went in (its batch).
+    clock::time_point sent_at{};
+    uint64_t sent_bytes = 0;
     uint32_t attempts = 0;
     /// Devices that failed this item (not tried again unless nothing else is
     /// left).
@@ -243,6 +253,9 @@ struct balancer_state {
   /// devices that take work behind a circuit that is not closed.
   uint64_t takes_room = 0;
   uint64_t circuit_not_closed = 0;
+  /// Devices whose key in the index counts a measured crossing (until it
+  /// grows old).
+  uint64_t crossing_in_index = 0;
   /// Which devices hold each input (by identity) in their modeled input
   /// caches: placement weighs the few devices that hold an item's inputs.
   std::unordered_map<const void*, uint64_t> holders;

@@ -217,6 +217,8 @@ bool wait_available(actors::runtime& rt, size_t index) {
 
 struct dispatch_figures {
   double p50_us = 0, p99_us = 0, items_per_s = 0;
+  /// The crossing the balancer measured to the device (its fixed cost).
+  double crossing_us = 0;
 };
 
 dispatch_figures dispatch(caf::actor_system& sys, where w, int items,
@@ -242,6 +244,8 @@ dispatch_figures dispatch(caf::actor_system& sys, where w, int items,
   }
   out.p50_us = percentile(lat, 0.5);
   out.p99_us = percentile(lat, 0.99);
+  if (auto s = r.placement_stats())
+    out.crossing_us = s->devices[0].crossing_ns / 1e3;
   std::vector<work_item> batch;
   for (int i = 0; i < items; ++i)
     batch.push_back(small_item(id++));
@@ -336,16 +340,16 @@ int main(int argc, char** argv) {
       config(where::host_process, false, 1, with_remote ? &remote : nullptr);
   system_config scfg{cfg_all};
   caf::actor_system sys{scfg};
-  std::printf("%-22s %4s %10s %10s %12s\n", "device", "run", "p50 us", "p99 us",
-              "items/s");
+  std::printf("%-22s %4s %10s %10s %12s %12s\n", "device", "run", "p50 us",
+              "p99 us", "items/s", "crossing us");
   std::vector<where> modes{where::node, where::host_process};
   if (with_remote)
     modes.push_back(where::remote);
   for (int run = 0; run < runs; ++run)
     for (auto w : modes) {
       auto f = dispatch(sys, w, items, with_remote ? &remote : nullptr);
-      std::printf("%-22s %4d %10.1f %10.1f %12.0f\n", to_string(w), run,
-                  f.p50_us, f.p99_us, f.items_per_s);
+      std::printf("%-22s %4d %10.1f %10.1f %12.0f %12.1f\n", to_string(w), run,
+                  f.p50_us, f.p99_us, f.items_per_s, f.crossing_us);
       std::fflush(stdout);
     }
   kill_figures k;

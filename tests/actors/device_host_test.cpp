@@ -21,6 +21,8 @@
 #include <google/protobuf/text_format.h>
 
 #include "actors/device_host.hpp"
+#include "kernels/random_data.hpp"
+#include "kernels/registry.hpp"
 #include "messages/network.hpp"
 #include "tests/remote_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
@@ -531,6 +533,131 @@ TEST_CASE_METHOD(host_fixture,
   self->receive([&](const caf::down_msg&) { down = true; },
                 caf::after(5s) >> [] {});
   CHECK(down);
+}
+
+TEST_CASE_METHOD(host_fixture,
+                 "placement weighs the measured crossing to a device in a "
+                 "host process",
+                 "[actors][host][placement]") {
+  // sim0 in a host process, sim1 in this one, alike otherwise: with both
+  // idle, only the crossing tells them apart (a tie would go to sim0).
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  for (auto& g : *cfg.mutable_devices()->mutable_sim_gpu())
+    g.set_launch_latency_us(2000);
+  cfg.mutable_devices()->mutable_sim_gpu(0)->set_host_process(true);
+  cfg.mutable_devices()->set_host_binary(COHORT_BINARY);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  REQUIRE(wait_status(r, 0, device_status::available) ==
+          device_status::available);
+  // One at a time, each item finishes first in this process once sim0's
+  // crossing is known: sim0 runs only what measures it (exploring runs).
+  std::map<std::string, int> ran;
+  auto began = std::chrono::steady_clock::now();
+  for (uint64_t id = 1; id <= 40; ++id) {
+    std::vector<work_item> one{test::gemv_item(id)};
+    auto e = test::submit_all(sys, r, one, [] {});
+    test::check_exactly_once(one, e);
+    REQUIRE(e.results.size() == 1);
+    ++ran[e.results.begin()->second.device];
+  }
+  auto took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+          .count();
+  INFO("sim0 ran " << ran["sim0"] << ", sim1 " << ran["sim1"] << " in " << took
+                   << " s");
+  // Its first item measures it; a crossing counts for 1 s, then one more
+  // item measures it again (a slow machine takes seconds for the 40).
+  CHECK(ran["sim0"] >= 1);
+  CHECK(ran["sim0"] <= 2 + int(took));
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].crossing_ns > 0);
+  CHECK(stats->devices[1].crossing_ns == 0);
+  // Many at once: sim1's backlog soon outweighs the crossing, and sim0
+  // takes its share.
+  auto items = gemv_items(100, 1000);
+  auto e = test::submit_all(sys, r, items, [] {});
+  test::check_exactly_once(items, e);
+  CHECK(e.errors.empty());
+  int on_host = 0;
+  for (auto& [id, res] : e.results)
+    on_host += res.device == "sim0";
+  CHECK(on_host >= 10);
+}
+
+TEST_CASE_METHOD(host_fixture,
+                 "a kernel registered in the node runs on its own devices, "
+                 "not in host processes",
+                 "[actors][host]") {
+  // Doubles each element. Registered once per test process.
+  static const auto doubled = [] {
+    kernels::kernel_def d;
+    d.name = "test.host_doubled";
+    d.signature.inputs = {{"x", kernels::dtype::f32}};
+    d.signature.output = {"y", kernels::dtype::f32};
+    d.output_elements = [](const kernels::kernel_args&,
+                           kernels::input_lengths in) { return in[0]; };
+    d.cost = [](const kernels::kernel_args&, kernels::input_lengths in) {
+      return kernels::kernel_cost{double(in[0]), 0};
+    };
+    d.cpu = [](const kernels::kernel_args&, kernels::typed_inputs in) {
+      kernels::kernel_output out;
+      auto x = in[0].as<float>();
+      out.resize(kernels::dtype::f32, x.size());
+      auto y = out.as<float>();
+      for (size_t i = 0; i < x.size(); ++i)
+        y[i] = 2 * x[i];
+      return out;
+    };
+    std::string why;
+    auto id = kernels::register_kernel(std::move(d), why);
+    REQUIRE(id);
+    return *id;
+  }();
+  auto item = [&](uint64_t id) {
+    work_item w;
+    w.id = id;
+    w.tenant = "t";
+    w.kernel = doubled;
+    w.inputs.emplace_back(kernels::random_floats(id, 256));
+    return w;
+  };
+  // sim0 in a host process, sim1 here: every item runs on sim1.
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  cfg.mutable_devices()->mutable_sim_gpu(0)->set_host_process(true);
+  cfg.mutable_devices()->set_host_binary(COHORT_BINARY);
+  {
+    auto rt = runtime::start(sys, cfg);
+    REQUIRE(rt);
+    REQUIRE(wait_status(**rt, 0, device_status::available) ==
+            device_status::available);
+    std::vector<work_item> items;
+    for (uint64_t id = 1; id <= 30; ++id)
+      items.push_back(item(id));
+    auto e = test::submit_all(sys, **rt, items, [] {});
+    test::check_exactly_once(items, e);
+    CHECK(e.errors.empty());
+    for (auto& [id, res] : e.results) {
+      CHECK(res.device == "sim1");
+      auto x = kernels::random_floats(id, 256);
+      auto y = res.output.as<float>();
+      REQUIRE(y.size() == 256);
+      CHECK(y[7] == 2 * x[7]);
+    }
+  }
+  // Only a device in a host process: the item is refused, saying why.
+  cfg.mutable_devices()->mutable_sim_gpu()->DeleteSubrange(1, 1);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  std::vector<work_item> one{item(100)};
+  auto e = test::submit_all(sys, **rt, one, [] {});
+  test::check_exactly_once(one, e);
+  REQUIRE(e.errors.size() == 1);
+  auto& err = e.errors.begin()->second;
+  CHECK(code_of(err) == errc::no_device_available);
+  CHECK_THAT(describe(err), Catch::Contains("not in host processes"));
 }
 
 TEST_CASE_METHOD(host_fixture, "what cannot run device hosts is refused",

@@ -151,6 +151,24 @@ TEST_CASE("a node joins a remote device host and places work on both "
              Catch::Contains("cohort_device_up{device=\"r0\",node=\"" + where +
                              "\"} 1") &&
                  Catch::Contains("cohort_device_up{device=\"sim0\"} 1"));
+  // The crossing to the remote devices was measured from their items (none
+  // for the node's own device), and operators see it.
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[0].crossing_ns == 0);
+  for (size_t i : {1, 2}) {
+    if (stats->devices[i].completed == 0)
+      continue;
+    auto& name = r.devices()[i].name;
+    INFO(name);
+    CHECK(stats->devices[i].crossing_ns > 0);
+    CHECK_THAT(*scrape, Catch::Contains("cohort_device_crossing_seconds{"
+                                        "device=\"" +
+                                        name + "\",node=\"" + where + "\"}"));
+  }
+  CHECK_THAT(devices.body, Catch::Contains("\"crossing_seconds\": "));
+  CHECK_THAT(*scrape, !Catch::Contains("cohort_device_crossing_seconds{"
+                                       "device=\"sim0\""));
   // A fault reaches the remote device by its index there: r1 is lost, and
   // the node greets it again, which resets it on its host.
   sim_fault f;

@@ -114,3 +114,24 @@ TEST_CASE("cells are made on first use and learn typical units",
   CHECK(fleet.best(c).any == 0);
   CHECK(fleet.room() == 0b01);
 }
+
+TEST_CASE("a device outside the node's process ranks by its crossing too",
+          "[actors][balancer]") {
+  fleet_index fleet{2};
+  auto c = fleet.cell(kernels::kernel_id::gemv, 5);
+  // Device 0 is in a host process: its crossing (400 us) is added after
+  // the degraded penalty (2x), not multiplied by it.
+  fleet.update_device(0, {true, true, 0, 2, 400e3});
+  fleet.update_device(1, {true, true, 0, 1});
+  fleet.set_rate(c, 0, 1.0, true);
+  fleet.set_rate(c, 1, 1.0, true);
+  for (int i = 0; i < 40; ++i) {
+    fleet.note_units(c, 0, 1000);
+    fleet.note_units(c, 1, 1000);
+  }
+  CHECK(fleet.key(c, 0) == Approx(2 * 1000 + 400e3).epsilon(0.01));
+  CHECK(fleet.best(c).any == 1);
+  // Device 1 busy for longer than the crossing: device 0 wins.
+  fleet.update_device(1, {true, true, 500e3, 1});
+  CHECK(fleet.best(c).any == 0);
+}

@@ -191,6 +191,37 @@ TEST_CASE("the run-time model takes the median, so spikes do not move it",
   CHECK(size_class(0) == 0);
 }
 
+TEST_CASE("the crossing model keeps a fixed cost and a cost per byte, by "
+          "their lower quartiles",
+          "[actors][placement]") {
+  crossing_model m;
+  CHECK_FALSE(m.measured());
+  CHECK(m.predict(1 << 20) == 0);
+  // Small items: 100 us, and one in four held up behind something else
+  // (2 ms): the lower quartile is the link's 100 us.
+  for (int i = 0; i < 40; ++i)
+    m.record(i % 4 == 3 ? 2e6 : 100e3, 1024);
+  CHECK(m.measured());
+  CHECK(m.fixed_ns() == Approx(100e3));
+  CHECK(m.ns_per_byte() == 0);
+  // Items of 1 MiB take 100 us + 1 ms: 1 ns per 1.05 bytes over the fixed
+  // cost.
+  for (int i = 0; i < 40; ++i)
+    m.record(100e3 + 1e6, 1 << 20);
+  CHECK(m.ns_per_byte() == Approx(1e6 / double(1 << 20)));
+  CHECK(m.predict(1 << 20) == Approx(1.1e6));
+  CHECK(m.predict(0) == Approx(100e3));
+  // A negative sample (clocks of two machines advance at other rates) is
+  // taken as none: the fixed cost moves down, never below 0.
+  for (int i = 0; i < 40; ++i)
+    m.record(-5e3, 10);
+  CHECK(m.fixed_ns() == 0);
+  // A lasting change moves it within a window.
+  for (int i = 0; i < int(crossing_model::window); ++i)
+    m.record(300e3, 10);
+  CHECK(m.fixed_ns() == Approx(300e3));
+}
+
 TEST_CASE_METHOD(fixture,
                  "a mixed workload on GPUs of speeds 1, 1, 2, 4 and CPU "
                  "workers finishes near the lower bound",
