@@ -294,7 +294,8 @@ metrics_exporter::render(const metrics_input& in,
       queue.add(dl, double(s->queued));
       circuit.add(dl, double(static_cast<uint8_t>(s->circuit)));
       opens.add(dl, s->circuit_opens);
-      if (d.elsewhere() && s->crossing_ns > 0) {
+      if (d.elsewhere() &&
+          (s->crossing_ns > 0 || s->crossing_ns_per_byte > 0)) {
         crossing.add(dl, s->crossing_ns / 1e9);
         crossing_per_mib.add(dl, s->crossing_ns_per_byte * 1048576 / 1e9);
       }

@@ -272,20 +272,36 @@ double predict_ns(const balancer_state& st, size_t index,
   return rate * units;
 }
 
-// Bytes of inputs `r` carries to its device (objects stay where they are).
-uint64_t carried_bytes(const balancer_state::record& r) {
+// Bytes of inputs `r` carries to device `index`: its own and its chained
+// stages'. An object counts only where the device holds no copy of it (a
+// host copy goes instead).
+uint64_t carried_bytes(const balancer_state& st, size_t index,
+                       const balancer_state::record& r) {
   uint64_t out = 0;
-  for (auto& in : r.item.inputs)
-    out += in.bytes();
+  auto add = [&](const std::vector<host_buffer>& inputs) {
+    for (auto& in : inputs) {
+      if (in.object() != 0)
+        if (auto* e = st.objects.find(in.object());
+            e != nullptr && objects::has_device(e->replicas, index))
+          continue;
+      out += in.bytes();
+    }
+  };
+  add(r.item.inputs);
+  for (auto& stage : r.item.then)
+    add(stage.inputs);
   return out;
 }
 
-// Whether device `s`'s measured crossing is recent enough to count. One
-// that is not counts as none: the device looks as near as the node's own,
-// takes an item, and is measured again (a crossing measured while the
-// machine was busy does not keep a device idle for good).
+// Whether device `s`'s measured crossing counts: while items are on their
+// way to it or back, and for crossing_max_age after the last measurement.
+// One that does not counts as none: the device looks as near as the node's
+// own, takes an item (whose sending makes it count again), and is measured
+// anew; a crossing measured while the machine was busy does not keep a
+// device idle for good.
 bool crossing_fresh(const balancer_state& st, const balancer_state::slot& s) {
-  return s.crossing.measured() && st.now - s.crossing_at < crossing_max_age;
+  return s.crossing.measured() &&
+         (s.sent > 0 || st.now - s.crossing_at < crossing_max_age);
 }
 
 // What reaching device `index` adds to `r`'s completion: its measured
@@ -294,17 +310,23 @@ bool crossing_fresh(const balancer_state& st, const balancer_state::slot& s) {
 double crossing_ns(const balancer_state& st, size_t index,
                    const balancer_state::record& r) {
   auto& s = st.devices[index];
-  return crossing_fresh(st, s) ? s.crossing.predict(carried_bytes(r)) : 0.0;
+  return crossing_fresh(st, s) ? s.crossing.predict(carried_bytes(st, index, r))
+                               : 0.0;
 }
 
 // When `r` would finish on device `index` if placed there now: the
-// device's backlog per stream, then its predicted run (predict_ns), plus
-// the crossing to it and back.
+// device's backlog per stream, then its predicted run (predict_ns), times
+// a degraded device's penalty when `penalized`, plus the crossing to it and
+// back (a slow link is not a slow device).
 double finish_ns(const balancer_state& st, size_t index,
-                 const balancer_state::record& r, bool* explore = nullptr) {
+                 const balancer_state::record& r, bool* explore = nullptr,
+                 bool penalized = false) {
   auto& s = st.devices[index];
-  return s.backlog_ns / std::max(1u, s.info.streams) +
-         predict_ns(st, index, r, explore) + crossing_ns(st, index, r);
+  double t = s.backlog_ns / std::max(1u, s.info.streams) +
+             predict_ns(st, index, r, explore);
+  if (penalized && s.status == device_status::degraded)
+    t *= st.cfg.degraded_penalty;
+  return t + crossing_ns(st, index, r);
 }
 
 // Notes that `r`'s inputs go to device `index` (its cost there first), and
@@ -1060,9 +1082,13 @@ void sync_fleet(balancer_state& st) {
     v.wait_ns = s.backlog_ns / std::max(1u, s.info.streams);
     v.penalty =
         s.status == device_status::degraded ? st.cfg.degraded_penalty : 1.0;
-    v.crossing_ns = crossing_fresh(st, s) ? s.crossing.fixed_ns() : 0.0;
-    st.crossing_in_index = v.crossing_ns > 0 ? st.crossing_in_index | bit
-                                             : st.crossing_in_index & ~bit;
+    if (crossing_fresh(st, s)) {
+      v.crossing_ns = s.crossing.fixed_ns();
+      v.crossing_ns_per_byte = s.crossing.ns_per_byte();
+    }
+    st.crossing_in_index = v.crossing_ns > 0 || v.crossing_ns_per_byte > 0
+                               ? st.crossing_in_index | bit
+                               : st.crossing_in_index & ~bit;
     st.fleet.update_device(d, v);
     st.takes_room =
         works && v.room ? st.takes_room | bit : st.takes_room & ~bit;
@@ -1156,12 +1182,20 @@ void send_queued(self_ptr self, size_t index) {
   s.queued.erase(s.queued.begin(), s.queued.begin() + std::ptrdiff_t(n));
   if (!batch.empty() && s.info.elsewhere()) {
     // Its crossing is measured from now. The batch crosses as one message,
-    // so each of its items waits for all of its bytes.
+    // so each of its items waits for all of its bytes (object names are not
+    // counted: what crosses of them is their host copies). A first message
+    // makes its measured crossing count again.
+    if (s.sent == 0)
+      touch(st, index);
     auto now = clock::now();
     uint64_t bytes = 0;
-    for (auto& req : batch)
+    for (auto& req : batch) {
       for (auto& in : req.item.inputs)
-        bytes += in.bytes();
+        bytes += in.object() == 0 ? in.bytes() : 0;
+      for (auto& stage : req.item.then)
+        for (auto& in : stage.inputs)
+          bytes += in.object() == 0 ? in.bytes() : 0;
+    }
     for (auto& req : batch) {
       auto& r = st.outstanding.at(req.ticket);
       r.sent_at = now;
@@ -1428,7 +1462,7 @@ void bind(balancer_state& st, balancer_state::record& r, size_t index) {
   move_object_holds(st, r, unplaced_key, index);
   if (st.fleet.has_cell(r.item.kernel, r.cls))
     st.fleet.note_units(st.fleet.cell(r.item.kernel, r.cls), index,
-                        r.device_units);
+                        r.device_units, double(carried_bytes(st, index, r)));
   s.backlog_ns += r.predicted_ns;
   ++s.placed;
   s.stats.max_queued = std::max<uint64_t>(s.stats.max_queued, s.placed);
@@ -1783,9 +1817,7 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
         continue;
       }
       bool explore = false;
-      double t = finish_ns(st, i, r, &explore);
-      if (s.status == device_status::degraded)
-        t *= st.cfg.degraded_penalty;
+      double t = finish_ns(st, i, r, &explore, true);
       bool metered = st.acct.metered(i);
       if (metered) {
         memory_online = true;
@@ -2518,18 +2550,35 @@ void end_kept(self_ptr self, size_t index, work_done& done, bool fallback) {
          fallback, {}, std::move(info));
 }
 
-// Records the crossing of `r`, which device `index` (outside the node's
-// process) reports done: its round trip less the time the device held it,
-// for the bytes of the batch it went in.
+// Records the crossing that one report of device `index` (outside the
+// node's process) measured: for each item it ends, the round trip less the
+// time the device held it, for the bytes of the batch it went in. The
+// report's items crossed together: one sample, the least of theirs.
 void note_crossing(balancer_state& st, size_t index,
-                   const balancer_state::record& r, const work_done& done) {
+                   const std::vector<work_done>& batch) {
   auto& s = st.devices[index];
-  // Until it reached the node: from there to here, it waited in this
-  // actor's mailbox, as the node's own devices' reports do.
-  auto arrived =
-      done.relayed_at_ns > 0 ? done.relayed_at_ns : steady_ns(st.now);
-  auto round_trip = arrived - steady_ns(r.sent_at);
-  s.crossing.record(double(round_trip - done.held_ns), r.sent_bytes);
+  if (!s.info.elsewhere())
+    return;
+  double best = -1;
+  uint64_t bytes = 0;
+  for (auto& done : batch) {
+    auto i = st.outstanding.find(done.id);
+    if (i == st.outstanding.end() || i->second.device != int32_t(index) ||
+        i->second.sent_at == clock::time_point{} || done.held_ns <= 0)
+      continue;
+    // Until it reached the node: from there to here, it waited in this
+    // actor's mailbox, as the node's own devices' reports do.
+    auto arrived =
+        done.relayed_at_ns > 0 ? done.relayed_at_ns : steady_ns(st.now);
+    auto ns = double(arrived - steady_ns(i->second.sent_at) - done.held_ns);
+    if (best < 0 || ns < best) {
+      best = ns;
+      bytes = i->second.sent_bytes;
+    }
+  }
+  if (best < 0)
+    return;
+  s.crossing.record(best, bytes);
   s.crossing_at = st.now;
   s.stats.crossing_ns = s.crossing.fixed_ns();
   s.stats.crossing_ns_per_byte = s.crossing.ns_per_byte();
@@ -2557,9 +2606,6 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
     s.ns_done += double(done.device_ns);
     touch(st, index);
   }
-  if (r.sent_at != clock::time_point{} && done.held_ns > 0 &&
-      s.info.elsewhere())
-    note_crossing(st, index, r, done);
   ++s.stats.launches;
   s.stats.busy_ns += done.device_ns;
   if (!s.breaker.closed() && s.breaker.succeeded(clock::now())) {
@@ -2660,21 +2706,38 @@ bool circuit_reopened(balancer_state& st) {
   return false;
 }
 
+// Whether every kernel of `item` ships with Cohort (registered in every
+// process at the same id), rather than registered in this one.
+bool known_everywhere(const work_item& item) {
+  auto shipped = [](kernels::kernel_id id) {
+    auto* d = kernels::find(id);
+    return d != nullptr && d->origin == "built-in";
+  };
+  if (!shipped(item.kernel))
+    return false;
+  for (auto& stage : item.then)
+    if (!shipped(stage.kernel))
+      return false;
+  return true;
+}
+
 // The devices with code for every kernel of `item`: CPU workers and
 // simulated GPUs run any kernel's CPU implementation; a real GPU needs the
 // kernel's code for its backend (every built-in kernel has it). A kernel
 // registered in this process (by the application or a bundle) is known
 // here only: a device in a host process or on a remote host runs built-in
-// kernels alone.
+// kernels alone (the catalog's and the geo kernels, which every Cohort
+// process registers alike).
 uint64_t code_mask(const balancer_state& st, const work_item& item) {
   auto all_builtin = kernels::is_builtin(item.kernel);
   for (auto& stage : item.then)
     all_builtin = all_builtin && kernels::is_builtin(stage.kernel);
   if (all_builtin)
     return ~uint64_t{0};
+  auto everywhere = known_everywhere(item);
   uint64_t mask = 0;
   for (size_t i = 0; i < st.devices.size(); ++i) {
-    if (st.devices[i].info.elsewhere())
+    if (!everywhere && st.devices[i].info.elsewhere())
       continue;
     auto kind = st.devices[i].info.kind;
     bool ok = true;
@@ -2998,7 +3061,7 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
                                  "' has code for kernel " +
                                  std::string{kernels::name(item.kernel)} +
                                  (item.then.empty() ? "" : " or its chain") +
-                                 (kernels::is_builtin(item.kernel)
+                                 (known_everywhere(item)
                                       ? ""
                                       : " (a kernel registered in this "
                                         "process runs on the devices of this "
@@ -4016,6 +4079,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       },
       [=](done_atom, uint32_t index, std::vector<work_done>& batch) {
         stamp(self->state);
+        note_crossing(self->state, index, batch);
         for (auto& done : batch)
           complete(self, index, done);
         auto& s = self->state.devices[index];

@@ -105,9 +105,14 @@ void crossing_model::record(double ns, uint64_t bytes) {
   if (!(ns >= 0))
     ns = 0;
   if (bytes < large_bytes) {
+    large_since_small_ = 0;
     if (add(small_, float(ns)))
       fixed_ns_ = lower_quartile(small_);
     return;
+  }
+  if (++large_since_small_ > window && !small_.values.empty()) {
+    small_ = {};
+    fixed_ns_ = 0;
   }
   // What the bytes added over the fixed cost known now (all of it before
   // a small item was measured).

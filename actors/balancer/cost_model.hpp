@@ -104,6 +104,10 @@ private:
 
   samples small_;
   samples large_;
+  /// Large samples since the last small one: a window of them retires the
+  /// fixed cost (kept busy with large messages, a device's fixed cost from
+  /// its first few would otherwise stay for good).
+  uint32_t large_since_small_ = 0;
   double fixed_ns_ = 0;
   double ns_per_byte_ = 0;
 };

@@ -104,10 +104,12 @@ void fleet_index::set_rate(size_t cell, size_t d, double ns_per_unit,
   refresh(c, d);
 }
 
-void fleet_index::note_units(size_t cell, size_t d, double units) {
+void fleet_index::note_units(size_t cell, size_t d, double units,
+                             double bytes) {
   auto& c = cells_[cell];
   // A short memory: the inputs a device holds change as work moves.
   c.units[d] = 0.75 * c.units[d] + 0.25 * units;
+  c.bytes = 0.75 * c.bytes + 0.25 * bytes;
   refresh(c, d);
 }
 
@@ -116,7 +118,8 @@ void fleet_index::refresh(cell_state& c, size_t d) {
   auto& v = devices_[d];
   auto key = device_min_tree::none;
   if (v.working && c.rate[d] > 0)
-    key = (v.wait_ns + c.rate[d] * c.units[d]) * v.penalty + v.crossing_ns;
+    key = (v.wait_ns + c.rate[d] * c.units[d]) * v.penalty + v.crossing_ns +
+          v.crossing_ns_per_byte * c.bytes;
   c.any.set(d, key);
   c.room.set(d, v.room ? key : device_min_tree::none);
 }

@@ -58,9 +58,11 @@ public:
     double wait_ns = 0;
     /// Run times there are multiplied by this (a degraded device's penalty).
     double penalty = 1;
-    /// Added to every completion there: the measured fixed cost of reaching
-    /// a device outside the node's process (0 in it).
+    /// Added to every completion there: the measured cost of reaching a
+    /// device outside the node's process, fixed and per byte an item
+    /// carries (0 in it).
     double crossing_ns = 0;
+    double crossing_ns_per_byte = 0;
   };
 
   /// Where a typical item of a cell would finish first.
@@ -96,8 +98,9 @@ public:
   void set_rate(size_t cell, size_t d, double ns_per_unit, bool measured);
 
   /// Units a typical item of the cell takes on device `d` (after the inputs
-  /// it holds): a moving average of what items placed there took.
-  void note_units(size_t cell, size_t d, double units);
+  /// it holds): a moving average of what items placed there took; and the
+  /// bytes of inputs a typical item of the cell carries (any device).
+  void note_units(size_t cell, size_t d, double units, double bytes = 0);
 
   /// Device `d`'s rate in `cell` (0 when unset).
   double rate(size_t cell, size_t d) const { return cells_[cell].rate[d]; }
@@ -108,7 +111,7 @@ public:
   choice best(size_t cell);
 
   /// The cell's key of device `d`: (wait + rate x typical units) x penalty
-  /// + crossing (none when it does not work).
+  /// + crossing of typical bytes (none when it does not work).
   double key(size_t cell, size_t d);
 
 private:
@@ -117,6 +120,7 @@ private:
     uint8_t cls = 0;
     std::vector<double> rate;
     std::vector<double> units;
+    double bytes = 0;
     uint64_t unexplored = 0;
     /// Devices whose keys are out of date.
     uint64_t stale = 0;

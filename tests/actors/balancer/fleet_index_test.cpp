@@ -134,4 +134,11 @@ TEST_CASE("a device outside the node's process ranks by its crossing too",
   // Device 1 busy for longer than the crossing: device 0 wins.
   fleet.update_device(1, {true, true, 500e3, 1});
   CHECK(fleet.best(c).any == 0);
+  // Unless the cell's items carry 1 MiB, at 1 ns per byte over there.
+  fleet.update_device(0, {true, true, 0, 2, 400e3, 1.0});
+  for (int i = 0; i < 40; ++i)
+    fleet.note_units(c, 1, 1000, double(1 << 20));
+  CHECK(fleet.key(c, 0) ==
+        Approx(2 * 1000 + 400e3 + double(1 << 20)).epsilon(0.01));
+  CHECK(fleet.best(c).any == 1);
 }

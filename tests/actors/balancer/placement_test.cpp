@@ -206,7 +206,7 @@ TEST_CASE("the crossing model keeps a fixed cost and a cost per byte, by "
   CHECK(m.ns_per_byte() == 0);
   // Items of 1 MiB take 100 us + 1 ms: 1 ns per 1.05 bytes over the fixed
   // cost.
-  for (int i = 0; i < 40; ++i)
+  for (int i = 0; i < 30; ++i)
     m.record(100e3 + 1e6, 1 << 20);
   CHECK(m.ns_per_byte() == Approx(1e6 / double(1 << 20)));
   CHECK(m.predict(1 << 20) == Approx(1.1e6));
@@ -220,6 +220,15 @@ TEST_CASE("the crossing model keeps a fixed cost and a cost per byte, by "
   for (int i = 0; i < int(crossing_model::window); ++i)
     m.record(300e3, 10);
   CHECK(m.fixed_ns() == Approx(300e3));
+  // More than a window of large messages in a row retires the fixed cost:
+  // the cost per byte then carries all of it.
+  for (int i = 0; i < int(crossing_model::window) + 1; ++i)
+    m.record(2e6, 1 << 20);
+  CHECK(m.measured());
+  CHECK(m.fixed_ns() == 0);
+  for (int i = 0; i < int(crossing_model::window); ++i)
+    m.record(2e6, 1 << 20);
+  CHECK(m.predict(1 << 20) == Approx(2e6));
 }
 
 TEST_CASE_METHOD(fixture,
