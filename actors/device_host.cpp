@@ -34,6 +34,8 @@
 #include "actors/runtime.hpp"
 #include "config/compile.hpp"
 #include "config/quotas.hpp"
+#include "devices/gpu/discover.hpp"
+#include "devices/memory/pool_resource.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "messages/errc.hpp"
 #include "messages/network.hpp"
@@ -778,6 +780,52 @@ int host_error(int status, const std::string& what) {
 
 } // namespace
 
+namespace {
+
+// The device a host spec names, with the memory settings its node compiled:
+// a simulated GPU, or a real one opened through its backend's plugin here.
+caf::expected<std::shared_ptr<devices::device>>
+host_device(const pb::HostSpec& spec) {
+  devices::memory::memory_options mem;
+  mem.limit = spec.memory_limit();
+  for (auto& [tenant, bytes] : spec.tenant_limit())
+    mem.tenant_limits[tenant] = bytes;
+  for (auto& [tenant, bytes] : spec.reservation())
+    mem.reservations[tenant] = bytes;
+  pb::RuntimeConfig pool_cfg;
+  *pool_cfg.mutable_pool() = spec.pool();
+  if (spec.has_sim_gpu()) {
+    auto params = sim_params_of(spec.sim_gpu());
+    if (!params)
+      return params.error();
+    mem.pool = config::pool_options_for(pool_cfg, params->memory_bytes);
+    params->memory = std::move(mem);
+    auto dev = devices::sim::make_sim_device(std::move(*params));
+    if (!dev)
+      return dev.error();
+    return std::shared_ptr<devices::device>{std::move(*dev)};
+  }
+  auto& g = spec.gpu();
+  if (g.name().empty() || g.name().size() > 64 || g.streams() == 0 ||
+      g.streams() > devices::memory::pool_resource::max_streams - 1)
+    return make_error(errc::malformed_config,
+                      "the host spec's GPU has no name or " +
+                          std::to_string(g.streams()) + " streams");
+  devices::gpu::gpu_options opts;
+  opts.streams = g.streams();
+  auto dev = devices::gpu::open_gpu(g.vendor(), int(g.ordinal()), g.name(),
+                                    std::move(opts));
+  if (!dev)
+    return dev.error();
+  // As the node configures the GPUs of its own process (configure_memory).
+  mem.pool = config::pool_options_for(pool_cfg, (*dev)->info().memory_bytes);
+  if (auto err = (*dev)->memory()->configure(std::move(mem)))
+    return make_error(errc::malformed_config, describe(err));
+  return std::shared_ptr<devices::device>{std::move(*dev)};
+}
+
+} // namespace
+
 int run_device_host() {
   // A spec is a few hundred bytes; this bound keeps a wrong input from
   // allocating without end.
@@ -795,32 +843,19 @@ int run_device_host() {
   if (!read_stdin(bytes.data(), n))
     return host_error(2, "the host spec ended early");
   pb::HostSpec spec;
-  if (!spec.ParseFromString(bytes) || !spec.has_sim_gpu() ||
+  if (!spec.ParseFromString(bytes) || spec.has_sim_gpu() == spec.has_gpu() ||
       spec.token().empty())
-    return host_error(2, "the host spec is not a cohort.pb.HostSpec with a "
+    return host_error(2, "the host spec is not a cohort.pb.HostSpec with one "
                          "device and a token");
-  auto params = sim_params_of(spec.sim_gpu());
-  if (!params)
-    return host_error(2, describe(params.error()));
-  auto& mem = params->memory;
-  mem.limit = spec.memory_limit();
-  pb::RuntimeConfig pool_cfg;
-  *pool_cfg.mutable_pool() = spec.pool();
-  mem.pool = config::pool_options_for(pool_cfg, params->memory_bytes);
-  for (auto& [tenant, bytes] : spec.tenant_limit())
-    mem.tenant_limits[tenant] = bytes;
-  for (auto& [tenant, bytes] : spec.reservation())
-    mem.reservations[tenant] = bytes;
-  auto dev = devices::sim::make_sim_device(std::move(*params));
+  auto dev = host_device(spec);
   if (!dev)
-    return host_error(1, describe(dev.error()));
+    return host_error(spec.has_gpu() ? 1 : 2, describe(dev.error()));
   system_config cfg;
   load_network(cfg);
   caf::actor_system sys{cfg};
-  auto gate = sys.spawn(gate_impl,
-                        std::vector<std::shared_ptr<devices::device>>{
-                            std::shared_ptr<devices::device>{*dev}},
-                        spec.token(), false);
+  auto gate =
+      sys.spawn(gate_impl, std::vector<std::shared_ptr<devices::device>>{*dev},
+                spec.token(), false);
   auto port = sys.middleman().publish(gate, 0, "127.0.0.1");
   if (!port)
     return host_error(1, "cannot publish the gate: " + describe(port.error()));
@@ -866,9 +901,18 @@ int run_remote_host(const std::string& listen, const pb::RuntimeConfig& cfg) {
       return host_error(2, "device " + g.name() +
                                ": host_process does not apply in a remote "
                                "device host, whose devices all run in it");
+  bool hosted_gpus = cfg.devices().has_gpu_host_processes() &&
+                     cfg.devices().gpu_host_processes();
+  for (auto& [name, hosted] : cfg.devices().gpu_host_process())
+    hosted_gpus = hosted_gpus || hosted;
+  if (hosted_gpus)
+    return host_error(2, "devices.gpu_host_processes and gpu_host_process do "
+                         "not apply in a remote device host, whose GPUs all "
+                         "run in it");
   if (auto settings = config::compile(cfg); !settings)
     return host_error(2, describe(settings.error()));
-  auto devs = make_devices(cfg);
+  // Its GPUs run in it: the node that joins it is its supervision.
+  auto devs = make_devices(cfg, {false, "a remote device host runs its GPUs"});
   if (!devs)
     return host_error(2, describe(devs.error()));
   std::vector<device_info> infos;

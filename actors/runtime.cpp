@@ -22,6 +22,7 @@
 #include "devices/memory/device_memory.hpp"
 #include "devices/topology.hpp"
 #include "kernels/bundle/loader.hpp"
+#include "kernels/registry.hpp"
 #include "messages/errc.hpp"
 #include "objects/share_server.hpp"
 
@@ -91,8 +92,34 @@ caf::expected<devices::sim::sim_params> sim_params_of(const pb::SimGpu& g) {
   return p;
 }
 
+bool gpu_in_host(const pb::RuntimeConfig& cfg, const std::string& name,
+                 const gpu_hosting& hosting, std::string* why) {
+  auto& d = cfg.devices();
+  if (auto i = d.gpu_host_process().find(name); i != d.gpu_host_process().end())
+    return i->second;
+  if (d.has_gpu_host_processes())
+    return d.gpu_host_processes();
+  auto because = [&](std::string what) {
+    if (why != nullptr)
+      *why = std::move(what);
+    return false;
+  };
+  if (cfg.kernel_bundles().load_size() > 0)
+    return because("the config loads kernel bundles, whose GPU code is "
+                   "loaded in the node's process");
+  for (auto& k : kernels::registered_kernels())
+    if (!k.builtin && k.origin != "built-in" && (k.cuda || k.hip))
+      return because("kernel " + k.name +
+                     ", registered in the node's process, has GPU code, "
+                     "which runs there only");
+  if (!hosting.can_host)
+    return because(hosting.why_not);
+  return true;
+}
+
 caf::expected<std::vector<std::shared_ptr<devices::device>>>
-make_devices(const pb::RuntimeConfig& cfg) {
+make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
+             devices::gpu::discovery* found) {
   auto bad = [](const std::string& what) {
     return make_error(errc::malformed_config, what);
   };
@@ -121,8 +148,32 @@ make_devices(const pb::RuntimeConfig& cfg) {
     devices::gpu::gpu_options opts;
     if (cfg.devices().gpu_streams() > 0)
       opts.streams = cfg.devices().gpu_streams();
-    for (auto& d : devices::gpu::discover(opts).devices)
-      out.push_back(std::move(d));
+    // A GPU that runs in a host process is only probed here: its context,
+    // streams and memory are made in that process.
+    auto gpus = devices::gpu::discover(opts, [&](const std::string& name) {
+      return !gpu_in_host(cfg, name, hosting);
+    });
+    size_t opened = 0, probed = 0;
+    for (auto& name : gpus.order) {
+      if (opened < gpus.devices.size() &&
+          gpus.devices[opened]->info().name == name) {
+        out.push_back(gpus.devices[opened++]);
+        continue;
+      }
+      auto& p = gpus.probed[probed++];
+      pb::HostSpec spec;
+      auto* g = spec.mutable_gpu();
+      g->set_vendor(p.vendor);
+      g->set_ordinal(uint32_t(p.ordinal));
+      g->set_name(p.info.name);
+      g->set_streams(p.info.streams);
+      auto info = p.info;
+      info.host_process = true;
+      out.push_back(
+          std::make_shared<hosted_device>(std::move(info), std::move(spec)));
+    }
+    if (found != nullptr)
+      *found = std::move(gpus);
   }
   std::set<std::string> names;
   for (auto& g : cfg.devices().sim_gpu()) {
@@ -286,9 +337,38 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   auto settings = config::compile(cfg);
   if (!settings)
     return settings.error();
-  auto devs = make_devices(cfg);
+  // Real GPUs run in host processes of their own unless the config says
+  // otherwise or the node cannot start them (then in its own process, and
+  // the audit says why).
+  gpu_hosting hosting;
+  if (!sys.has_middleman()) {
+    hosting.can_host = false;
+    hosting.why_not = "the actor system has no CAF middleman (make its "
+                      "config with cohort::system_config from the runtime "
+                      "config)";
+  } else if (auto binary = host_binary(cfg); !binary) {
+    hosting.can_host = false;
+    hosting.why_not = describe(binary.error());
+  }
+  auto devs = make_devices(cfg, hosting);
   if (!devs)
     return devs.error();
+  std::vector<audit_event> hosting_notes;
+  for (auto& d : *devs) {
+    auto& x = d->info();
+    if (x.simulated || x.host_process ||
+        (x.kind != device_kind::cuda_gpu && x.kind != device_kind::hip_gpu))
+      continue;
+    std::string why;
+    gpu_in_host(cfg, x.name, hosting, &why);
+    if (!why.empty())
+      hosting_notes.push_back(
+          {audit_kind::device_event, "", 0, x.name, "",
+           "runs in the node's process, not in a device host process of its "
+           "own: " +
+               why,
+           wall_clock_ns()});
+  }
   for (auto& d : extra)
     devs->push_back(std::move(d));
   // The devices of the remote hosts it joins come last.
@@ -413,6 +493,8 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
           dir, std::get<kernels::bundle::loaded_bundle>(r).name, "",
           loaded_detail(dir, std::get<kernels::bundle::loaded_bundle>(r)));
   }
+  if (!hosting_notes.empty())
+    caf::anon_send(rt->audit_, record_atom::value, std::move(hosting_notes));
   caf::scoped_actor self{sys};
   caf::error failure;
   self->request(rt->supervisor_, caf::infinite, start_atom::value)

@@ -20,6 +20,7 @@
 #include "actors/client_hub.hpp"
 #include "actors/quota.hpp"
 #include "actors/supervisor.hpp"
+#include "devices/gpu/discover.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/host.hpp"
@@ -59,13 +60,31 @@ caf::expected<devices::sim::sim_params> sim_params_of(const pb::SimGpu& g);
 /// malformed_config when none can be run.
 caf::expected<std::string> host_binary(const pb::RuntimeConfig& cfg);
 
-/// Builds the devices a config describes (CPU workers first, then simulated
-/// GPUs; those in host processes as their node-side stand-ins,
-/// hosted_device); malformed_config names the first problem. None is
-/// refused unless the config joins remote hosts (network.join), whose
-/// devices runtime::start adds.
+/// Whether the node can start device host processes for its real GPUs.
+struct gpu_hosting {
+  /// Its actor system has CAF's middleman and a `cohort` program is found
+  /// (a remote device host: never, its GPUs run in it).
+  bool can_host = true;
+  /// Why not, for the audit.
+  std::string why_not;
+};
+
+/// Where real GPU `name` runs (devices.gpu_host_processes and
+/// devices.gpu_host_process, docs/device-hosts.md): true for a host process
+/// of its own. When a GPU that runs in a host process by default does not,
+/// `why` (if given) says why; it stays empty otherwise.
+bool gpu_in_host(const pb::RuntimeConfig& cfg, const std::string& name,
+                 const gpu_hosting& hosting, std::string* why = nullptr);
+
+/// Builds the devices a config describes (CPU workers first, then real
+/// GPUs, then simulated GPUs; those in host processes as their node-side
+/// stand-ins, hosted_device); malformed_config names the first problem.
+/// None is refused unless the config joins remote hosts (network.join),
+/// whose devices runtime::start adds. `found`, if given, gets what each GPU
+/// backend found.
 caf::expected<std::vector<std::shared_ptr<devices::device>>>
-make_devices(const pb::RuntimeConfig& cfg);
+make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting = {},
+             devices::gpu::discovery* found = nullptr);
 
 /// What configure_memory set up: every device's pool by index, and the
 /// ledger that holds every tenant's quota across devices.

@@ -1,5 +1,6 @@
 #include "config/bounds.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -110,6 +111,17 @@ caf::error check_scheduler(const pb::Scheduler& s) {
   return caf::none;
 }
 
+// A real GPU's name: its backend and its ordinal ("cuda0", "hip12").
+bool is_gpu_name(const std::string& name) {
+  for (std::string prefix : {"cuda", "hip"})
+    if (name.size() > prefix.size() && name.size() <= prefix.size() + 3 &&
+        name.compare(0, prefix.size(), prefix) == 0 &&
+        std::all_of(name.begin() + std::ptrdiff_t(prefix.size()), name.end(),
+                    [](char c) { return c >= '0' && c <= '9'; }))
+      return true;
+  return false;
+}
+
 } // namespace
 
 caf::error check_bounds(const pb::RuntimeConfig& cfg) {
@@ -130,6 +142,14 @@ caf::error check_bounds(const pb::RuntimeConfig& cfg) {
       return err;
   if (d.host_binary().size() > 4096)
     return bad("devices.host_binary is longer than 4096 bytes");
+  if (d.gpu_host_process_size() > 64)
+    return bad("devices.gpu_host_process names " +
+               std::to_string(d.gpu_host_process_size()) +
+               " GPUs, at most 64 devices are supported");
+  for (auto& [name, hosted] : d.gpu_host_process())
+    if (!is_gpu_name(name))
+      return bad("devices.gpu_host_process: '" + name.substr(0, 64) +
+                 "' is not a GPU's name (cuda0, cuda1, ..., hip0, ...)");
   if (cfg.tenant_size() > bounds::max_tenants)
     return bad("the config has " + std::to_string(cfg.tenant_size()) +
                " tenants, at most " + std::to_string(bounds::max_tenants));

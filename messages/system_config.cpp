@@ -5,6 +5,8 @@
 #include <cstring>
 #include <thread>
 
+#include <unistd.h>
+
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
@@ -140,11 +142,34 @@ system_config::system_config(const pb::RuntimeConfig& cfg) {
   }
 }
 
+namespace {
+
+// Whether the config's real GPUs may run in device host processes
+// (devices.gpu_host_processes, actors/runtime.hpp gpu_in_host): by default
+// on a machine with GPU device files.
+bool may_host_gpus(const pb::RuntimeConfig& cfg) {
+  auto& d = cfg.devices();
+  if (d.has_gpus() && !d.gpus())
+    return false;
+  for (auto& [name, hosted] : d.gpu_host_process())
+    if (hosted)
+      return true;
+  if (d.has_gpu_host_processes())
+    return d.gpu_host_processes();
+  if (cfg.kernel_bundles().load_size() > 0)
+    return false;
+  return ::access("/dev/nvidiactl", F_OK) == 0 ||
+         ::access("/dev/kfd", F_OK) == 0;
+}
+
+} // namespace
+
 bool needs_network(const pb::RuntimeConfig& cfg) {
   for (auto& g : cfg.devices().sim_gpu())
     if (g.host_process())
       return true;
-  return cfg.network().join_size() > 0 || !cfg.network().certificate().empty();
+  return may_host_gpus(cfg) || cfg.network().join_size() > 0 ||
+         !cfg.network().certificate().empty();
 }
 
 void load_network(caf::actor_system_config& cfg) {

@@ -23,9 +23,11 @@ void apply_scheduler(caf::actor_system_config& cfg, const pb::Scheduler& s);
 
 struct network_settings;
 
-/// True when `cfg` has devices in host processes or joins remote device
-/// hosts (docs/device-hosts.md): its actor system needs CAF's network layer
-/// (the middleman).
+/// True when `cfg` has devices in host processes (simulated GPUs that say
+/// so; real GPUs unless it keeps them in the node's process, by default on a
+/// machine with GPU device files, /dev/nvidiactl or /dev/kfd) or joins
+/// remote device hosts (docs/device-hosts.md): its actor system needs CAF's
+/// network layer (the middleman).
 bool needs_network(const pb::RuntimeConfig& cfg);
 
 /// Loads CAF's middleman on `cfg`, with heartbeats every 100 ms and a

@@ -83,22 +83,13 @@ int cmd_devices(const std::string& config_path) {
   if (!loaded)
     return bad_input(loaded.error());
   auto cfg = std::move(*loaded);
-  // GPUs are opened here rather than by make_devices, to show what each
-  // backend found (or why it found nothing).
   bool use_gpus = !cfg.devices().has_gpus() || cfg.devices().gpus();
-  cfg.mutable_devices()->set_gpus(false);
-  auto devs = actors::make_devices(cfg);
+  // What each GPU backend found (or why it found nothing) is shown too. A
+  // GPU that would run in a host process is only probed here.
+  devices::gpu::discovery found;
+  auto devs = actors::make_devices(cfg, {}, &found);
   if (!devs)
     return bad_input(devs.error());
-  devices::gpu::discovery found;
-  if (use_gpus) {
-    devices::gpu::gpu_options opts;
-    if (cfg.devices().gpu_streams() > 0)
-      opts.streams = cfg.devices().gpu_streams();
-    found = devices::gpu::discover(opts);
-    for (auto& g : found.devices)
-      devs->push_back(g);
-  }
   // Its grants must fit these devices, as runtime::start checks.
   std::vector<device_info> infos;
   for (auto& d : *devs)
@@ -164,6 +155,17 @@ int cmd_devices(const std::string& config_path) {
     else
       std::printf("    health: unavailable (%s)\n",
                   h.unavailable_reason.c_str());
+  }
+  // Their health is read by their host processes.
+  for (auto& p : found.probed) {
+    auto& x = p.info;
+    std::printf("  %s: %s %s, %u SMs/CUs, PCI %s, NUMA node %s, UUID %s\n"
+                "    runs in a device host process (health read there)\n",
+                x.name.c_str(), x.model.c_str(), x.arch.c_str(),
+                x.multiprocessors, x.pci_bus_id.c_str(),
+                x.numa_node >= 0 ? std::to_string(x.numa_node).c_str()
+                                 : "unknown",
+                x.uuid.c_str());
   }
   return exit_ok;
 }

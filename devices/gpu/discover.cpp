@@ -25,9 +25,20 @@ std::shared_ptr<api> hip_runtime() {
 
 namespace {
 
+// The health library the GPUs of `loaded` are watched with.
+std::shared_ptr<health::gpu_monitor> monitor_of(const plugin_load& loaded,
+                                                device_kind kind) {
+  if (loaded.entry->make_monitor)
+    return loaded.entry->make_monitor();
+  if (kind == device_kind::cuda_gpu)
+    return health::open_nvml();
+  return nullptr;
+}
+
 void open_backend(discovery& out, const plugin_load& loaded,
                   std::shared_ptr<api> rt, device_kind kind, const char* prefix,
-                  const gpu_options& base) {
+                  const gpu_options& base,
+                  const std::function<bool(const std::string&)>& open_here) {
   backend_status st;
   st.vendor = loaded.vendor;
   st.loaded = rt != nullptr;
@@ -46,19 +57,35 @@ void open_backend(discovery& out, const plugin_load& loaded,
     return;
   }
   auto opts = base;
-  if (loaded.entry->make_monitor)
-    opts.monitor = loaded.entry->make_monitor();
-  else if (kind == device_kind::cuda_gpu)
-    opts.monitor = health::open_nvml();
+  // Health is watched where a GPU is opened: no monitor here for GPUs that
+  // are all opened elsewhere.
+  bool any_here = !open_here;
+  for (int i = 0; i < n && !any_here; ++i)
+    any_here = open_here(prefix + std::to_string(i));
+  if (any_here)
+    opts.monitor = monitor_of(loaded, kind);
   if (opts.monitor && !opts.monitor->available())
     st.note = "health unavailable: " + opts.monitor->unavailable_reason();
   for (int i = 0; i < n; ++i) {
-    auto dev = gpu_device::open(rt, i, kind, prefix + std::to_string(i), opts);
+    auto name = prefix + std::to_string(i);
+    if (open_here && !open_here(name)) {
+      auto probed = probe_gpu(*rt, i, kind, name, opts.streams);
+      if (!probed) {
+        st.note += (st.note.empty() ? "" : "; ") + describe(probed.error());
+        continue;
+      }
+      out.probed.push_back({std::move(probed->first), loaded.vendor, i});
+      out.order.push_back(name);
+      ++st.count;
+      continue;
+    }
+    auto dev = gpu_device::open(rt, i, kind, name, opts);
     if (!dev) {
       st.note += (st.note.empty() ? "" : "; ") + describe(dev.error());
       continue;
     }
     out.devices.push_back(std::move(*dev));
+    out.order.push_back(name);
     ++st.count;
   }
   out.backends.push_back(std::move(st));
@@ -66,13 +93,45 @@ void open_backend(discovery& out, const plugin_load& loaded,
 
 } // namespace
 
-discovery discover(const gpu_options& opts) {
+discovery discover(const gpu_options& opts,
+                   const std::function<bool(const std::string&)>& open_here) {
   discovery out;
   open_backend(out, plugin("CUDA"), cuda_runtime(), device_kind::cuda_gpu,
-               "cuda", opts);
+               "cuda", opts, open_here);
   open_backend(out, plugin("HIP"), hip_runtime(), device_kind::hip_gpu, "hip",
-               opts);
+               opts, open_here);
   return out;
+}
+
+caf::expected<std::shared_ptr<gpu_device>> open_gpu(const std::string& vendor,
+                                                    int ordinal,
+                                                    const std::string& name,
+                                                    gpu_options opts) {
+  bool cuda = vendor == "CUDA";
+  if (!cuda && vendor != "HIP")
+    return make_error(errc::malformed_config, "no GPU backend is called '" +
+                                                  vendor.substr(0, 32) +
+                                                  "' (CUDA or HIP)");
+  auto& loaded = plugin(vendor);
+  auto rt = cuda ? cuda_runtime() : hip_runtime();
+  if (!rt)
+    return make_error(errc::device_lost,
+                      "the " + vendor +
+                          " plugin did not load in this "
+                          "process: " +
+                          (loaded.entry ? "it made no runtime" : loaded.note));
+  int n = 0;
+  if (auto rc = rt->device_count(n); rc.failed())
+    return make_error(errc::device_lost,
+                      "no " + vendor + " device: " + rt->describe(rc.raw));
+  if (ordinal < 0 || ordinal >= n)
+    return make_error(errc::device_lost,
+                      name + ": " + vendor + " has no device " +
+                          std::to_string(ordinal) + " here (it has " +
+                          std::to_string(n) + ")");
+  auto kind = cuda ? device_kind::cuda_gpu : device_kind::hip_gpu;
+  opts.monitor = monitor_of(loaded, kind);
+  return gpu_device::open(rt, ordinal, kind, name, std::move(opts));
 }
 
 } // namespace cohort::devices::gpu

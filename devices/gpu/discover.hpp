@@ -2,6 +2,7 @@
 // loads (CUDA, HIP; devices/gpu/plugin.hpp) and opens them as devices.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,8 +26,21 @@ struct backend_status {
   std::string note;
 };
 
+/// A GPU found and left unopened: a device host process opens it.
+struct probed_gpu {
+  device_info info;
+  /// "CUDA" or "HIP", and its ordinal in that runtime.
+  std::string vendor;
+  int ordinal = 0;
+};
+
 struct discovery {
+  /// GPUs opened in this process, and those only probed, in the order
+  /// found (by backend, then ordinal) within each list.
   std::vector<std::shared_ptr<gpu_device>> devices;
+  std::vector<probed_gpu> probed;
+  /// Every GPU found (opened or probed) by name, in order.
+  std::vector<std::string> order;
   std::vector<backend_status> backends;
 };
 
@@ -38,6 +52,18 @@ std::shared_ptr<api> hip_runtime();
 
 /// Opens every GPU of every loaded plugin, named cuda0.., hip0... A machine
 /// without GPUs, drivers or plugins yields none, with a note per backend.
-discovery discover(const gpu_options& opts);
+/// With `open_here`, a GPU for which it says false (by name) is only probed
+/// (its properties read: no stream, memory or context made here).
+discovery
+discover(const gpu_options& opts,
+         const std::function<bool(const std::string&)>& open_here = nullptr);
+
+/// Opens GPU `ordinal` of the `vendor` ("CUDA" or "HIP") plugin's runtime
+/// as device `name`, with the backend's health library as discover does:
+/// what a device host process does with the GPU its node named.
+caf::expected<std::shared_ptr<gpu_device>> open_gpu(const std::string& vendor,
+                                                    int ordinal,
+                                                    const std::string& name,
+                                                    gpu_options opts);
 
 } // namespace cohort::devices::gpu

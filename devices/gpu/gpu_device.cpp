@@ -118,21 +118,21 @@ caf::error to_error(const api& rt, result rc, const std::string& device,
   return make_error(errc::kernel_fault, std::move(detail));
 }
 
-caf::expected<std::shared_ptr<gpu_device>>
-gpu_device::open(std::shared_ptr<api> rt, int ordinal, device_kind kind,
-                 std::string name, gpu_options opts) {
+caf::expected<std::pair<device_info, properties>>
+probe_gpu(api& rt, int ordinal, device_kind kind, std::string name,
+          uint32_t streams) {
   properties props;
-  std::string what = "reading the properties of " + std::string{rt->vendor()} +
+  std::string what = "reading the properties of " + std::string{rt.vendor()} +
                      " device " + std::to_string(ordinal);
-  if (auto rc = rt->get_properties(ordinal, props); rc.failed())
-    return to_error(*rt, rc, name, what, __FILE__, __LINE__);
+  if (auto rc = rt.get_properties(ordinal, props); rc.failed())
+    return to_error(rt, rc, name, what, __FILE__, __LINE__);
   device_info info;
   info.name = std::move(name);
   info.kind = kind;
   info.simulated = false;
   info.model = props.name;
   info.memory_bytes = props.memory_bytes;
-  info.streams = std::max(1u, opts.streams);
+  info.streams = std::max(1u, streams);
   info.cores = uint32_t(props.multiprocessors);
   info.multiprocessors = uint32_t(props.multiprocessors);
   info.pci_bus_id = props.pci_bus_id;
@@ -141,6 +141,16 @@ gpu_device::open(std::shared_ptr<api> rt, int ordinal, device_kind kind,
                                   : "sm_" + std::to_string(props.cc_major) +
                                         std::to_string(props.cc_minor);
   info.numa_node = numa_node_of_pci(props.pci_bus_id);
+  return std::pair{std::move(info), std::move(props)};
+}
+
+caf::expected<std::shared_ptr<gpu_device>>
+gpu_device::open(std::shared_ptr<api> rt, int ordinal, device_kind kind,
+                 std::string name, gpu_options opts) {
+  auto probed = probe_gpu(*rt, ordinal, kind, std::move(name), opts.streams);
+  if (!probed)
+    return probed.error();
+  auto& [info, props] = *probed;
   auto mem_opts = opts.memory;
   auto dev = std::make_shared<gpu_device>(rt, ordinal, std::move(info),
                                           std::move(props), std::move(opts));

@@ -49,6 +49,13 @@ struct gpu_options {
 caf::error to_error(const api& rt, result rc, const std::string& device,
                     std::string_view what, const char* file, int line);
 
+/// What GPU `ordinal` of `rt` is, as a device of `kind` named `name` with
+/// `streams`, from its properties alone: nothing is opened or created on it
+/// (a device host process opens it, docs/device-hosts.md).
+caf::expected<std::pair<device_info, properties>>
+probe_gpu(api& rt, int ordinal, device_kind kind, std::string name,
+          uint32_t streams);
+
 class gpu_device final : public device {
 public:
   /// Opens GPU `ordinal` of `rt`: reads its properties, creates its streams,

@@ -27,6 +27,7 @@
 #include "tests/remote_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
 #include "tests/tls_fixture.hpp"
+#include "tests/tools/cli_fixture.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
@@ -658,6 +659,178 @@ TEST_CASE_METHOD(host_fixture,
   auto& err = e.errors.begin()->second;
   CHECK(code_of(err) == errc::no_device_available);
   CHECK_THAT(describe(err), Catch::Contains("not in host processes"));
+}
+
+namespace {
+
+// A pipeline of `batches` gemv items over the fake CUDA plugin's two GPUs,
+// each in the place `devices` says (a DeviceSet's text), with the audit log
+// in `dir`.
+std::string gpu_pipeline(const test::temp_dir& dir, int batches,
+                         const std::string& devices) {
+  auto path = dir.file("gpus.textproto");
+  std::ofstream{path} << "name: \"gpus\" tenant: \"t\" batches: " << batches
+                      << " seed: 3 window: 8\n"
+                         "stage { name: \"g\" kernel: GEMV args { m: 64 n: "
+                         "64 } }\n"
+                         "runtime {\n  devices { cpu_workers: 0 gpu_streams: 2 "
+                         "host_binary: \""
+                      << COHORT_BINARY << "\" " << devices
+                      << " }\n"
+                         "  tenant { tenant: \"t\" kernels: \"*\" devices: "
+                         "\"*\" }\n"
+                         "  audit_path: \""
+                      << dir.file("audit.log") << "\"\n  max_attempts: 8\n}\n";
+  return path;
+}
+
+// `cohort run PIPELINE` with the fake CUDA plugin (two GPUs) and `env`.
+test::cli_result run_on_fake_gpus(const std::string& pipeline,
+                                  const std::string& env = "") {
+  return test::run_command(
+      std::string{"COHORT_PLUGIN_PATH="} + COHORT_FAKE_PLUGIN_DIR + " " + env +
+      " " + COHORT_BINARY + " run " + pipeline + " --no-progress");
+}
+
+// The audit log's device events of `path`, one per line.
+std::string device_events_in(const std::string& path) {
+  std::string out;
+  for (auto& rec : test::read_audit(path))
+    if (rec.kind() == pb::DEVICE_EVENT)
+      out += rec.device() + ": " + rec.detail() + "\n";
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("real GPUs run in device host processes, and one with a sticky "
+          "error comes back in a new process",
+          "[actors][host][gpu]") {
+  test::temp_dir dir;
+  SECTION("both GPUs in host processes run the work") {
+    auto run =
+        run_on_fake_gpus(gpu_pipeline(dir, 40, "gpu_host_processes: true"));
+    INFO(run.output);
+    CHECK(run.status == 0);
+    CHECK_THAT(run.output, Catch::Contains("40 completed, 0 failed"));
+    auto events = device_events_in(dir.file("audit.log"));
+    INFO(events);
+    CHECK_THAT(events, Catch::Contains("cuda0: supervisor: resetting -> "
+                                       "available (restarted: started in a "
+                                       "host process)") &&
+                           Catch::Contains("cuda1: supervisor: resetting -> "
+                                           "available (restarted: started in "
+                                           "a host process)"));
+  }
+  SECTION("a sticky error ends with a new process, not a lost GPU") {
+    // The first host to launch a kernel gets a sticky error that no reset
+    // clears; the new process it is replaced with runs clean (long before
+    // the other GPU has run the rest).
+    auto run = run_on_fake_gpus(
+        gpu_pipeline(dir, 1500, "gpu_host_processes: true"),
+        "COHORT_FAKE_GPU_STICKY_ONCE=" + dir.file("sticky-once"));
+    INFO(run.output);
+    CHECK(run.status == 0);
+    CHECK_THAT(run.output, Catch::Contains("1500 completed, 0 failed"));
+    auto events = device_events_in(dir.file("audit.log"));
+    INFO(events);
+    CHECK_THAT(events, Catch::Contains("new host process, restart 1 of"));
+  }
+  SECTION("per GPU: cuda1 kept in the node's process") {
+    auto run = run_on_fake_gpus(gpu_pipeline(
+        dir, 20, "gpu_host_process { key: \"cuda1\" value: false }"));
+    INFO(run.output);
+    CHECK(run.status == 0);
+    auto events = device_events_in(dir.file("audit.log"));
+    INFO(events);
+    // By default cuda0 runs in a host process when the node can start one:
+    // `cohort run` loads CAF's middleman on a machine with GPU device files
+    // or when the config asks for host processes. Without, the audit says
+    // why it runs in the node's process.
+    bool hosted = events.find("cuda0: supervisor: resetting -> available "
+                              "(restarted: started in a host process)") !=
+                  std::string::npos;
+    CHECK((hosted ||
+           events.find("cuda0: runs in the node's process, not in a device "
+                       "host process of its own: the actor system has no CAF "
+                       "middleman") != std::string::npos));
+    // cuda1 stays in the node's process, as its config says (not audited).
+    CHECK_THAT(events, !Catch::Contains("cuda1: supervisor: resetting -> "
+                                        "available (restarted: started in a "
+                                        "host process)") &&
+                           !Catch::Contains("cuda1: runs in the node's"));
+  }
+}
+
+TEST_CASE("where a real GPU runs: per GPU, for all, or by default where the "
+          "node can start host processes",
+          "[actors][host][gpu]") {
+  pb::RuntimeConfig cfg;
+  gpu_hosting can;
+  gpu_hosting cannot{false, "no cohort program"};
+  std::string why;
+  // Unset: in a host process when the node can start one, unless a kernel
+  // registered in this process (by another test, say) has GPU code.
+  // (The geo kernels ship with Cohort: every process has them.)
+  bool gpu_kernels = false;
+  for (auto& k : kernels::registered_kernels())
+    gpu_kernels = gpu_kernels ||
+                  (!k.builtin && k.origin != "built-in" && (k.cuda || k.hip));
+  if (gpu_kernels) {
+    CHECK_FALSE(gpu_in_host(cfg, "cuda0", can, &why));
+    CHECK_THAT(why, Catch::Contains("registered in the node's process"));
+  } else {
+    CHECK(gpu_in_host(cfg, "cuda0", can, &why));
+    CHECK(why.empty());
+  }
+  why.clear();
+  CHECK_FALSE(gpu_in_host(cfg, "cuda0", cannot, &why));
+  CHECK_FALSE(why.empty());
+  if (!gpu_kernels)
+    CHECK(why == "no cohort program");
+  // Kernel bundles keep GPUs in the node's process, where their code is.
+  auto bundled = cfg;
+  bundled.mutable_kernel_bundles()->add_load("/opt/bundles/acme");
+  why.clear();
+  CHECK_FALSE(gpu_in_host(bundled, "cuda0", can, &why));
+  CHECK_THAT(why, Catch::Contains("kernel bundles"));
+  // Said for all, then per GPU: no reason is given (nothing to explain).
+  cfg.mutable_devices()->set_gpu_host_processes(false);
+  why.clear();
+  CHECK_FALSE(gpu_in_host(cfg, "cuda0", can, &why));
+  CHECK(why.empty());
+  (*cfg.mutable_devices()->mutable_gpu_host_process())["cuda1"] = true;
+  CHECK(gpu_in_host(cfg, "cuda1", cannot, &why));
+  CHECK_FALSE(gpu_in_host(cfg, "cuda0", can, &why));
+}
+
+TEST_CASE("cohort devices says where each real GPU runs",
+          "[actors][host][gpu]") {
+  test::temp_dir dir;
+  auto cfg = dir.file("c.textproto");
+  std::ofstream{cfg} << "devices { cpu_workers: 0 gpu_host_process { key: "
+                        "\"cuda1\" value: false } }\n"
+                        "tenant { tenant: \"t\" kernels: \"*\" devices: "
+                        "\"*\" }\n";
+  auto out = test::run_command(std::string{"COHORT_PLUGIN_PATH="} +
+                               COHORT_FAKE_PLUGIN_DIR + " " + COHORT_BINARY +
+                               " devices --config " + cfg);
+  INFO(out.output);
+  CHECK(out.status == 0);
+  CHECK_THAT(
+      out.output,
+      Catch::Matches("(.|\n)*cuda0 [^\n]*a host process\n(.|\n)*") &&
+          Catch::Matches("(.|\n)*cuda1 [^\n]*the node's process\n(.|\n)*") &&
+          Catch::Contains("cuda0: Fake GPU (test plugin)") &&
+          Catch::Contains("runs in a device host process"));
+  // A name that is no GPU's is refused.
+  std::ofstream{cfg} << "devices { cpu_workers: 1 gpu_host_process { key: "
+                        "\"gpu0\" value: true } }\n";
+  auto bad = test::run_command(std::string{COHORT_BINARY} +
+                               " devices --config " + cfg);
+  INFO(bad.output);
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.output, Catch::Contains("'gpu0' is not a GPU's name"));
 }
 
 TEST_CASE_METHOD(host_fixture, "what cannot run device hosts is refused",

@@ -249,8 +249,7 @@ TEST_CASE("an exported object is attached and read where it lives",
     CHECK_FALSE(a.attached());
     CHECK(a.data() == nullptr);
   }
-  CHECK(
-      eventually([&] { return attached_of(rt, obj.id()) == 0; }));
+  CHECK(eventually([&] { return attached_of(rt, obj.id()) == 0; }));
   // The export outlives the attachment; revoked, it lets nobody in.
   auto again = cohort::client::attachment::attach(rt.share_socket(), token);
   again.detach();
@@ -361,8 +360,7 @@ TEST_CASE("a read-only attachment's descriptor refuses writable mappings",
   mine.mutable_detach()->set_attachment(r.attachment());
   auto done = c.ask(mine.SerializeAsString(), fd);
   CHECK(done.error().empty());
-  CHECK(
-      eventually([&] { return attached_of(rt, obj.id()) == 0; }));
+  CHECK(eventually([&] { return attached_of(rt, obj.id()) == 0; }));
 }
 
 TEST_CASE("malformed requests get an error and the socket serves on",
@@ -592,7 +590,9 @@ TEST_CASE("an object on a real CUDA GPU is attached through CUDA IPC",
           "[api][objects][share][gpu][cuda]") {
   scratch_dir dir;
   cohort::options o;
-  o.config_text = "devices { cpu_workers: 1 gpus: true } tenant { tenant: "
+  // CUDA IPC maps memory of the node's own process: the GPU stays there.
+  o.config_text = "devices { cpu_workers: 1 gpus: true gpu_host_processes: "
+                  "false } tenant { tenant: "
                   "\"default\" kernels: \"*\" devices: \"*\" }";
   o.audit_path = (dir.path / "audit.log").string();
   o.share_socket = dir.socket();

@@ -2,6 +2,14 @@
 // (tests/devices/fake_gpu.hpp), two fake GPUs. Built twice: as it should be
 // (tests/plugins/fake_cuda/) and with the wrong ABI (tests/plugins/bad_abi/),
 // so the loader's whole path runs on machines without a GPU.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+
 #include "devices/gpu/plugin.hpp"
 #include "tests/devices/fake_gpu.hpp"
 
@@ -11,14 +19,35 @@
 
 namespace {
 
+// Whether this process is a device host (`cohort device-host`).
+bool device_host() {
+  std::ifstream in{"/proc/self/cmdline"};
+  std::string args{std::istreambuf_iterator<char>{in}, {}};
+  return args.find(std::string{"device-host"} + '\0') != std::string::npos;
+}
+
 std::shared_ptr<cohort::devices::gpu::api> make_fake() {
   cohort::testing::fake_device_spec a;
   a.name = "Fake GPU (test plugin)";
   a.pci_bus_id = "0000:98:00.0";
   auto b = a;
   b.pci_bus_id = "0000:99:00.0";
-  return std::make_shared<cohort::testing::fake_gpu_api>(
+  auto fake = std::make_shared<cohort::testing::fake_gpu_api>(
       std::vector<cohort::testing::fake_device_spec>{a, b});
+  // For the tests of GPUs in device host processes: the first host process
+  // to create this file gets a sticky error at its first kernel, which no
+  // reset clears (as with CUDA); later ones find the file and run clean.
+  // The node, which only probes its GPUs, is left alone.
+  auto* once = std::getenv("COHORT_FAKE_GPU_STICKY_ONCE");
+  if (once != nullptr && device_host()) {
+    int fd = ::open(once, O_CREAT | O_EXCL | O_WRONLY, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+      fake->set_sticky_survives_reset(true);
+      fake->fault_next_launch(cohort::devices::gpu::status::illegal_address);
+    }
+  }
+  return fake;
 }
 
 cohort::devices::gpu::plugin_entry make_entry() {
