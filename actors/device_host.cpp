@@ -315,6 +315,7 @@ caf::error apply_sim_fault(devices::sim::sim_device& dev, const sim_fault& f) {
 namespace {
 
 constexpr const char* gate_line = "cohort device-host: gate on port ";
+constexpr const char* error_line = "cohort device-host: cannot start: ";
 
 caf::error lost(std::string what) {
   return make_error(errc::device_lost, std::move(what));
@@ -511,6 +512,8 @@ start_host(const std::string& binary, const pb::HostSpec& spec,
     break;
   }
   ::close(std::exchange(from_host, -1));
+  if (auto why = std::string{error_line}; line.rfind(why, 0) == 0)
+    return fail("the device host could not start: " + line.substr(why.size()));
   auto prefix = std::string{gate_line};
   if (line.rfind(prefix, 0) != 0)
     return fail("the device host wrote '" + line + "', not its port");
@@ -826,6 +829,15 @@ host_device(const pb::HostSpec& spec) {
 
 } // namespace
 
+// A device host that cannot start says why on standard output too, where
+// its node reads (start_host puts it in the device's loss), and on standard
+// error.
+int start_error(int status, const std::string& what) {
+  std::printf("%s%s\n", error_line, what.c_str());
+  std::fflush(stdout);
+  return host_error(status, what);
+}
+
 int run_device_host() {
   // A spec is a few hundred bytes; this bound keeps a wrong input from
   // allocating without end.
@@ -849,7 +861,7 @@ int run_device_host() {
                          "device and a token");
   auto dev = host_device(spec);
   if (!dev)
-    return host_error(spec.has_gpu() ? 1 : 2, describe(dev.error()));
+    return start_error(spec.has_gpu() ? 1 : 2, describe(dev.error()));
   system_config cfg;
   load_network(cfg);
   caf::actor_system sys{cfg};
@@ -858,7 +870,7 @@ int run_device_host() {
                 spec.token(), false);
   auto port = sys.middleman().publish(gate, 0, "127.0.0.1");
   if (!port)
-    return host_error(1, "cannot publish the gate: " + describe(port.error()));
+    return start_error(1, "cannot publish the gate: " + describe(port.error()));
   std::printf("%s%u\n", gate_line, unsigned(*port));
   std::fflush(stdout);
   // Nothing else goes to the node's pipe.

@@ -107,6 +107,13 @@ bool gpu_in_host(const pb::RuntimeConfig& cfg, const std::string& name,
   if (cfg.kernel_bundles().load_size() > 0)
     return because("the config loads kernel bundles, whose GPU code is "
                    "loaded in the node's process");
+  if (cfg.kernel_bundles().trusted_key_size() > 0)
+    return because("the config trusts keys for kernel bundles, which load "
+                   "into the node's process (at start or later)");
+  if (!cfg.share_socket().empty())
+    return because("the node shares objects with other processes "
+                   "(share_socket), which map GPU memory of the node's "
+                   "process (CUDA or HIP IPC)");
   for (auto& k : kernels::registered_kernels())
     if (!k.builtin && k.origin != "built-in" && (k.cuda || k.hip))
       return because("kernel " + k.name +
@@ -343,9 +350,11 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   gpu_hosting hosting;
   if (!sys.has_middleman()) {
     hosting.can_host = false;
-    hosting.why_not = "the actor system has no CAF middleman (make its "
-                      "config with cohort::system_config from the runtime "
-                      "config)";
+    hosting.why_not =
+        "the actor system has no CAF middleman (cohort::system_config loads "
+        "it on a machine with /dev/nvidiactl or /dev/kfd, or for a config "
+        "with gpu_host_processes: true; an application's own actor system "
+        "config calls cohort::load_network)";
   } else if (auto binary = host_binary(cfg); !binary) {
     hosting.can_host = false;
     hosting.why_not = describe(binary.error());

@@ -20,7 +20,6 @@
 #include "actors/client_hub.hpp"
 #include "actors/quota.hpp"
 #include "actors/supervisor.hpp"
-#include "devices/gpu/discover.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/host.hpp"
@@ -29,6 +28,10 @@ namespace cohort::kernels::bundle {
 struct trust_store;
 struct isolation;
 } // namespace cohort::kernels::bundle
+
+namespace cohort::devices::gpu {
+struct discovery;
+} // namespace cohort::devices::gpu
 
 namespace cohort::objects {
 class share_server;

@@ -156,7 +156,9 @@ bool may_host_gpus(const pb::RuntimeConfig& cfg) {
       return true;
   if (d.has_gpu_host_processes())
     return d.gpu_host_processes();
-  if (cfg.kernel_bundles().load_size() > 0)
+  if (cfg.kernel_bundles().load_size() > 0 ||
+      cfg.kernel_bundles().trusted_key_size() > 0 ||
+      !cfg.share_socket().empty())
     return false;
   return ::access("/dev/nvidiactl", F_OK) == 0 ||
          ::access("/dev/kfd", F_OK) == 0;
@@ -172,8 +174,25 @@ bool needs_network(const pb::RuntimeConfig& cfg) {
          !cfg.network().certificate().empty();
 }
 
+namespace {
+
+// Whether `cfg` already loads CAF module `T`: loaded twice, CAF would make
+// two of it (a config made by system_config from a runtime config loads
+// the middleman itself when it needs it; a caller may load it again).
+template <class T> bool loads(const caf::actor_system_config& cfg) {
+  caf::actor_system_config probe;
+  probe.load<T>();
+  auto& want = probe.module_factories.back().target_type();
+  return std::any_of(
+      cfg.module_factories.begin(), cfg.module_factories.end(),
+      [&](const auto& f) { return f && f.target_type() == want; });
+}
+
+} // namespace
+
 void load_network(caf::actor_system_config& cfg) {
-  cfg.load<caf::io::middleman>();
+  if (!loads<caf::io::middleman>(cfg))
+    cfg.load<caf::io::middleman>();
   // Both ends send a heartbeat every 500 ms and drop a connection that was
   // silent for two seconds: a peer that hangs (a host stopped with
   // SIGSTOP) then goes down like one that died, within 2.5 s, well within
@@ -192,7 +211,8 @@ void load_network(caf::actor_system_config& cfg, const network_settings& net) {
   if (!net.tls())
     return;
   // After the middleman: CAF's TLS module refuses to start without it.
-  cfg.load<caf::openssl::manager>();
+  if (!loads<caf::openssl::manager>(cfg))
+    cfg.load<caf::openssl::manager>();
   cfg.openssl_certificate = net.certificate;
   cfg.openssl_key = net.key;
   cfg.openssl_passphrase = net.passphrase;

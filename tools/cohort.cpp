@@ -85,9 +85,18 @@ int cmd_devices(const std::string& config_path) {
   auto cfg = std::move(*loaded);
   bool use_gpus = !cfg.devices().has_gpus() || cfg.devices().gpus();
   // What each GPU backend found (or why it found nothing) is shown too. A
-  // GPU that would run in a host process is only probed here.
+  // GPU that would run in a host process is only probed here: where a node
+  // of this config, with its own actor system, would run it.
+  actors::gpu_hosting hosting;
+  if (!needs_network(cfg)) {
+    hosting.can_host = false;
+    hosting.why_not = "no middleman";
+  } else if (!actors::host_binary(cfg)) {
+    hosting.can_host = false;
+    hosting.why_not = "no cohort program";
+  }
   devices::gpu::discovery found;
-  auto devs = actors::make_devices(cfg, {}, &found);
+  auto devs = actors::make_devices(cfg, hosting, &found);
   if (!devs)
     return bad_input(devs.error());
   // Its grants must fit these devices, as runtime::start checks.

@@ -794,6 +794,17 @@ TEST_CASE("where a real GPU runs: per GPU, for all, or by default where the "
   why.clear();
   CHECK_FALSE(gpu_in_host(bundled, "cuda0", can, &why));
   CHECK_THAT(why, Catch::Contains("kernel bundles"));
+  // Bundles that may load later, and objects shared through IPC, too.
+  auto trusting = cfg;
+  trusting.mutable_kernel_bundles()->add_trusted_key("/etc/cohort/acme.pub");
+  why.clear();
+  CHECK_FALSE(gpu_in_host(trusting, "cuda0", can, &why));
+  CHECK_THAT(why, Catch::Contains("trusts keys"));
+  auto sharing = cfg;
+  sharing.set_share_socket("/run/cohort/share.sock");
+  why.clear();
+  CHECK_FALSE(gpu_in_host(sharing, "cuda0", can, &why));
+  CHECK_THAT(why, Catch::Contains("share_socket"));
   // Said for all, then per GPU: no reason is given (nothing to explain).
   cfg.mutable_devices()->set_gpu_host_processes(false);
   why.clear();
@@ -804,12 +815,37 @@ TEST_CASE("where a real GPU runs: per GPU, for all, or by default where the "
   CHECK_FALSE(gpu_in_host(cfg, "cuda0", can, &why));
 }
 
+TEST_CASE("CAF's network modules are loaded once however often asked",
+          "[actors][host]") {
+  // A config whose devices need the middleman: system_config loads it, and
+  // a caller that loads it again (device hosts do) adds nothing.
+  pb::RuntimeConfig rc;
+  rc.mutable_devices()->add_sim_gpu()->set_host_process(true);
+  system_config cfg{rc};
+  auto modules = cfg.module_factories.size();
+  REQUIRE(modules >= 1);
+  load_network(cfg);
+  load_network(cfg);
+  CHECK(cfg.module_factories.size() == modules);
+  // A config without: loaded once by the first call.
+  system_config plain{pb::RuntimeConfig{}};
+  auto before = plain.module_factories.size();
+  load_network(plain);
+  auto after = plain.module_factories.size();
+  CHECK(after <= before + 1);
+  load_network(plain);
+  CHECK(plain.module_factories.size() == after);
+}
+
 TEST_CASE("cohort devices says where each real GPU runs",
           "[actors][host][gpu]") {
   test::temp_dir dir;
   auto cfg = dir.file("c.textproto");
-  std::ofstream{cfg} << "devices { cpu_workers: 0 gpu_host_process { key: "
-                        "\"cuda1\" value: false } }\n"
+  std::ofstream{cfg} << "devices { cpu_workers: 0 gpu_host_processes: true "
+                        "gpu_host_process { key: \"cuda1\" value: false } "
+                        "host_binary: \""
+                     << COHORT_BINARY
+                     << "\" }\n"
                         "tenant { tenant: \"t\" kernels: \"*\" devices: "
                         "\"*\" }\n";
   auto out = test::run_command(std::string{"COHORT_PLUGIN_PATH="} +
