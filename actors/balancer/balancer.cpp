@@ -1182,20 +1182,15 @@ void send_queued(self_ptr self, size_t index) {
   s.queued.erase(s.queued.begin(), s.queued.begin() + std::ptrdiff_t(n));
   if (!batch.empty() && s.info.elsewhere()) {
     // Its crossing is measured from now. The batch crosses as one message,
-    // so each of its items waits for all of its bytes (object names are not
-    // counted: what crosses of them is their host copies). A first message
-    // makes its measured crossing count again.
+    // so each of its items waits for all of its bytes (carried_bytes: an
+    // object the device holds crosses as its name, another as its host
+    // copy). A first message makes its measured crossing count again.
     if (s.sent == 0)
       touch(st, index);
     auto now = clock::now();
     uint64_t bytes = 0;
-    for (auto& req : batch) {
-      for (auto& in : req.item.inputs)
-        bytes += in.object() == 0 ? in.bytes() : 0;
-      for (auto& stage : req.item.then)
-        for (auto& in : stage.inputs)
-          bytes += in.object() == 0 ? in.bytes() : 0;
-    }
+    for (auto& req : batch)
+      bytes += carried_bytes(st, index, st.outstanding.at(req.ticket));
     for (auto& req : batch) {
       auto& r = st.outstanding.at(req.ticket);
       r.sent_at = now;
