@@ -57,6 +57,32 @@ hosted_device::hosted_device(device_info info, endpoint where, uint32_t index)
   // nop
 }
 
+hosted_device::~hosted_device() {
+  if (monitor_)
+    monitor_->unwatch(info().pci_bus_id);
+}
+
+void hosted_device::watch_health(
+    std::shared_ptr<devices::health::gpu_monitor> monitor) {
+  if (!monitor || monitor_ || info().pci_bus_id.empty())
+    return;
+  monitor_ = std::move(monitor);
+  // From the library's event thread; the counters are atomic.
+  monitor_->watch(info().pci_bus_id, [this](devices::health::gpu_event ev) {
+    if (ev.what == devices::health::gpu_event::kind::xid)
+      note_xid(ev.xid);
+  });
+}
+
+devices::health::gpu_sample hosted_device::telemetry() const {
+  if (!monitor_) {
+    devices::health::gpu_sample s;
+    s.unavailable_reason = "no health monitor for " + info().name + " here";
+    return s;
+  }
+  return monitor_->sample(info().pci_bus_id);
+}
+
 caf::expected<devices::launch_result>
 hosted_device::do_launch(uint32_t, uint64_t, kernels::kernel_id,
                          const kernels::kernel_args&, kernels::typed_inputs,

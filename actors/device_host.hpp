@@ -23,6 +23,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "devices/device.hpp"
+#include "devices/health/health.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "messages/atoms.hpp"
 #include "messages/cohort.pb.h"
@@ -67,6 +68,18 @@ public:
 
   /// Device `index` of the remote host at `where` (`info.remote` names it).
   hosted_device(device_info info, endpoint where, uint32_t index);
+
+  ~hosted_device() override;
+
+  /// A real GPU in a host process: the node watches it as well, with the
+  /// backend's health library, to count its Xids (`xid_errors`) and read
+  /// its health (`telemetry`); its host acts on the events (a device-level
+  /// Xid loses the device there). Call once, before the runtime starts.
+  void watch_health(std::shared_ptr<devices::health::gpu_monitor> monitor);
+
+  /// The GPU's health read in the node (unavailable, with why, for a
+  /// simulated device, a remote one, or without a health library).
+  devices::health::gpu_sample telemetry() const;
 
   /// On a remote host (else in a host process of this node).
   bool remote() const { return !where_.host.empty(); }
@@ -114,6 +127,7 @@ private:
   std::vector<std::string> do_take_warnings() override;
 
   pb::HostSpec spec_;
+  std::shared_ptr<devices::health::gpu_monitor> monitor_;
   endpoint where_;
   uint32_t remote_index_ = 0;
   std::atomic<int> pid_{0};

@@ -176,8 +176,10 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
       g->set_streams(p.info.streams);
       auto info = p.info;
       info.host_process = true;
-      out.push_back(
-          std::make_shared<hosted_device>(std::move(info), std::move(spec)));
+      auto dev =
+          std::make_shared<hosted_device>(std::move(info), std::move(spec));
+      dev->watch_health(p.monitor);
+      out.push_back(std::move(dev));
     }
     if (found != nullptr)
       *found = std::move(gpus);

@@ -78,6 +78,19 @@ caf::expected<pb::RuntimeConfig> config_arg(const std::string& path,
   return cfg;
 }
 
+// One GPU's health line of `cohort devices`.
+void print_health(const devices::health::gpu_sample& h) {
+  if (h.available)
+    std::printf("    health: %u%% busy, %s of %s used, %d C, ECC %llu "
+                "corrected / %llu uncorrected\n",
+                h.gpu_util_percent, human_bytes(h.memory_used_bytes).c_str(),
+                human_bytes(h.memory_total_bytes).c_str(), h.temperature_c,
+                (unsigned long long)h.ecc_corrected,
+                (unsigned long long)h.ecc_uncorrected);
+  else
+    std::printf("    health: unavailable (%s)\n", h.unavailable_reason.c_str());
+}
+
 int cmd_devices(const std::string& config_path) {
   auto loaded = config_arg(config_path, tools::config_for(pb::PipelineSpec{}));
   if (!loaded)
@@ -153,28 +166,23 @@ int cmd_devices(const std::string& config_path) {
                 x.numa_node >= 0 ? std::to_string(x.numa_node).c_str()
                                  : "unknown",
                 x.uuid.c_str());
-    auto h = g->telemetry();
-    if (h.available)
-      std::printf("    health: %u%% busy, %s of %s used, %d C, ECC %llu "
-                  "corrected / %llu uncorrected\n",
-                  h.gpu_util_percent, human_bytes(h.memory_used_bytes).c_str(),
-                  human_bytes(h.memory_total_bytes).c_str(), h.temperature_c,
-                  (unsigned long long)h.ecc_corrected,
-                  (unsigned long long)h.ecc_uncorrected);
-    else
-      std::printf("    health: unavailable (%s)\n",
-                  h.unavailable_reason.c_str());
+    print_health(g->telemetry());
   }
-  // Their health is read by their host processes.
+  // Their host processes open them; the node reads their health too.
   for (auto& p : found.probed) {
     auto& x = p.info;
     std::printf("  %s: %s %s, %u SMs/CUs, PCI %s, NUMA node %s, UUID %s\n"
-                "    runs in a device host process (health read there)\n",
+                "    runs in a device host process\n",
                 x.name.c_str(), x.model.c_str(), x.arch.c_str(),
                 x.multiprocessors, x.pci_bus_id.c_str(),
                 x.numa_node >= 0 ? std::to_string(x.numa_node).c_str()
                                  : "unknown",
                 x.uuid.c_str());
+    if (p.monitor)
+      print_health(p.monitor->sample(x.pci_bus_id));
+    else
+      std::printf("    health: unavailable (no health library for %s)\n",
+                  p.vendor.c_str());
   }
   return exit_ok;
 }

@@ -1111,6 +1111,11 @@ drive(caf::actor_system& sys, actors::runtime& rt, const pb::RuntimeConfig& cfg,
       rep.memory.push_back(std::move(s));
     }
   }
+  auto xids = rt.xid_errors();
+  auto& infos = rt.devices();
+  for (size_t i = 0; i < xids.size() && i < infos.size(); ++i)
+    if (xids[i].first > 0)
+      rep.xids.push_back({infos[i].name, xids[i].first, xids[i].second});
   rep.audit_path = rt.audit_path();
   return rep;
 }
@@ -1276,6 +1281,9 @@ void print_report(std::FILE* out, const pipeline_report& r) {
                  u(r.admission.memory_fallbacks), u(r.admission.timeouts));
   for (auto& f : r.faults)
     std::fprintf(out, "fault injected     %s\n", f.c_str());
+  for (auto& x : r.xids)
+    std::fprintf(out, "Xid errors         %s: %llu (the last Xid %u)\n",
+                 x.device.c_str(), u(x.errors), x.last);
   if (r.audit.ok)
     std::fprintf(out,
                  "audit chain        verified: %llu records in %s (%llu from "

@@ -11,8 +11,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
-#include "audit/audit_log.hpp"
 #include "actors/runtime.hpp"
+#include "audit/audit_log.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/memory_stats.hpp"
 #include "messages/stats.hpp"
@@ -79,6 +79,14 @@ struct pipeline_report {
   std::vector<std::string> errors;
   /// Faults injected, as text.
   std::vector<std::string> faults;
+  /// The GPUs that reported Xid errors during the run (NVML, ROCm SMI;
+  /// wherever the GPU ran): how many, and the code of the last.
+  struct xid_count {
+    std::string device;
+    uint64_t errors = 0;
+    uint32_t last = 0;
+  };
+  std::vector<xid_count> xids;
 
   /// True when every item completed once with a correct result, no device
   /// memory leaked and the audit log verified.

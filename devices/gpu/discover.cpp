@@ -57,13 +57,9 @@ void open_backend(discovery& out, const plugin_load& loaded,
     return;
   }
   auto opts = base;
-  // Health is watched where a GPU is opened: no monitor here for GPUs that
-  // are all opened elsewhere.
-  bool any_here = !open_here;
-  for (int i = 0; i < n && !any_here; ++i)
-    any_here = open_here(prefix + std::to_string(i));
-  if (any_here)
-    opts.monitor = monitor_of(loaded, kind);
+  // Every GPU is watched here, those opened in a host process too: the
+  // host acts on its GPU's events, the node counts them and reads health.
+  opts.monitor = monitor_of(loaded, kind);
   if (opts.monitor && !opts.monitor->available())
     st.note = "health unavailable: " + opts.monitor->unavailable_reason();
   for (int i = 0; i < n; ++i) {
@@ -74,7 +70,8 @@ void open_backend(discovery& out, const plugin_load& loaded,
         st.note += (st.note.empty() ? "" : "; ") + describe(probed.error());
         continue;
       }
-      out.probed.push_back({std::move(probed->first), loaded.vendor, i});
+      out.probed.push_back(
+          {std::move(probed->first), loaded.vendor, i, opts.monitor});
       out.order.push_back(name);
       ++st.count;
       continue;

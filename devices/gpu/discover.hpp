@@ -32,6 +32,10 @@ struct probed_gpu {
   /// "CUDA" or "HIP", and its ordinal in that runtime.
   std::string vendor;
   int ordinal = 0;
+  /// The backend's health library (NVML, ROCm SMI; null when the backend
+  /// has none): the node reads the GPU's health and counts its Xids here
+  /// while its host process watches it too.
+  std::shared_ptr<health::gpu_monitor> monitor;
 };
 
 struct discovery {

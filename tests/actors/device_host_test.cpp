@@ -24,6 +24,7 @@
 #include "kernels/random_data.hpp"
 #include "kernels/registry.hpp"
 #include "messages/network.hpp"
+#include "tests/devices/fake_gpu.hpp"
 #include "tests/remote_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
 #include "tests/tls_fixture.hpp"
@@ -754,6 +755,28 @@ TEST_CASE("real GPUs run in device host processes, and one with a sticky "
     CHECK_THAT(events, Catch::Contains("(sticky: the context is lost)") &&
                            Catch::Contains("new host process, restart 1 of"));
   }
+  SECTION("the node counts the Xids of GPUs in host processes") {
+    // The fake health library tells every watcher of a GPU of Xid 13 (an
+    // application's fault: a warning, not a loss) as it starts watching.
+    // The node watches its hosted GPUs as NVML lets any process do: its
+    // report counts one per GPU (their hosts, which watch too, warn).
+    auto run =
+        run_on_fake_gpus(gpu_pipeline(dir, 20, "gpu_host_processes: true"),
+                         "COHORT_FAKE_GPU_XID=13");
+    INFO(run.output);
+    CHECK(run.status == 0);
+    CHECK_THAT(run.output,
+               Catch::Contains("20 completed, 0 failed") &&
+                   Catch::Contains("Xid errors         cuda0: 1 (the last "
+                                   "Xid 13)") &&
+                   Catch::Contains("Xid errors         cuda1: 1 (the last "
+                                   "Xid 13)"));
+    auto events = device_events_in(dir.file("audit.log"));
+    INFO(events);
+    CHECK_THAT(events, Catch::Contains("cuda0: supervisor: resetting -> "
+                                       "available (restarted: started in a "
+                                       "host process)"));
+  }
   SECTION("per GPU: cuda1 kept in the node's process") {
     auto run = run_on_fake_gpus(gpu_pipeline(
         dir, 20, "gpu_host_process { key: \"cuda1\" value: false }"));
@@ -833,6 +856,47 @@ TEST_CASE("where a real GPU runs: per GPU, for all, or by default where the "
   CHECK_FALSE(gpu_in_host(cfg, "cuda0", can, &why));
 }
 
+TEST_CASE("the node's stand-in of a hosted GPU counts its Xids and reads "
+          "its health",
+          "[actors][host][gpu]") {
+  auto monitor = std::make_shared<testing::fake_monitor>();
+  device_info info;
+  info.name = "cuda0";
+  info.kind = device_kind::cuda_gpu;
+  info.pci_bus_id = "0000:98:00.0";
+  info.host_process = true;
+  using kind = devices::health::gpu_event::kind;
+  devices::health::gpu_event xid79{kind::xid, 79, ""};
+  {
+    hosted_device dev{info, pb::HostSpec{}};
+    CHECK_FALSE(dev.telemetry().available);
+    CHECK_THAT(dev.telemetry().unavailable_reason,
+               Catch::Contains("no health monitor for cuda0"));
+    dev.watch_health(monitor);
+    CHECK(dev.telemetry().available);
+    CHECK(dev.telemetry().gpu_util_percent == 42);
+    monitor->raise(info.pci_bus_id, {kind::xid, 13, ""});
+    monitor->raise(info.pci_bus_id, {kind::ecc_corrected, 0, ""});
+    monitor->raise("0000:99:00.0", xid79);
+    CHECK(dev.xid_errors() == 1);
+    CHECK(dev.last_xid() == 13);
+    // A device-level Xid is counted: the host acts on it.
+    monitor->raise(info.pci_bus_id, xid79);
+    CHECK(dev.xid_errors() == 2);
+    CHECK(dev.last_xid() == 79);
+    // Nothing launches on the stand-in, whatever its health.
+    CHECK_FALSE(dev.health());
+  }
+  // Its watch ended with it.
+  monitor->raise(info.pci_bus_id, xid79);
+  // Simulated and remote devices have no bus id: nothing is watched.
+  device_info sim;
+  sim.name = "sim0";
+  hosted_device plain{sim, pb::HostSpec{}};
+  plain.watch_health(monitor);
+  CHECK_FALSE(plain.telemetry().available);
+}
+
 TEST_CASE("CAF's network modules are loaded once however often asked",
           "[actors][host]") {
   // A config whose devices need the middleman: system_config loads it, and
@@ -876,7 +940,8 @@ TEST_CASE("cohort devices says where each real GPU runs",
       Catch::Matches("(.|\n)*cuda0 [^\n]*a host process\n(.|\n)*") &&
           Catch::Matches("(.|\n)*cuda1 [^\n]*the node's process\n(.|\n)*") &&
           Catch::Contains("cuda0: Fake GPU (test plugin)") &&
-          Catch::Contains("runs in a device host process"));
+          Catch::Contains("runs in a device host process\n    health: 42% "
+                          "busy, 0 B of 256.0 MiB used, 55 C"));
   // A name that is no GPU's is refused.
   std::ofstream{cfg} << "devices { cpu_workers: 1 gpu_host_process { key: "
                         "\"gpu0\" value: true } }\n";

@@ -648,9 +648,20 @@ devices::health::gpu_sample fake_monitor::sample(const std::string&) {
 bool fake_monitor::watch(
     const std::string& pci_bus_id,
     std::function<void(devices::health::gpu_event)> on_event) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  watchers_[pci_bus_id] = std::move(on_event);
+  std::optional<devices::health::gpu_event> first;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    watchers_[pci_bus_id] = on_event;
+    first = on_watch_;
+  }
+  if (first)
+    on_event(std::move(*first));
   return true;
+}
+
+void fake_monitor::raise_on_watch(devices::health::gpu_event ev) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  on_watch_ = std::move(ev);
 }
 
 void fake_monitor::unwatch(const std::string& pci_bus_id) {

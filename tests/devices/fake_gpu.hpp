@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -228,8 +229,12 @@ public:
   /// Delivers an event to the watcher of `pci_bus_id`.
   void raise(const std::string& pci_bus_id, devices::health::gpu_event ev);
 
+  /// Delivers `ev` to every watcher as it starts watching (from `watch`).
+  void raise_on_watch(devices::health::gpu_event ev);
+
 private:
   std::mutex mtx_;
+  std::optional<devices::health::gpu_event> on_watch_;
   std::map<std::string, std::function<void(devices::health::gpu_event)>>
       watchers_;
 };

@@ -50,8 +50,25 @@ std::shared_ptr<cohort::devices::gpu::api> make_fake() {
   return fake;
 }
 
+// The fake GPUs' health library: fixed samples and, with
+// COHORT_FAKE_GPU_XID=N, Xid N told to each watcher of a GPU as it starts
+// watching (the node and every device host alike, as NVML tells each
+// process that watches).
+std::shared_ptr<cohort::devices::health::gpu_monitor> make_fake_monitor() {
+  auto m = std::make_shared<cohort::testing::fake_monitor>();
+  if (auto* xid = std::getenv("COHORT_FAKE_GPU_XID"); xid != nullptr) {
+    cohort::devices::health::gpu_event ev;
+    ev.what = cohort::devices::health::gpu_event::kind::xid;
+    ev.xid = uint32_t(std::strtoul(xid, nullptr, 10));
+    ev.detail = "raised by the test plugin";
+    m->raise_on_watch(std::move(ev));
+  }
+  return m;
+}
+
 cohort::devices::gpu::plugin_entry make_entry() {
-  auto e = cohort::devices::gpu::make_plugin_entry("CUDA", &make_fake, nullptr);
+  auto e = cohort::devices::gpu::make_plugin_entry("CUDA", &make_fake,
+                                                   &make_fake_monitor);
   e.abi = FAKE_PLUGIN_ABI;
   return e;
 }
