@@ -842,6 +842,7 @@ host_device(const pb::HostSpec& spec) {
                           std::to_string(g.streams()) + " streams");
   devices::gpu::gpu_options opts;
   opts.streams = g.streams();
+  opts.expect_uuid = g.uuid();
   auto dev = devices::gpu::open_gpu(g.vendor(), int(g.ordinal()), g.name(),
                                     std::move(opts));
   if (!dev)

@@ -174,6 +174,7 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
       g->set_ordinal(uint32_t(p.ordinal));
       g->set_name(p.info.name);
       g->set_streams(p.info.streams);
+      g->set_uuid(p.info.uuid);
       auto info = p.info;
       info.host_process = true;
       auto dev =

@@ -151,6 +151,14 @@ gpu_device::open(std::shared_ptr<api> rt, int ordinal, device_kind kind,
   if (!probed)
     return probed.error();
   auto& [info, props] = *probed;
+  if (!opts.expect_uuid.empty() && info.uuid != opts.expect_uuid)
+    return make_error(
+        errc::device_lost,
+        info.name + ": ordinal " + std::to_string(ordinal) + " is GPU " +
+            info.uuid + " in this process, not " + opts.expect_uuid +
+            " as expected (do CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or "
+            "CUDA_DEVICE_ORDER differ between the node and its device "
+            "host?)");
   auto mem_opts = opts.memory;
   auto dev = std::make_shared<gpu_device>(rt, ordinal, std::move(info),
                                           std::move(props), std::move(opts));

@@ -37,6 +37,11 @@ struct gpu_options {
   uint64_t staging_cache_bytes = uint64_t{1} << 30;
   /// Health source (NVML or ROCm SMI); may be null.
   std::shared_ptr<health::gpu_monitor> monitor;
+  /// When set, the UUID the GPU must have: `open` refuses another one, with
+  /// device_lost naming both, before it makes anything on it (a device
+  /// host opens the GPU its node probed by ordinal, and the two processes'
+  /// CUDA_VISIBLE_DEVICES or device order may differ).
+  std::string expect_uuid;
   /// The memory stack: limit, pool, tenant quotas and reservations. Pool
   /// options are used as given (the runtime sizes them for the GPU).
   memory::memory_options memory;

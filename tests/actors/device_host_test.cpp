@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -776,6 +777,28 @@ TEST_CASE("real GPUs run in device host processes, and one with a sticky "
     CHECK_THAT(events, Catch::Contains("cuda0: supervisor: resetting -> "
                                        "available (restarted: started in a "
                                        "host process)"));
+  }
+  SECTION("a host that finds another GPU at its ordinal refuses to start") {
+    // The hosts see other GPUs at the ordinals the node probed (as with a
+    // CUDA_VISIBLE_DEVICES of their own): each refuses, saying both UUIDs,
+    // and the work runs on the CPU worker.
+    auto path = gpu_pipeline(dir, 10, "gpu_host_processes: true");
+    std::ifstream in{path};
+    std::string text{std::istreambuf_iterator<char>{in}, {}};
+    text.replace(text.find("cpu_workers: 0"), 14, "cpu_workers: 1");
+    std::ofstream{path} << text;
+    auto run = run_on_fake_gpus(path, "COHORT_FAKE_GPU_OTHER_IN_HOSTS=1");
+    INFO(run.output);
+    CHECK(run.status == 0);
+    CHECK_THAT(run.output, Catch::Contains("10 completed, 0 failed"));
+    auto events = device_events_in(dir.file("audit.log"));
+    INFO(events);
+    CHECK_THAT(events, Catch::Contains("ordinal 0 is GPU OTHER-0 in this "
+                                       "process, not FAKE-0") &&
+                           Catch::Contains("ordinal 1 is GPU OTHER-1 in this "
+                                           "process, not FAKE-1"));
+    CHECK_THAT(events, !Catch::Contains("cuda0: supervisor: resetting -> "
+                                        "available"));
   }
   SECTION("per GPU: cuda1 kept in the node's process") {
     auto run = run_on_fake_gpus(gpu_pipeline(

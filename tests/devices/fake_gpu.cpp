@@ -162,7 +162,7 @@ result fake_gpu_api::get_properties(int dev, devices::gpu::properties& out) {
   out.memory_bytes = spec.memory_bytes;
   out.multiprocessors = spec.multiprocessors;
   out.pci_bus_id = spec.pci_bus_id;
-  out.uuid = "FAKE-" + std::to_string(dev);
+  out.uuid = spec.uuid.empty() ? "FAKE-" + std::to_string(dev) : spec.uuid;
   return {};
 }
 

@@ -31,6 +31,8 @@ struct fake_device_spec {
   uint64_t memory_bytes = uint64_t{256} << 20;
   std::string pci_bus_id = "0000:99:00.0";
   int multiprocessors = 8;
+  /// Empty: "FAKE-" and the device's ordinal.
+  std::string uuid;
 };
 
 class fake_gpu_api final : public devices::gpu::api {

@@ -32,6 +32,14 @@ std::shared_ptr<cohort::devices::gpu::api> make_fake() {
   a.pci_bus_id = "0000:98:00.0";
   auto b = a;
   b.pci_bus_id = "0000:99:00.0";
+  // For the check of a GPU's identity in device hosts: with
+  // COHORT_FAKE_GPU_OTHER_IN_HOSTS set, a device host finds other GPUs
+  // (other UUIDs) at the ordinals its node probed.
+  if (std::getenv("COHORT_FAKE_GPU_OTHER_IN_HOSTS") != nullptr &&
+      device_host()) {
+    a.uuid = "OTHER-0";
+    b.uuid = "OTHER-1";
+  }
   auto fake = std::make_shared<cohort::testing::fake_gpu_api>(
       std::vector<cohort::testing::fake_device_spec>{a, b});
   // For the tests of GPUs in device host processes: the first host process

@@ -102,6 +102,29 @@ TEST_CASE("a GPU device reports what the runtime says about it",
   CHECK(s.gpu_util_percent == 42);
 }
 
+TEST_CASE("a GPU opened by ordinal must be the one expected",
+          "[devices][gpu]") {
+  auto fake = std::make_shared<testing::fake_gpu_api>(
+      std::vector<testing::fake_device_spec>(2));
+  gpu::gpu_options opts;
+  opts.streams = 2;
+  opts.expect_uuid = "FAKE-1";
+  auto wrong =
+      gpu::gpu_device::open(fake, 0, device_kind::cuda_gpu, "cuda1", opts);
+  REQUIRE_FALSE(wrong);
+  CHECK(code_of(wrong.error()) == errc::device_lost);
+  CHECK_THAT(describe(wrong.error()),
+             Catch::Contains("cuda1: ordinal 0 is GPU FAKE-0 in this "
+                             "process, not FAKE-1") &&
+                 Catch::Contains("CUDA_VISIBLE_DEVICES"));
+  // Nothing was made on the GPU it refused.
+  CHECK(fake->device_mallocs() == 0);
+  auto right =
+      gpu::gpu_device::open(fake, 1, device_kind::cuda_gpu, "cuda1", opts);
+  REQUIRE(right);
+  CHECK((*right)->info().uuid == "FAKE-1");
+}
+
 TEST_CASE("a refused device allocation is out_of_memory and leaks nothing",
           "[devices][gpu]") {
   rig r;
