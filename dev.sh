@@ -51,7 +51,7 @@ build() {
 sanitizer_env() {
   export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:check_initialization_order=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:report_error_type=1}
-  export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/sanitize/lsan.supp:print_suppressions=0}
+  export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/sanitize/lsan.supp:print_suppressions=1}
 }
 
 # The sanitizer build, shared by `sanitize` and `fuzz`: clang with

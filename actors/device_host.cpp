@@ -58,20 +58,24 @@ hosted_device::hosted_device(device_info info, endpoint where, uint32_t index)
 }
 
 hosted_device::~hosted_device() {
-  if (monitor_)
+  if (watching_)
     monitor_->unwatch(info().pci_bus_id);
 }
 
 void hosted_device::watch_health(
     std::shared_ptr<devices::health::gpu_monitor> monitor) {
-  if (!monitor || monitor_ || info().pci_bus_id.empty())
+  // A remote host's GPU is on another machine: its bus id names nothing
+  // here.
+  if (!monitor || monitor_ || remote() || info().pci_bus_id.empty())
     return;
   monitor_ = std::move(monitor);
-  // From the library's event thread; the counters are atomic.
-  monitor_->watch(info().pci_bus_id, [this](devices::health::gpu_event ev) {
-    if (ev.what == devices::health::gpu_event::kind::xid)
-      note_xid(ev.xid);
-  });
+  // From the library's event thread; the counters are atomic. An Xid that
+  // means the GPU fell off the bus (79) comes as a loss, and counts too.
+  watching_ =
+      monitor_->watch(info().pci_bus_id, [this](devices::health::gpu_event ev) {
+        if (ev.xid != 0)
+          note_xid(ev.xid);
+      });
 }
 
 devices::health::gpu_sample hosted_device::telemetry() const {

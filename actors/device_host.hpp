@@ -74,7 +74,8 @@ public:
   /// A real GPU in a host process: the node watches it as well, with the
   /// backend's health library, to count its Xids (`xid_errors`) and read
   /// its health (`telemetry`); its host acts on the events (a device-level
-  /// Xid loses the device there). Call once, before the runtime starts.
+  /// Xid loses the device there). Call once, before the runtime starts;
+  /// a remote device or one without a PCI bus id is not watched.
   void watch_health(std::shared_ptr<devices::health::gpu_monitor> monitor);
 
   /// The GPU's health read in the node (unavailable, with why, for a
@@ -128,6 +129,7 @@ private:
 
   pb::HostSpec spec_;
   std::shared_ptr<devices::health::gpu_monitor> monitor_;
+  bool watching_ = false;
   endpoint where_;
   uint32_t remote_index_ = 0;
   std::atomic<int> pid_{0};

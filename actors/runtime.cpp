@@ -179,7 +179,14 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
       info.host_process = true;
       auto dev =
           std::make_shared<hosted_device>(std::move(info), std::move(spec));
-      dev->watch_health(p.monitor);
+      // A health library watches a bus id once: a GPU of the node's
+      // process on the same card (MIG instances share one) keeps its watch.
+      bool shared = std::any_of(
+          gpus.devices.begin(), gpus.devices.end(), [&](const auto& g) {
+            return g->info().pci_bus_id == p.info.pci_bus_id;
+          });
+      if (!shared)
+        dev->watch_health(p.monitor);
       out.push_back(std::move(dev));
     }
     if (found != nullptr)

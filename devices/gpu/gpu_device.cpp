@@ -665,7 +665,8 @@ caf::error gpu_device::drain_health_events() {
   }
   for (auto& ev : events) {
     using kind = health::gpu_event::kind;
-    if (ev.what == kind::xid)
+    // Xid 79 (fallen off the bus) comes as a loss, with its code.
+    if (ev.xid != 0)
       note_xid(ev.xid);
     bool fatal = ev.what == kind::lost || ev.what == kind::ecc_uncorrectable ||
                  (ev.what == kind::xid && is_device_level_xid(ev.xid));
@@ -681,8 +682,8 @@ caf::error gpu_device::drain_health_events() {
       lost_ = make_error(
           errc::device_lost,
           info().name + ": " + opts_.monitor->library() + " reported " +
-              (ev.what == kind::xid ? "Xid " + std::to_string(ev.xid)
-                                    : std::string{"a device-level error"}) +
+              (ev.xid != 0 ? "Xid " + std::to_string(ev.xid)
+                           : std::string{"a device-level error"}) +
               (ev.detail.empty() ? "" : ": " + ev.detail));
   }
   return lost_;

@@ -889,13 +889,15 @@ TEST_CASE("the node's stand-in of a hosted GPU counts its Xids and reads "
   info.pci_bus_id = "0000:98:00.0";
   info.host_process = true;
   using kind = devices::health::gpu_event::kind;
-  devices::health::gpu_event xid79{kind::xid, 79, ""};
+  // NVML tells of Xid 79 (fallen off the bus) as a loss with its code.
+  devices::health::gpu_event xid79{kind::lost, 79, ""};
   {
     hosted_device dev{info, pb::HostSpec{}};
     CHECK_FALSE(dev.telemetry().available);
     CHECK_THAT(dev.telemetry().unavailable_reason,
                Catch::Contains("no health monitor for cuda0"));
     dev.watch_health(monitor);
+    CHECK(monitor->watching(info.pci_bus_id));
     CHECK(dev.telemetry().available);
     CHECK(dev.telemetry().gpu_util_percent == 42);
     monitor->raise(info.pci_bus_id, {kind::xid, 13, ""});
@@ -911,13 +913,20 @@ TEST_CASE("the node's stand-in of a hosted GPU counts its Xids and reads "
     CHECK_FALSE(dev.health());
   }
   // Its watch ended with it.
-  monitor->raise(info.pci_bus_id, xid79);
-  // Simulated and remote devices have no bus id: nothing is watched.
+  CHECK_FALSE(monitor->watching(info.pci_bus_id));
+  // A simulated device has no bus id, and a remote one's names a GPU of
+  // another machine: neither is watched.
   device_info sim;
   sim.name = "sim0";
   hosted_device plain{sim, pb::HostSpec{}};
   plain.watch_health(monitor);
   CHECK_FALSE(plain.telemetry().available);
+  auto far = info;
+  far.remote = "gpu-7.example:9471";
+  hosted_device remote{far, endpoint{"gpu-7.example", 9471}, 0};
+  remote.watch_health(monitor);
+  CHECK_FALSE(monitor->watching(info.pci_bus_id));
+  CHECK_FALSE(remote.telemetry().available);
 }
 
 TEST_CASE("CAF's network modules are loaded once however often asked",

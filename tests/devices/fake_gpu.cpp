@@ -659,6 +659,11 @@ bool fake_monitor::watch(
   return true;
 }
 
+bool fake_monitor::watching(const std::string& pci_bus_id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return watchers_.count(pci_bus_id) > 0;
+}
+
 void fake_monitor::raise_on_watch(devices::health::gpu_event ev) {
   std::lock_guard<std::mutex> guard{mtx_};
   on_watch_ = std::move(ev);

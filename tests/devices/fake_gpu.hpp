@@ -234,6 +234,9 @@ public:
   /// Delivers `ev` to every watcher as it starts watching (from `watch`).
   void raise_on_watch(devices::health::gpu_event ev);
 
+  /// Whether someone watches `pci_bus_id` now.
+  bool watching(const std::string& pci_bus_id);
+
 private:
   std::mutex mtx_;
   std::optional<devices::health::gpu_event> on_watch_;

@@ -351,8 +351,9 @@ TEST_CASE("the health monitor's device-level Xid loses the device",
   app.xid = 13;
   r.monitor->raise("0000:99:00.0", app);
   CHECK_FALSE(r.dev->health());
+  // NVML tells of Xid 79 as a loss with its code.
   health::gpu_event lost;
-  lost.what = health::gpu_event::kind::xid;
+  lost.what = health::gpu_event::kind::lost;
   lost.xid = 79;
   lost.detail = "fallen off the bus";
   r.monitor->raise("0000:99:00.0", lost);
@@ -360,6 +361,9 @@ TEST_CASE("the health monitor's device-level Xid loses the device",
   CHECK(code_of(err) == errc::device_lost);
   CHECK_THAT(describe(err), Catch::Contains("Xid 79"));
   CHECK_THAT(describe(err), Catch::Contains("fake NVML"));
+  // Both count.
+  CHECK(r.dev->xid_errors() == 2);
+  CHECK(r.dev->last_xid() == 79);
 }
 
 TEST_CASE("the device actor turns a sticky GPU error into device loss",
