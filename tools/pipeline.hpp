@@ -79,8 +79,9 @@ struct pipeline_report {
   std::vector<std::string> errors;
   /// Faults injected, as text.
   std::vector<std::string> faults;
-  /// The GPUs that reported Xid errors during the run (NVML, ROCm SMI;
-  /// wherever the GPU ran): how many, and the code of the last.
+  /// The GPUs that reported Xid errors during the run (NVML, wherever a
+  /// real GPU ran; a simulated GPU's injected ones in the node's process):
+  /// how many, and the code of the last.
   struct xid_count {
     std::string device;
     uint64_t errors = 0;

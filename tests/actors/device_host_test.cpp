@@ -666,16 +666,18 @@ TEST_CASE_METHOD(host_fixture,
 namespace {
 
 // A pipeline of `batches` gemv items over the fake CUDA plugin's two GPUs,
-// each in the place `devices` says (a DeviceSet's text), with the audit log
-// in `dir`.
+// each in the place `devices` says (a DeviceSet's text), and `cpu_workers`
+// CPU workers, with the audit log in `dir`.
 std::string gpu_pipeline(const test::temp_dir& dir, int batches,
-                         const std::string& devices) {
+                         const std::string& devices, int cpu_workers = 0) {
   auto path = dir.file("gpus.textproto");
   std::ofstream{path} << "name: \"gpus\" tenant: \"t\" batches: " << batches
                       << " seed: 3 window: 8\n"
                          "stage { name: \"g\" kernel: GEMV args { m: 64 n: "
                          "64 } }\n"
-                         "runtime {\n  devices { cpu_workers: 0 gpu_streams: 2 "
+                         "runtime {\n  devices { cpu_workers: "
+                      << cpu_workers
+                      << " gpu_streams: 2 "
                          "host_binary: \""
                       << COHORT_BINARY << "\" " << devices
                       << " }\n"
@@ -782,12 +784,9 @@ TEST_CASE("real GPUs run in device host processes, and one with a sticky "
     // The hosts see other GPUs at the ordinals the node probed (as with a
     // CUDA_VISIBLE_DEVICES of their own): each refuses, saying both UUIDs,
     // and the work runs on the CPU worker.
-    auto path = gpu_pipeline(dir, 10, "gpu_host_processes: true");
-    std::ifstream in{path};
-    std::string text{std::istreambuf_iterator<char>{in}, {}};
-    text.replace(text.find("cpu_workers: 0"), 14, "cpu_workers: 1");
-    std::ofstream{path} << text;
-    auto run = run_on_fake_gpus(path, "COHORT_FAKE_GPU_OTHER_IN_HOSTS=1");
+    auto run =
+        run_on_fake_gpus(gpu_pipeline(dir, 10, "gpu_host_processes: true", 1),
+                         "COHORT_FAKE_GPU_OTHER_IN_HOSTS=1");
     INFO(run.output);
     CHECK(run.status == 0);
     CHECK_THAT(run.output, Catch::Contains("10 completed, 0 failed"));
