@@ -7,6 +7,7 @@
 
 #include "devices/memory/device_memory.hpp"
 #include "devices/topology.hpp"
+#include "kernels/registry.hpp"
 #include "messages/errc.hpp"
 #include "messages/output_buffer.hpp"
 
@@ -85,6 +86,82 @@ caf::error resolve_object(const devices::device& dev, const host_buffer& in,
   return caf::none;
 }
 
+// A kernel of `req` that the node sent (kernel_code) runs here only if it
+// was registered, on a GPU of its backend, with the sizes the node worked
+// out; a kernel with no id here (the node sent none) does not run either
+// (unknown_kernel: the balancer places its items elsewhere, and no more of
+// them here).
+caf::error check_kernels(const device_state& st, const run_request& req) {
+  auto& info = st.dev->info();
+  auto stages = 1 + req.item.then.size();
+  if (!req.sizes.empty() && req.sizes.size() != 2 * stages)
+    return make_error(errc::invalid_arguments,
+                      info.name + ": item " + std::to_string(req.item.id) +
+                          " came with sizes for " +
+                          std::to_string(req.sizes.size() / 2) +
+                          " stages, it has " + std::to_string(stages));
+  auto check = [&](kernels::kernel_id id) -> caf::error {
+    if (auto i = st.refused_kernels.find(uint8_t(id));
+        i != st.refused_kernels.end())
+      return make_error(errc::unknown_kernel,
+                        info.name + ": the node's kernel " +
+                            std::to_string(int(id)) +
+                            " could not be registered here: " + i->second);
+    auto* def = kernels::find(id);
+    if (def == nullptr)
+      return make_error(errc::unknown_kernel,
+                        info.name + ": no kernel has id " +
+                            std::to_string(int(id)) + " in this process");
+    if (!def->sized_by_caller)
+      return caf::none;
+    if (info.kind != device_kind::cuda_gpu && info.kind != device_kind::hip_gpu)
+      return make_error(errc::unknown_kernel,
+                        info.name + ": " + def->name +
+                            " is the node's kernel: only its GPU code is "
+                            "here");
+    if (req.sizes.empty())
+      return make_error(errc::invalid_arguments,
+                        info.name + ": a launch of " + def->name +
+                            ", the node's kernel, came without its sizes");
+    return caf::none;
+  };
+  if (auto err = check(req.item.kernel))
+    return err;
+  for (auto& stage : req.item.then)
+    if (auto err = check(stage.kernel))
+      return err;
+  return caf::none;
+}
+
+// Registers the node's kernels in this process (kernel_code), at the node's
+// ids; each that cannot be is kept in `refused` with why.
+void register_node_kernels(const std::vector<kernel_code>& codes,
+                           std::map<uint8_t, std::string>& refused) {
+  for (auto& c : codes) {
+    kernels::kernel_def def;
+    def.name = c.name;
+    def.origin = c.origin;
+    def.sized_by_caller = true;
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      def.signature.inputs.push_back(
+          {"input" + std::to_string(i), kernels::dtype(c.inputs[i])});
+    def.signature.output = {"out", kernels::dtype(c.output)};
+    auto kind = kernels::gpu_code::format(c.format);
+    auto& code =
+        kind == kernels::gpu_code::format::hip_code_object ? def.hip : def.cuda;
+    code.kind = kind;
+    code.image = std::make_shared<const std::vector<uint8_t>>(c.image);
+    code.function = c.function;
+    code.block = c.block;
+    if (auto why = kernels::register_node_kernel(kernels::kernel_id(c.id),
+                                                 std::move(def));
+        !why.empty())
+      refused[c.id] = std::move(why);
+    else
+      refused.erase(c.id);
+  }
+}
+
 // Launches an item: one kernel, or its chain of kernels whose intermediate
 // outputs stay on the device; inputs naming objects are read where they
 // are. Its device memory is tagged with its owner.
@@ -95,7 +172,7 @@ run_item(devices::device& dev, uint32_t stream, const run_request& req) {
   if (dev.memory() != nullptr)
     owner = {item.tenant, item.id, std::string{kernels::name(item.kernel)}};
   bool objects = item.reads_objects();
-  if (item.then.empty() && !objects)
+  if (item.then.empty() && !objects && req.sizes.empty())
     return dev.launch(stream, req.ticket, item.kernel, item.args,
                       item.typed_views(), owner);
   auto views = item.typed_views();
@@ -104,6 +181,12 @@ run_item(devices::device& dev, uint32_t stream, const run_request& req) {
   for (auto& st : item.then)
     chain.push_back({st.kernel, st.args, typed_stage_views(st, {}),
                      int32_t(st.input_slot)});
+  // Sizes the node worked out (check_kernels saw their count).
+  for (size_t j = 0; j < chain.size() && !req.sizes.empty(); ++j) {
+    chain[j].sized = true;
+    chain[j].out_elements = req.sizes[2 * j];
+    chain[j].threads = req.sizes[2 * j + 1];
+  }
   if (objects) {
     for (size_t i = 0; i < item.inputs.size(); ++i)
       if (item.inputs[i].object() != 0)
@@ -164,7 +247,9 @@ caf::error launch_one(self_ptr self, run_request& req,
   // pick their least busy stream themselves.
   auto s = std::min_element(st.stream_free_at.begin(), st.stream_free_at.end());
   auto stream = st.dev->pick_stream(uint32_t(s - st.stream_free_at.begin()));
-  auto res = run_item(*st.dev, stream, req);
+  auto refused = check_kernels(st, req);
+  auto res = refused ? caf::expected<devices::launch_result>{std::move(refused)}
+                     : run_item(*st.dev, stream, req);
   if (!res) {
     // Memory refusals (hard or soft OOM) and kernel faults: the item may run
     // elsewhere; the balancer decides.
@@ -413,6 +498,9 @@ device_impl(device_actor::stateful_pointer<device_state> self,
         h.device = dev.info().name;
         h.pci_bus_id = dev.info().pci_bus_id;
         return h;
+      },
+      [=](code_atom, std::vector<kernel_code>& codes) {
+        register_node_kernels(codes, self->state.refused_kernels);
       },
   };
 }

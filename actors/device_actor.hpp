@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -12,6 +13,7 @@
 
 #include "devices/device.hpp"
 #include "messages/atoms.hpp"
+#include "messages/host.hpp"
 #include "messages/memory_stats.hpp"
 #include "messages/share.hpp"
 #include "messages/work.hpp"
@@ -59,7 +61,12 @@ using device_actor = caf::typed_actor<
     /// Frees object `id` (no launch reads it any more).
     caf::reacts_to<drop_atom, uint64_t>,
     /// How another process maps object `id` (docs/objects.md).
-    caf::replies_to<share_atom, uint64_t>::with<share_handle>>;
+    caf::replies_to<share_atom, uint64_t>::with<share_handle>,
+    /// In a device host process: kernels registered in the node's process,
+    /// to register here at the node's ids before items of them arrive
+    /// (docs/device-hosts.md, "Kernels"). One that cannot be registered
+    /// fails its items with unknown_kernel, saying why.
+    caf::reacts_to<code_atom, std::vector<kernel_code>>>;
 
 /// Settings of one device actor.
 struct device_actor_config {
@@ -100,6 +107,8 @@ struct device_state {
   std::vector<std::chrono::steady_clock::time_point> stream_free_at;
   std::unordered_map<uint64_t, pending_launch> pending;
   uint64_t next_seq = 0;
+  /// Kernels the node sent that could not be registered here, by id: why.
+  std::map<uint8_t, std::string> refused_kernels;
   static inline const char* name = "cohort.device";
 };
 

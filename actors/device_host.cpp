@@ -346,6 +346,10 @@ namespace {
 
 constexpr const char* gate_line = "cohort device-host: gate on port ";
 constexpr const char* error_line = "cohort device-host: cannot start: ";
+// A host whose GPU is not the one the node probed (unknown_device): trying
+// again would find the same one.
+constexpr const char* wrong_gpu_line =
+    "cohort device-host: not the node's GPU: ";
 
 caf::error lost(std::string what) {
   return make_error(errc::device_lost, std::move(what));
@@ -490,12 +494,12 @@ start_host(const std::string& binary, const pb::HostSpec& spec,
   p.pid = pid;
   p.input = in[1];
   int from_host = out[0];
-  auto fail = [&](std::string what) {
+  auto fail = [&](std::string what, errc code = errc::device_lost) {
     if (from_host >= 0)
       ::close(from_host);
     auto how = end_host(p);
-    return lost(what + " (its process " + std::to_string(pid) + " " + how +
-                ")");
+    return make_error(code, what + " (its process " + std::to_string(pid) +
+                                " " + how + ")");
   };
   if (spawned && !spawned(pid))
     return fail("its node is stopping");
@@ -544,6 +548,9 @@ start_host(const std::string& binary, const pb::HostSpec& spec,
   ::close(std::exchange(from_host, -1));
   if (auto why = std::string{error_line}; line.rfind(why, 0) == 0)
     return fail("the device host could not start: " + line.substr(why.size()));
+  if (auto why = std::string{wrong_gpu_line}; line.rfind(why, 0) == 0)
+    return fail("the device host could not start: " + line.substr(why.size()),
+                errc::unknown_device);
   auto prefix = std::string{gate_line};
   if (line.rfind(prefix, 0) != 0)
     return fail("the device host wrote '" + line + "', not its port");
@@ -863,8 +870,9 @@ host_device(const pb::HostSpec& spec) {
 // A device host that cannot start says why on standard output too, where
 // its node reads (start_host puts it in the device's loss), and on standard
 // error.
-int start_error(int status, const std::string& what) {
-  std::printf("%s%s\n", error_line, what.c_str());
+int start_error(int status, const std::string& what,
+                const char* line = error_line) {
+  std::printf("%s%s\n", line, what.c_str());
   std::fflush(stdout);
   return host_error(status, what);
 }
@@ -892,7 +900,10 @@ int run_device_host() {
                          "device and a token");
   auto dev = host_device(spec);
   if (!dev)
-    return start_error(spec.has_gpu() ? 1 : 2, describe(dev.error()));
+    return start_error(spec.has_gpu() ? 1 : 2, describe(dev.error()),
+                       code_of(dev.error()) == errc::unknown_device
+                           ? wrong_gpu_line
+                           : error_line);
   system_config cfg;
   load_network(cfg);
   caf::actor_system sys{cfg};

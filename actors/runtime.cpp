@@ -104,21 +104,10 @@ bool gpu_in_host(const pb::RuntimeConfig& cfg, const std::string& name,
       *why = std::move(what);
     return false;
   };
-  if (cfg.kernel_bundles().load_size() > 0)
-    return because("the config loads kernel bundles, whose GPU code is "
-                   "loaded in the node's process");
-  if (cfg.kernel_bundles().trusted_key_size() > 0)
-    return because("the config trusts keys for kernel bundles, which load "
-                   "into the node's process (at start or later)");
   if (!cfg.share_socket().empty())
     return because("the node shares objects with other processes "
                    "(share_socket), which map GPU memory of the node's "
                    "process (CUDA or HIP IPC)");
-  for (auto& k : kernels::registered_kernels())
-    if (!k.builtin && k.origin != "built-in" && (k.cuda || k.hip))
-      return because("kernel " + k.name +
-                     ", registered in the node's process, has GPU code, "
-                     "which runs there only");
   if (!hosting.can_host)
     return because(hosting.why_not);
   return true;

@@ -239,9 +239,16 @@ void host_failed(self_ptr self, uint32_t index, const caf::error& err) {
                                         (how.empty() ? "" : " (" + how + ")"));
   // The reply to start goes after what the balancer hears.
   auto first = std::exchange(e.first_start, false);
-  // Taken offline while it started: it stays so.
+  // Taken offline while it started: it stays so. A host that found another
+  // GPU than the one the node probed would find it again: given up now.
   if (e.life.status() == device_status::resetting) {
-    if (recent_restarts(st, e) >= st.cfg.max_restarts) {
+    if (code_of(err) == errc::unknown_device) {
+      give_up(self, index,
+              make_error(errc::device_lost, describe(reason) +
+                                                " (not tried again: a new host "
+                                                "process would find the same "
+                                                "GPU)"));
+    } else if (recent_restarts(st, e) >= st.cfg.max_restarts) {
       give_up(self, index, restart_limit_reached(st.cfg, reason));
     } else {
       device_event(self, e.dev->info().name,
@@ -370,7 +377,7 @@ void start_hosted(self_ptr self, uint32_t index) {
       if (pid > 0)
         hosts->failed(pid);
       starter->send(me, launched_atom::value, index, n, int32_t{0}, uint16_t{0},
-                    describe(p.error()));
+                    p.error());
       return;
     }
     if (!hosts->started(*p)) {
@@ -379,7 +386,7 @@ void start_hosted(self_ptr self, uint32_t index) {
       return;
     }
     starter->send(me, launched_atom::value, index, n, int32_t(p->pid), p->port,
-                  std::string{});
+                  caf::error{});
   });
 }
 
@@ -645,7 +652,7 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         return st.started;
       },
       [=](launched_atom, uint32_t index, uint64_t n, int32_t pid, uint16_t port,
-          const std::string& why) {
+          const caf::error& why) {
         auto& st = self->state;
         auto& e = st.devices.at(index);
         if (!e.launching || e.launch != n) {
@@ -656,7 +663,7 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           return;
         }
         if (pid <= 0) {
-          host_failed(self, index, make_error(errc::device_lost, why));
+          host_failed(self, index, why);
           return;
         }
         e.pid = pid;

@@ -39,7 +39,7 @@ using supervisor_actor = health_listener::extend<
     /// pid (held in the registry) and its gate's port, or (pid 0) why it
     /// did not start (docs/device-hosts.md).
     caf::reacts_to<launched_atom, uint32_t, uint64_t, int32_t, uint16_t,
-                   std::string>,
+                   caf::error>,
     /// Operator: drain the named device (what runs finishes, nothing new is
     /// placed there). Errors: unknown_device, invalid_transition.
     caf::replies_to<drain_atom, std::string>::with<bool>,

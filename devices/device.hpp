@@ -60,6 +60,12 @@ struct stage_view {
   /// in its memory at `inputs[i].data` (find_object); it is read there, not
   /// copied in, and its transfer costs nothing.
   uint32_t resident = 0;
+  /// Set for a node's kernel in a device host process (kernel_def::
+  /// sized_by_caller): the output's elements and the launch's threads, as
+  /// the node worked them out from the kernel's rules.
+  bool sized = false;
+  uint64_t out_elements = 0;
+  uint64_t threads = 0;
 };
 
 /// An immutable buffer a device keeps in its memory between launches (a

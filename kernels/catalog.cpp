@@ -74,6 +74,10 @@ std::string validate(kernel_id id, const kernel_args& args,
                   "registered (`cohort kernel list` lists them)",
                   int(id));
   auto kn = std::string_view{d->name};
+  if (d->sized_by_caller)
+    return format("%.*s is a kernel of the node this device host serves: "
+                  "only the node checks and sizes its items",
+                  int(kn.size()), kn.data());
   auto want = d->signature.inputs.size();
   if (inputs.size() != want)
     return format("%.*s takes %zu input buffer(s), got %zu", int(kn.size()),

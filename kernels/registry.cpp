@@ -111,11 +111,13 @@ std::string check_def(const kernel_def& d) {
   for (auto& s : d.signature.scalars)
     if (s != "alpha" && s != "m" && s != "n" && s != "k" && s != "top_k")
       return who + "scalar '" + s + "' is not one of alpha, m, n, k, top_k";
-  if (!d.output_elements)
+  if (!d.output_elements && !d.sized_by_caller)
     return who + "needs an output size rule (output_elements)";
-  if (!d.cpu)
+  if (!d.cpu && !d.sized_by_caller)
     return who + "needs a CPU implementation (CPU workers, simulated GPUs "
                  "and fallback run it)";
+  if (d.sized_by_caller && !d.cuda.present() && !d.hip.present())
+    return who + "has no GPU code to run in a device host";
   for (bool cuda : {true, false}) {
     auto& g = cuda ? d.cuda : d.hip;
     auto backend = std::string{cuda ? "CUDA" : "HIP"};
@@ -227,6 +229,38 @@ register_kernels(std::vector<kernel_def> defs, std::string& why) {
     t.defs[static_cast<uint8_t>(ids[j])].store(&d, std::memory_order_release);
   }
   return ids;
+}
+
+std::string register_node_kernel(kernel_id id, kernel_def def) {
+  if (!def.sized_by_caller)
+    return "kernel '" + def.name + "': not a node's kernel (sized_by_caller)";
+  if (auto why = check_def(def); !why.empty())
+    return why;
+  auto raw = static_cast<uint8_t>(id);
+  if (raw == 0)
+    return "kernel '" + def.name + "': id 0 is no kernel's";
+  auto& t = the_table();
+  std::lock_guard guard{t.mtx};
+  if (auto* d = t.defs[raw].load(std::memory_order_relaxed)) {
+    // Sent again, or this process is the node's (tests run both in one).
+    if (d->name == def.name)
+      return {};
+    return "kernel '" + def.name + "': id " + std::to_string(raw) +
+           " is kernel '" + d->name + "' (" + d->origin +
+           ") in this process: it is not the node's build of Cohort, or the "
+           "node's kernels changed";
+  }
+  // A name is unique in a process: one the node registered at another id
+  // is taken here too.
+  for (size_t i = 1; i <= max_kernels; ++i)
+    if (auto* d = t.defs[i].load(std::memory_order_relaxed);
+        d != nullptr && d->name == def.name)
+      return "kernel '" + def.name + "' is already registered at id " +
+             std::to_string(i) + " in this process, the node sent id " +
+             std::to_string(raw);
+  auto& d = t.storage.emplace_back(std::move(def));
+  t.defs[raw].store(&d, std::memory_order_release);
+  return {};
 }
 
 std::vector<kernel_info> registered_kernels() {

@@ -86,6 +86,11 @@ struct kernel_def {
   /// For a bundle's kernels, the SHA-256 of its manifest: loading the same
   /// bundle again finds its kernels instead of clashing with them.
   std::string source;
+  /// A node's kernel in a device host process (register_node_kernel): GPU
+  /// code alone. Its rules and CPU code are in the node's process, so each
+  /// launch brings its sizes (devices::stage_view::sized) and nothing here
+  /// may call `check`, `output_elements`, `cost`, `cpu` or `reference`.
+  bool sized_by_caller = false;
 };
 
 /// A registered kernel as listings show it.
@@ -113,6 +118,14 @@ std::optional<kernel_id> register_kernel(kernel_def def, std::string& why);
 /// twice). Thread-safe.
 std::optional<std::vector<kernel_id>>
 register_kernels(std::vector<kernel_def> defs, std::string& why);
+
+/// Registers, in a device host process, a kernel of its node's process at
+/// the node's id (docs/device-hosts.md, "Kernels"): `def` names the kernel,
+/// gives its signature and its GPU code, and has `sized_by_caller` set (its
+/// functions may be empty). Registering the same name at the same id again
+/// does nothing. Returns what is wrong, empty on success: a bad definition,
+/// or the id taken by another kernel. Thread-safe.
+std::string register_node_kernel(kernel_id id, kernel_def def);
 
 /// True for a C identifier of at most 128 characters: a GPU entry point, a
 /// shared object's symbol.

@@ -57,5 +57,6 @@ using drop_atom = caf::atom_constant<caf::atom("drop")>;
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using fault_atom = caf::atom_constant<caf::atom("fault")>;
 using launched_atom = caf::atom_constant<caf::atom("launched")>;
+using code_atom = caf::atom_constant<caf::atom("code")>;
 
 } // namespace cohort

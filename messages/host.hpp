@@ -34,6 +34,35 @@ typename Inspector::result_type inspect(Inspector& f, host_hello& x) {
            x.kernel_timeout_ms, x.kernel_timeouts_ms, x.health_interval_ms);
 }
 
+/// A kernel registered in the node's process (by the application or from a
+/// bundle) with GPU code for a host's GPU: what the host process needs to
+/// run it there (docs/device-hosts.md, "Kernels"). The node sends it to the
+/// device actor in the host before the first item of the kernel placed
+/// there. The host has no CPU code for it and cannot evaluate its rules:
+/// each launch brings its sizes (run_request::sizes).
+struct kernel_code {
+  /// Its id in the node's registry, which the host takes over.
+  uint8_t id = 0;
+  std::string name;
+  /// Where it came from in the node ("application", "bundle ...").
+  std::string origin;
+  /// Element type (kernels::dtype) of each input, and of the output.
+  std::vector<uint8_t> inputs;
+  uint8_t output = 0;
+  /// The GPU code for the host's backend: kernels::gpu_code::format, the
+  /// module image, the entry point and the threads per block.
+  uint8_t format = 0;
+  std::vector<uint8_t> image;
+  std::string function;
+  uint32_t block = 256;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kernel_code& x) {
+  return f(caf::meta::type_name("kernel_code"), x.id, x.name, x.origin,
+           x.inputs, x.output, x.format, x.image, x.function, x.block);
+}
+
 /// A fault injected into a simulated device (docs/supervision.md, "Chaos"),
 /// sent to the gate of the host process it runs in. `kind` is a
 /// cohort.pb.FaultKind of a simulated device's own faults (LOSE to THERMAL,

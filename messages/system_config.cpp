@@ -83,6 +83,9 @@ void register_types(caf::actor_system_config& cfg) {
       "std::vector<cohort::memory_snapshot>");
   cfg.add_message_type<host_hello>("cohort::host_hello");
   cfg.add_message_type<sim_fault>("cohort::sim_fault");
+  cfg.add_message_type<kernel_code>("cohort::kernel_code");
+  cfg.add_message_type<std::vector<kernel_code>>(
+      "std::vector<cohort::kernel_code>");
   cfg.add_error_category(errc_category, [](uint8_t code, caf::atom_value,
                                            const caf::message& ctx) {
     return describe(caf::error{code, errc_category, ctx});
@@ -156,9 +159,7 @@ bool may_host_gpus(const pb::RuntimeConfig& cfg) {
       return true;
   if (d.has_gpu_host_processes())
     return d.gpu_host_processes();
-  if (cfg.kernel_bundles().load_size() > 0 ||
-      cfg.kernel_bundles().trusted_key_size() > 0 ||
-      !cfg.share_socket().empty())
+  if (!cfg.share_socket().empty())
     return false;
   return ::access("/dev/nvidiactl", F_OK) == 0 ||
          ::access("/dev/kfd", F_OK) == 0;

@@ -272,11 +272,17 @@ struct run_request {
   /// Non-zero: keep the output on the device as this object, if it can
   /// (its memory may refuse: the output then comes back as usual).
   uint64_t keep_as = 0;
+  /// For a device in a host process running a kernel registered in the
+  /// node's process, whose rules the host cannot evaluate: per stage (the
+  /// first, then each chained one), the output's elements and the threads
+  /// its launch needs, as the node worked them out. Empty otherwise.
+  std::vector<uint64_t> sizes;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
-  return f(caf::meta::type_name("run_request"), x.ticket, x.item, x.keep_as);
+  return f(caf::meta::type_name("run_request"), x.ticket, x.item, x.keep_as,
+           x.sizes);
 }
 
 } // namespace cohort

@@ -4,6 +4,7 @@
 
 #include "actors/balancer/admission_rules.hpp"
 #include "actors/balancer/gang_planner.hpp"
+#include "actors/balancer/host_kernels.hpp"
 #include "actors/balancer/objects.hpp"
 #include "actors/balancer/placement_policy.hpp"
 #include "actors/balancer/state.hpp"
@@ -1161,6 +1162,8 @@ void send_queued(self_ptr self, size_t index) {
   auto n = std::min(s.queued.size(), max_run_batch);
   std::vector<run_request> batch;
   std::vector<std::pair<uint64_t, caf::error>> lost;
+  // Bytes of kernel code sent ahead of the batch: they cross first.
+  uint64_t code_bytes = 0;
   batch.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     auto r = st.outstanding.find(s.queued[i]);
@@ -1169,15 +1172,33 @@ void send_queued(self_ptr self, size_t index) {
       continue;
     if (r->second.objects.empty() && r->second.keep_as == 0) {
       batch.push_back({s.queued[i], r->second.item, 0});
-      continue;
+    } else {
+      // Objects this device holds stay names; the others go as host copies.
+      auto item = item_for(st.objects, r->second.item, index);
+      if (!item) {
+        lost.emplace_back(s.queued[i], item.error());
+        continue;
+      }
+      batch.push_back({s.queued[i], std::move(*item), r->second.keep_as});
     }
-    // Objects this device holds stay names; the others go as host copies.
-    auto item = item_for(st.objects, r->second.item, index);
-    if (!item) {
-      lost.emplace_back(s.queued[i], item.error());
-      continue;
+    // A kernel of this process in a host process: its code goes first (a
+    // message to the same actor arrives before the batch), its sizes with
+    // the item. A rule that throws ends the item.
+    if (s.info.host_process && balancer::has_node_only(batch.back().item)) {
+      auto sizes = balancer::launch_sizes(s.info, batch.back().item);
+      if (!sizes) {
+        lost.emplace_back(s.queued[i], std::move(sizes.error()));
+        batch.pop_back();
+        continue;
+      }
+      batch.back().sizes = std::move(*sizes);
+      auto code =
+          balancer::code_to_send(s.info, batch.back().item, s.code_sent);
+      for (auto& c : code)
+        code_bytes += c.image.size();
+      if (!code.empty())
+        self->send(s.handle, code_atom::value, std::move(code));
     }
-    batch.push_back({s.queued[i], std::move(*item), r->second.keep_as});
   }
   s.queued.erase(s.queued.begin(), s.queued.begin() + std::ptrdiff_t(n));
   if (!batch.empty() && s.info.elsewhere()) {
@@ -1188,7 +1209,7 @@ void send_queued(self_ptr self, size_t index) {
     if (s.sent == 0)
       touch(st, index);
     auto now = clock::now();
-    uint64_t bytes = 0;
+    uint64_t bytes = code_bytes;
     for (auto& req : batch)
       bytes += carried_bytes(st, index, st.outstanding.at(req.ticket));
     for (auto& req : batch) {
@@ -2355,6 +2376,28 @@ void replace_after_failure(self_ptr self, uint64_t ticket,
   place_or_queue(self, ticket, describe(err), true);
 }
 
+// Device `index`, in a host process, could not run an item's kernels of
+// this process: its process could not register them (a host program of
+// another build). The item goes elsewhere, without counting against the
+// device (its circuit stays closed for other work); later items of those
+// kernels are not placed there until it has a new process.
+void kernel_refused(self_ptr self, uint32_t index, uint64_t ticket,
+                    const caf::error& err) {
+  auto& st = self->state;
+  auto& s = st.devices[index];
+  auto& r = st.outstanding.at(ticket);
+  auto before = s.code_refused;
+  balancer::mark_refused(s.code_refused, r.item);
+  if (s.code_refused != before)
+    device_event(self, s.info.name,
+                 "its host process does not run kernel " +
+                     std::string{kernels::name(r.item.kernel)} +
+                     (r.item.then.empty() ? "" : " or its chain") +
+                     " of the node's process; its items run elsewhere: " +
+                     describe(err));
+  replace_after_failure(self, ticket, err, true);
+}
+
 // Device `index` refused the item's memory although the books let it
 // through: the item waits (with backoff) for memory there, may go to
 // another device at once, and the refusal is not a placement. Refusals
@@ -2701,40 +2744,31 @@ bool circuit_reopened(balancer_state& st) {
   return false;
 }
 
-// Whether every kernel of `item` ships with Cohort (registered in every
-// process at the same id), rather than registered in this one.
-bool known_everywhere(const work_item& item) {
-  auto shipped = [](kernels::kernel_id id) {
-    auto* d = kernels::find(id);
-    return d != nullptr && d->origin == "built-in";
-  };
-  if (!shipped(item.kernel))
-    return false;
-  for (auto& stage : item.then)
-    if (!shipped(stage.kernel))
-      return false;
-  return true;
-}
-
 // The devices with code for every kernel of `item`: CPU workers and
 // simulated GPUs run any kernel's CPU implementation; a real GPU needs the
 // kernel's code for its backend (every built-in kernel has it). A kernel
 // registered in this process (by the application or a bundle) is known
-// here only: a device in a host process or on a remote host runs built-in
-// kernels alone (the catalog's and the geo kernels, which every Cohort
-// process registers alike).
+// here only: a real GPU in a host process of this machine gets its GPU code
+// before its first item there (balancer::host_runs); a remote host and a
+// simulated GPU in a host process run the kernels every Cohort process
+// registers alike (the catalog's and the geo kernels).
 uint64_t code_mask(const balancer_state& st, const work_item& item) {
   auto all_builtin = kernels::is_builtin(item.kernel);
   for (auto& stage : item.then)
     all_builtin = all_builtin && kernels::is_builtin(stage.kernel);
   if (all_builtin)
     return ~uint64_t{0};
-  auto everywhere = known_everywhere(item);
+  auto node_only = balancer::has_node_only(item);
   uint64_t mask = 0;
   for (size_t i = 0; i < st.devices.size(); ++i) {
-    if (!everywhere && st.devices[i].info.elsewhere())
+    auto& info = st.devices[i].info;
+    if (node_only && info.elsewhere()) {
+      if (balancer::host_runs(info, item) &&
+          !balancer::refused(st.devices[i].code_refused, item))
+        mask |= uint64_t{1} << i;
       continue;
-    auto kind = st.devices[i].info.kind;
+    }
+    auto kind = info.kind;
     bool ok = true;
     if (kind == device_kind::cuda_gpu || kind == device_kind::hip_gpu) {
       bool cuda = kind == device_kind::cuda_gpu;
@@ -3056,12 +3090,14 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
                                  "' has code for kernel " +
                                  std::string{kernels::name(item.kernel)} +
                                  (item.then.empty() ? "" : " or its chain") +
-                                 (known_everywhere(item)
-                                      ? ""
-                                      : " (a kernel registered in this "
-                                        "process runs on the devices of this "
-                                        "process only, not in host processes "
-                                        "or on remote hosts)")));
+                                 (balancer::has_node_only(item)
+                                      ? " (a kernel registered in this "
+                                        "process runs on its devices and on "
+                                        "real GPUs in host processes with "
+                                        "code for their backend, not on "
+                                        "remote hosts or simulated GPUs in "
+                                        "host processes)"
+                                      : "")));
   if (item.gang > 1) {
     balancer_state::record probe;
     probe.item.gang = item.gang;
@@ -3190,6 +3226,9 @@ void device_started(self_ptr self, uint32_t index, device_change& c) {
   s.started = true;
   s.operator_offline = false;
   s.handle = std::move(c.handle);
+  // A new process: it has none of this process's kernels yet.
+  s.code_sent.reset();
+  s.code_refused.reset();
   // A new process or connection: its crossing is measured again.
   s.crossing = {};
   s.stats.crossing_ns = 0;
@@ -4092,6 +4131,9 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           ++st.counters.duplicates_dropped;
         } else if (is_memory_refusal(code_of(err))) {
           memory_refused(self, ticket, err);
+        } else if (code_of(err) == errc::unknown_kernel &&
+                   slot.info.host_process) {
+          kernel_refused(self, index, ticket, err);
         } else if (is_retryable(code_of(err))) {
           replace_after_failure(self, ticket, err);
         } else {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <bitset>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -76,6 +77,11 @@ struct balancer_state {
     balancer::crossing_model crossing;
     /// When its crossing was last measured.
     clock::time_point crossing_at{};
+    /// In a host process: the kernels of this process whose code its actor
+    /// was sent (balancer::code_to_send), and those its process could not
+    /// register (their items go elsewhere). A new actor has neither.
+    std::bitset<256> code_sent;
+    std::bitset<256> code_refused;
     device_stats stats;
     /// What it adds to the drain horizon's sums (while it takes work): its
     /// placed units and its units per ns.

@@ -49,6 +49,8 @@ struct stage_layout {
   size_t out_off = 0;
   uint64_t out_elements = 0;
   kernels::dtype out_type = kernels::dtype::f32;
+  /// The launch brought its sizes (stage_view::sized): its threads.
+  std::optional<uint64_t> threads;
   size_t idx_off = 0;
   size_t scratch_off = 0;
 
@@ -153,7 +155,7 @@ gpu_device::open(std::shared_ptr<api> rt, int ordinal, device_kind kind,
   auto& [info, props] = *probed;
   if (!opts.expect_uuid.empty() && info.uuid != opts.expect_uuid)
     return make_error(
-        errc::device_lost,
+        errc::unknown_device,
         info.name + ": ordinal " + std::to_string(ordinal) + " is GPU " +
             info.uuid + " in this process, not " + opts.expect_uuid +
             " as expected (do CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or "
@@ -289,7 +291,8 @@ caf::error gpu_device::function_of(kernels::kernel_id id, function_t& f) {
 caf::error gpu_device::launch_registered(kernels::kernel_id id,
                                          const kernels::kernel_args& args,
                                          const cohort_gpu_call& call,
-                                         stream_t s) {
+                                         stream_t s,
+                                         std::optional<uint64_t> given) {
   function_t f = nullptr;
   if (auto err = function_of(id, f))
     return err;
@@ -302,7 +305,9 @@ caf::error gpu_device::launch_registered(kernels::kernel_id id,
     if (auto rc = rt_->zero_device(call.output, bytes, s); rc.failed())
       return COHORT_GPU_FAIL(rc, "zeroing the output of " + name);
   auto threads = call.output_length;
-  if (code.launch_elements) {
+  if (given) {
+    threads = *given;
+  } else if (code.launch_elements) {
     uint64_t lens[COHORT_MAX_INPUTS];
     std::copy(call.lengths, call.lengths + call.input_count, lens);
     threads = code.launch_elements(args, {lens, call.input_count});
@@ -451,9 +456,29 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
     }
     size_t scratch = 0;
     if (sl.registered) {
-      sl.out_elements = kernels::output_elements(st.id, st.args,
-                                                 kernels::input_lengths{lens});
-      sl.out_type = kernels::output_type(st.id);
+      auto* def = kernels::find(st.id);
+      if (def == nullptr)
+        return make_error(errc::kernel_fault,
+                          info().name + ": no kernel has id " +
+                              std::to_string(int(st.id)) + " in this process");
+      if (st.sized) {
+        // A node's kernel in a device host: the node worked out its sizes.
+        if (st.out_elements > kernels::max_output_elements)
+          return make_error(errc::invalid_arguments,
+                            info().name + ": " + def->name + " would make " +
+                                std::to_string(st.out_elements) +
+                                " elements, more than an item may");
+        sl.out_elements = st.out_elements;
+        sl.threads = st.threads;
+      } else if (def->sized_by_caller) {
+        return make_error(errc::invalid_arguments,
+                          info().name + ": a launch of " + def->name +
+                              ", the node's kernel, came without its sizes");
+      } else {
+        sl.out_elements = kernels::output_elements(
+            st.id, st.args, kernels::input_lengths{lens});
+      }
+      sl.out_type = def->signature.output.type;
     } else {
       if (auto rc = rt_->scratch_bytes(la, scratch); rc.failed())
         return COHORT_GPU_FAIL(rc, "sizing the scratch of " +
@@ -564,7 +589,7 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
       call.n = la.args.n;
       call.k = la.args.k;
       call.top_k = la.args.top_k;
-      if (auto err = launch_registered(la.id, la.args, call, s)) {
+      if (auto err = launch_registered(la.id, la.args, call, s, sl.threads)) {
         if (!lost_)
           release(rec, true);
         return err;

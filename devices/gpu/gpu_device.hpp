@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -123,10 +124,12 @@ private:
   /// first use; the error says why when the module or function failed.
   caf::error function_of(kernels::kernel_id id, function_t& f);
   /// Zeroes a registered kernel's output and enqueues its entry point on
-  /// `s` over the threads its launch rule asks for.
+  /// `s` over the threads its launch rule asks for (`threads`, when the
+  /// launch brought them: a node's kernel in a device host).
   caf::error launch_registered(kernels::kernel_id id,
                                const kernels::kernel_args& args,
-                               const cohort_gpu_call& call, stream_t s);
+                               const cohort_gpu_call& call, stream_t s,
+                               std::optional<uint64_t> threads);
 
   /// Outlives the device while completion callbacks may still arrive.
   struct callback_hub {

@@ -26,10 +26,12 @@
 #include "kernels/registry.hpp"
 #include "messages/network.hpp"
 #include "tests/devices/fake_gpu.hpp"
+#include "tests/kernels/bundle/bundle_fixture.hpp"
 #include "tests/remote_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
 #include "tests/tls_fixture.hpp"
 #include "tests/tools/cli_fixture.hpp"
+#include "tools/npy.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
@@ -592,7 +594,7 @@ TEST_CASE_METHOD(host_fixture,
 
 TEST_CASE_METHOD(host_fixture,
                  "a kernel registered in the node runs on its own devices, "
-                 "not in host processes",
+                 "not on simulated GPUs in host processes",
                  "[actors][host]") {
   // Doubles each element. Registered once per test process.
   static const auto doubled = [] {
@@ -660,7 +662,9 @@ TEST_CASE_METHOD(host_fixture,
   REQUIRE(e.errors.size() == 1);
   auto& err = e.errors.begin()->second;
   CHECK(code_of(err) == errc::no_device_available);
-  CHECK_THAT(describe(err), Catch::Contains("not in host processes"));
+  CHECK_THAT(describe(err),
+             Catch::Contains("not on remote hosts or simulated GPUs in host "
+                             "processes"));
 }
 
 namespace {
@@ -783,7 +787,8 @@ TEST_CASE("real GPUs run in device host processes, and one with a sticky "
   SECTION("a host that finds another GPU at its ordinal refuses to start") {
     // The hosts see other GPUs at the ordinals the node probed (as with a
     // CUDA_VISIBLE_DEVICES of their own): each refuses, saying both UUIDs,
-    // and the work runs on the CPU worker.
+    // the node gives the GPU up at once (a new process would find the
+    // same GPU), and the work runs on the CPU worker.
     auto run =
         run_on_fake_gpus(gpu_pipeline(dir, 10, "gpu_host_processes: true", 1),
                          "COHORT_FAKE_GPU_OTHER_IN_HOSTS=1");
@@ -798,6 +803,9 @@ TEST_CASE("real GPUs run in device host processes, and one with a sticky "
                                            "process, not FAKE-1"));
     CHECK_THAT(events, !Catch::Contains("cuda0: supervisor: resetting -> "
                                         "available"));
+    CHECK_THAT(events, Catch::Contains("(not tried again: a new host process "
+                                       "would find the same GPU)"));
+    CHECK_THAT(events, !Catch::Contains("its host process did not start"));
   }
   SECTION("per GPU: cuda1 kept in the node's process") {
     auto run = run_on_fake_gpus(gpu_pipeline(
@@ -825,6 +833,87 @@ TEST_CASE("real GPUs run in device host processes, and one with a sticky "
   }
 }
 
+TEST_CASE("a bundle's kernel with CUDA code runs on GPUs in host processes",
+          "[actors][host][gpu][kernels]") {
+  // A signed bundle whose scale_add (f64: alpha * x + y) has CUDA code: a
+  // fake module naming the entry point the fake plugin defines, launched in
+  // blocks of 64 over one thread per element. Both fake GPUs run in host
+  // processes and there is no CPU worker: every item runs in a host, which
+  // gets the kernel's code from the node and each launch's sizes with it.
+  test::temp_dir dir;
+  auto key = std::move(*kernels::bundle::private_key::generate());
+  auto pub = test::write_public_key(dir, key);
+  auto b = dir.file("hosted");
+  auto text = test::acme_kernels_text("hosted");
+  text.replace(text.find("  cpu_symbol: \"acme_scale_add\""), 0,
+               "  cuda { blob: \"gpu/k.ptx\" function: \"scale_add\" "
+               "block: 64 threads: \"x\" }\n");
+  test::make_bundle(b, "hosted", text, nullptr);
+  test::add_blob(b, "gpu/k.ptx",
+                 std::string{testing::fake_gpu_api::module_magic} +
+                     "scale_add\n",
+                 "CUDA_PTX");
+  auto sig = kernels::bundle::sign_bundle(b, key);
+  REQUIRE(std::holds_alternative<pb::BundleSignature>(sig));
+  test::write_bytes(
+      b + "/manifest.sig",
+      kernels::bundle::signature_text(std::get<pb::BundleSignature>(sig)));
+  constexpr size_t rows = 1200;
+  std::vector<double> x(rows), y(rows);
+  for (size_t i = 0; i < rows; ++i) {
+    x[i] = double(i) * 0.25;
+    y[i] = 1.0 / double(i + 1);
+  }
+  auto save = [&](const std::string& name, const std::vector<double>& v) {
+    auto path = dir.file(name);
+    auto w = tools::npy::writer::create(path, kernels::dtype::f64, {rows});
+    REQUIRE(w);
+    REQUIRE(!w->write(0, {v.data(), v.size(), kernels::dtype::f64}));
+    REQUIRE(!w->commit());
+    return path;
+  };
+  auto xs = save("x.npy", x);
+  auto ys = save("y.npy", y);
+  auto out = dir.file("z.npy");
+  auto spec = dir.file("hosted.textproto");
+  std::ofstream{spec}
+      << "name: \"hosted\" tenant: \"t\" batches: 12 window: 4\n"
+         "stage { name: \"s\" kernel_name: \"hosted.scale_add\" args { "
+         "alpha: 2 } input { file: \""
+      << xs << "\" } input { file: \"" << ys << "\" } output: \"" << out
+      << "\" }\n"
+         "runtime {\n  devices { cpu_workers: 0 gpu_streams: 2 "
+         "gpu_host_processes: true host_binary: \""
+      << COHORT_BINARY
+      << "\" }\n"
+         "  tenant { tenant: \"t\" kernels: \"*\" devices: \"*\" }\n"
+         "  kernel_bundles { trusted_key: \""
+      << pub << "\" load: \"" << b
+      << "\" }\n"
+         "  audit_path: \""
+      << dir.file("audit.log") << "\"\n  max_attempts: 8\n}\n";
+  auto run = run_on_fake_gpus(spec);
+  INFO(run.output);
+  CHECK(run.status == 0);
+  CHECK_THAT(run.output, Catch::Contains("12 completed, 0 failed") &&
+                             Catch::Contains("results            12 of 12 "
+                                             "match the CPU reference"));
+  auto events = device_events_in(dir.file("audit.log"));
+  INFO(events);
+  CHECK_THAT(events, Catch::Contains("cuda0: supervisor: resetting -> "
+                                     "available (restarted: started in a "
+                                     "host process)"));
+  // What the hosts computed, row by row.
+  auto r = tools::npy::reader::open(out);
+  REQUIRE(r);
+  auto all = r->rows(0, r->info().rows);
+  REQUIRE(all);
+  auto z = all->view().as<double>();
+  REQUIRE(z.size() == rows);
+  for (size_t i = 0; i < rows; i += 97)
+    CHECK(z[i] == Approx(2 * x[i] + y[i]).epsilon(1e-12));
+}
+
 TEST_CASE("where a real GPU runs: per GPU, for all, or by default where the "
           "node can start host processes",
           "[actors][host][gpu]") {
@@ -832,37 +921,20 @@ TEST_CASE("where a real GPU runs: per GPU, for all, or by default where the "
   gpu_hosting can;
   gpu_hosting cannot{false, "no cohort program"};
   std::string why;
-  // Unset: in a host process when the node can start one, unless a kernel
-  // registered in this process (by another test, say) has GPU code.
-  // (The geo kernels ship with Cohort: every process has them.)
-  bool gpu_kernels = false;
-  for (auto& k : kernels::registered_kernels())
-    gpu_kernels = gpu_kernels ||
-                  (!k.builtin && k.origin != "built-in" && (k.cuda || k.hip));
-  if (gpu_kernels) {
-    CHECK_FALSE(gpu_in_host(cfg, "cuda0", can, &why));
-    CHECK_THAT(why, Catch::Contains("registered in the node's process"));
-  } else {
-    CHECK(gpu_in_host(cfg, "cuda0", can, &why));
-    CHECK(why.empty());
-  }
-  why.clear();
+  // Unset: in a host process when the node can start one, whatever
+  // kernels this process registered (their GPU code goes to the hosts).
+  CHECK(gpu_in_host(cfg, "cuda0", can, &why));
+  CHECK(why.empty());
   CHECK_FALSE(gpu_in_host(cfg, "cuda0", cannot, &why));
-  CHECK_FALSE(why.empty());
-  if (!gpu_kernels)
-    CHECK(why == "no cohort program");
-  // Kernel bundles keep GPUs in the node's process, where their code is.
+  CHECK(why == "no cohort program");
+  // Kernel bundles too: their GPU code goes to the hosts as well.
   auto bundled = cfg;
   bundled.mutable_kernel_bundles()->add_load("/opt/bundles/acme");
+  bundled.mutable_kernel_bundles()->add_trusted_key("/etc/cohort/acme.pub");
   why.clear();
-  CHECK_FALSE(gpu_in_host(bundled, "cuda0", can, &why));
-  CHECK_THAT(why, Catch::Contains("kernel bundles"));
-  // Bundles that may load later, and objects shared through IPC, too.
-  auto trusting = cfg;
-  trusting.mutable_kernel_bundles()->add_trusted_key("/etc/cohort/acme.pub");
-  why.clear();
-  CHECK_FALSE(gpu_in_host(trusting, "cuda0", can, &why));
-  CHECK_THAT(why, Catch::Contains("trusts keys"));
+  CHECK(gpu_in_host(bundled, "cuda0", can, &why));
+  CHECK(why.empty());
+  // Objects shared through IPC keep GPUs in the node's process.
   auto sharing = cfg;
   sharing.set_share_socket("/run/cohort/share.sock");
   why.clear();

@@ -42,6 +42,15 @@ std::shared_ptr<cohort::devices::gpu::api> make_fake() {
   }
   auto fake = std::make_shared<cohort::testing::fake_gpu_api>(
       std::vector<cohort::testing::fake_device_spec>{a, b});
+  // The entry point of the test bundles' CUDA code (a fake module naming
+  // `scale_add`): z = alpha * x + y in f64, as their CPU code computes it.
+  fake->define_function("scale_add", [](const cohort_gpu_call& c) {
+    auto* x = static_cast<const double*>(c.inputs[0]);
+    auto* y = static_cast<const double*>(c.inputs[1]);
+    auto* z = static_cast<double*>(c.output);
+    for (uint64_t i = 0; i < c.output_length; ++i)
+      z[i] = c.alpha * x[i] + y[i];
+  });
   // For the tests of GPUs in device host processes: the first host process
   // to create this file gets a sticky error at its first kernel, which no
   // reset clears (as with CUDA); later ones find the file and run clean.

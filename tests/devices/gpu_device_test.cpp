@@ -112,7 +112,7 @@ TEST_CASE("a GPU opened by ordinal must be the one expected",
   auto wrong =
       gpu::gpu_device::open(fake, 0, device_kind::cuda_gpu, "cuda1", opts);
   REQUIRE_FALSE(wrong);
-  CHECK(code_of(wrong.error()) == errc::device_lost);
+  CHECK(code_of(wrong.error()) == errc::unknown_device);
   CHECK_THAT(describe(wrong.error()),
              Catch::Contains("cuda1: ordinal 0 is GPU FAKE-0 in this "
                              "process, not FAKE-1") &&
@@ -991,4 +991,124 @@ TEST_CASE("the geo kernels run on a real CUDA GPU and agree with the CPU bit "
   CHECK(std::vector<int32_t>(gwhere.begin(), gwhere.end()) ==
         std::vector<int32_t>(where.begin(), where.end()));
   (*rt)->stop();
+}
+
+TEST_CASE("a device actor in a host registers the node's kernel and runs it "
+          "with the node's sizes",
+          "[devices][gpu][kernels][host]") {
+  // As in a device host process: a kernel this process does not have
+  // arrives as kernel_code at an id free here (the node's), then items of
+  // it with their sizes worked out by the node.
+  rig r;
+  define_scale_add(*r.fake);
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto listener = caf::actor_cast<actors::device_listener>(self);
+  auto act = self->spawn<caf::detached>(actors::device_impl, r.dev, listener,
+                                        actors::device_actor_config{});
+  uint8_t id = 0;
+  for (unsigned i = kernels::max_kernels; i > 0 && id == 0; --i)
+    if (kernels::find(kernel_id(i)) == nullptr)
+      id = uint8_t(i);
+  REQUIRE(id != 0);
+  kernel_code code;
+  code.id = id;
+  code.name = "test.node_scale_add";
+  code.origin = "application";
+  code.inputs = {uint8_t(kernels::dtype::f64), uint8_t(kernels::dtype::f64)};
+  code.output = uint8_t(kernels::dtype::f64);
+  code.format = uint8_t(kernels::gpu_code::format::ptx);
+  std::string image =
+      std::string{testing::fake_gpu_api::module_magic} + "scale_add\n";
+  code.image.assign(image.begin(), image.end());
+  code.image.push_back(0);
+  code.function = "scale_add";
+  code.block = 32;
+  self->send(act, code_atom::value, std::vector<kernel_code>{code});
+  std::vector<double> x(1001), y(1001);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = double(i);
+    y[i] = 0.5;
+  }
+  auto request = [&](uint64_t ticket, std::vector<uint64_t> sizes) {
+    run_request req;
+    req.ticket = ticket;
+    req.item.id = ticket;
+    req.item.tenant = "t";
+    req.item.kernel = kernel_id(id);
+    req.item.args.alpha = 2;
+    req.item.inputs = {host_buffer{x}, host_buffer{y}};
+    req.sizes = std::move(sizes);
+    return req;
+  };
+  // Either a result or a failure, for `ticket`.
+  auto outcome = [&](uint64_t ticket) {
+    std::variant<work_done, caf::error> got = caf::error{};
+    bool seen = false;
+    while (!seen)
+      self->receive(
+          [&](done_atom, uint32_t, std::vector<work_done>& done) {
+            for (auto& d : done)
+              if (d.id == ticket) {
+                got = std::move(d);
+                seen = true;
+              }
+          },
+          [&](failed_atom, uint32_t, uint64_t t, caf::error& err) {
+            if (t == ticket) {
+              got = std::move(err);
+              seen = true;
+            }
+          },
+          caf::after(std::chrono::seconds(10)) >>
+              [&] { FAIL("no answer for ticket " << ticket); });
+    return got;
+  };
+  // 300 threads, as the node said (not one per output element): grid 10.
+  self->send(act, run_atom::value,
+             std::vector<run_request>{request(1, {1001, 300})});
+  auto first = outcome(1);
+  REQUIRE(std::holds_alternative<work_done>(first));
+  auto z = std::get<work_done>(first).output.as<double>();
+  REQUIRE(z.size() == 1001);
+  CHECK(z[0] == 0.5);
+  CHECK(z[1000] == 2000.5);
+  auto launches = r.fake->function_launches();
+  REQUIRE(launches.size() == 1);
+  CHECK(launches[0].block == 32);
+  CHECK(launches[0].grid == 10);
+  CHECK(launches[0].call.output_length == 1001);
+  auto* def = kernels::find(kernel_id(id));
+  REQUIRE(def != nullptr);
+  CHECK(def->sized_by_caller);
+  // Without its sizes, or with the sizes of another number of stages: the
+  // item fails (and may run elsewhere); the device stays.
+  self->send(act, run_atom::value, std::vector<run_request>{request(2, {})});
+  auto second = outcome(2);
+  REQUIRE(std::holds_alternative<caf::error>(second));
+  CHECK(code_of(std::get<caf::error>(second)) == errc::invalid_arguments);
+  CHECK_THAT(describe(std::get<caf::error>(second)),
+             Catch::Contains("came without its sizes"));
+  self->send(act, run_atom::value,
+             std::vector<run_request>{request(3, {1001, 300, 5, 5})});
+  auto third = outcome(3);
+  REQUIRE(std::holds_alternative<caf::error>(third));
+  CHECK_THAT(describe(std::get<caf::error>(third)),
+             Catch::Contains("sizes for 2 stages, it has 1"));
+  // The node says the id is another kernel (a host of another build): its
+  // items fail with unknown_kernel, saying why (the balancer sends them
+  // elsewhere, and no more of them here).
+  code.name = "test.node_other";
+  self->send(act, code_atom::value, std::vector<kernel_code>{code});
+  self->send(act, run_atom::value,
+             std::vector<run_request>{request(4, {1001, 1001})});
+  auto fourth = outcome(4);
+  REQUIRE(std::holds_alternative<caf::error>(fourth));
+  CHECK(code_of(std::get<caf::error>(fourth)) == errc::unknown_kernel);
+  CHECK_THAT(describe(std::get<caf::error>(fourth)),
+             Catch::Contains("could not be registered here") &&
+                 Catch::Contains("is kernel 'test.node_scale_add'"));
+  CHECK(r.fake->function_launches().size() == 1);
+  self->send_exit(act, caf::exit_reason::user_shutdown);
 }
