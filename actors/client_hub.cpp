@@ -492,6 +492,10 @@ void client_hub::after_callbacks(std::function<void()> fn) {
     fn();
 }
 
+uint64_t client_hub::client() const {
+  return companion_ ? uint64_t(companion_.id()) : 0;
+}
+
 bool client_hub::on_callback_thread() const {
   return callbacks_->on_own_thread();
 }

@@ -78,6 +78,9 @@ public:
   /// True on the thread that runs the callbacks.
   bool on_callback_thread() const;
 
+  /// The number of the actor its items' ends go to (item_view::client).
+  uint64_t client() const;
+
   /// On the callback thread: sends what its callbacks submitted and the hub
   /// still holds (all of it, or only when due unless `now`). Elsewhere it
   /// does nothing.

@@ -768,6 +768,24 @@ runtime::objects(const std::string& tenant) {
                                        list_atom::value, tenant);
 }
 
+caf::expected<std::vector<item_view>> runtime::items(const item_filter& f) {
+  return ask<std::vector<item_view>>(balancer_, jobs_atom::value,
+                                     list_atom::value, f);
+}
+
+caf::expected<item_view> runtime::item(uint64_t job) {
+  return ask<item_view>(balancer_, jobs_atom::value, get_atom::value, job);
+}
+
+caf::expected<uint64_t> runtime::cancel_items(const item_filter& f,
+                                              const std::string& who) {
+  return ask<uint64_t>(balancer_, jobs_atom::value, cancel_atom::value, f, who);
+}
+
+uint64_t runtime::client() const {
+  return hub_ ? hub_->client() : 0;
+}
+
 caf::expected<std::string> runtime::export_object(const std::string& tenant,
                                                   uint64_t id,
                                                   share_grant grant) {

@@ -272,6 +272,19 @@ public:
   caf::expected<std::vector<object_info>>
   objects(const std::string& tenant = {});
 
+  /// Job control (docs/jobs.md). `items` lists the live items `f` takes
+  /// (an empty filter: all of them); `item` gives one by job number, live
+  /// or among the last that ended (unknown_item otherwise);
+  /// `cancel_items` cancels every live item `f` takes (at least one field
+  /// set, else invalid_arguments), each audited as cancelled by `who`, and
+  /// returns how many. `client` is the number this runtime's own items
+  /// carry (item_view::client).
+  caf::expected<std::vector<item_view>> items(const item_filter& f = {});
+  caf::expected<item_view> item(uint64_t job);
+  caf::expected<uint64_t> cancel_items(const item_filter& f,
+                                       const std::string& who);
+  uint64_t client() const;
+
   /// Sharing objects with other processes of the node (docs/objects.md,
   /// "Sharing across processes"). `export_object` exports object `id` of
   /// `tenant` under `grant` and returns the token a process attaches with

@@ -789,6 +789,83 @@ std::string runtime::share_socket() const {
   return impl_->rt->share_socket();
 }
 
+namespace {
+
+item_info to_info(item_view&& v) {
+  item_info i;
+  i.job = v.job;
+  i.id = v.id;
+  i.client = v.client;
+  i.tenant = std::move(v.tenant);
+  i.kernel = std::move(v.kernel);
+  i.state = std::move(v.state);
+  i.device = std::move(v.device);
+  i.age_ms = double(v.age_ns) / 1e6;
+  i.attempts = v.attempts;
+  i.cancelling = v.cancelling;
+  i.detail = std::move(v.detail);
+  return i;
+}
+
+} // namespace
+
+std::vector<item_info> runtime::items(const std::string& tenant) {
+  item_filter f;
+  f.tenant = tenant;
+  auto list = impl_->rt->items(f);
+  if (!list)
+    raise(list.error());
+  std::vector<item_info> out;
+  out.reserve(list->size());
+  for (auto& v : *list)
+    out.push_back(to_info(std::move(v)));
+  return out;
+}
+
+item_info runtime::item(uint64_t job) {
+  auto v = impl_->rt->item(job);
+  if (!v)
+    raise(v.error());
+  return to_info(std::move(*v));
+}
+
+namespace {
+
+uint64_t cancel_with(actors::runtime& rt, const item_filter& f) {
+  if (!f.any())
+    raise(make_error(errc::invalid_arguments,
+                     "a cancel names a job (not 0), a tenant (not empty) or "
+                     "a client (not 0)"));
+  auto n = rt.cancel_items(f, "the API");
+  if (!n)
+    raise(n.error());
+  return *n;
+}
+
+} // namespace
+
+uint64_t runtime::cancel_job(uint64_t job) {
+  item_filter f;
+  f.job = job;
+  return cancel_with(*impl_->rt, f);
+}
+
+uint64_t runtime::cancel_tenant(const std::string& tenant) {
+  item_filter f;
+  f.tenant = tenant;
+  return cancel_with(*impl_->rt, f);
+}
+
+uint64_t runtime::cancel_client(uint64_t client) {
+  item_filter f;
+  f.client = client;
+  return cancel_with(*impl_->rt, f);
+}
+
+uint64_t runtime::client() const {
+  return impl_->rt->client();
+}
+
 std::vector<object_view> runtime::objects(const std::string& tenant) {
   auto list = impl_->rt->objects(tenant);
   if (!list)

@@ -58,5 +58,6 @@ using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using fault_atom = caf::atom_constant<caf::atom("fault")>;
 using launched_atom = caf::atom_constant<caf::atom("launched")>;
 using code_atom = caf::atom_constant<caf::atom("code")>;
+using jobs_atom = caf::atom_constant<caf::atom("jobs")>;
 
 } // namespace cohort

@@ -34,6 +34,8 @@ enum class audit_kind : uint8_t {
   /// A device-resident object made, stored, evicted, lost or freed
   /// (docs/objects.md).
   object = 14,
+  /// An item cancelled: by whom, and what it was doing (docs/jobs.md).
+  cancel = 15,
 };
 
 /// Returns the kind's name ("admitted", ...).

@@ -59,6 +59,8 @@ const char* to_string(audit_kind kind) {
     return "kernel_bundle";
   case audit_kind::object:
     return "object";
+  case audit_kind::cancel:
+    return "cancel";
   }
   return "unknown";
 }

@@ -77,6 +77,8 @@ std::string to_string(errc x) {
     return "bundle_refused";
   case errc::object_lost:
     return "object_lost";
+  case errc::unknown_item:
+    return "unknown_item";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

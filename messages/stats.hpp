@@ -192,7 +192,8 @@ struct balancer_stats {
   uint64_t retries = 0;
   /// Items that ended with a definitive error after admission.
   uint64_t failed = 0;
-  /// Cancel requests that found their item (held back, waiting or running).
+  /// Items cancelled (held back, waiting or running), each once however
+  /// often asked (docs/jobs.md).
   uint64_t cancelled = 0;
   /// Completions that arrived for items already ended (dropped, never
   /// delivered).

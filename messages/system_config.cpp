@@ -19,6 +19,7 @@
 #include "messages/device_info.hpp"
 #include "messages/errc.hpp"
 #include "messages/host.hpp"
+#include "messages/jobs.hpp"
 #include "messages/latency_stealing.hpp"
 #include "messages/memory_stats.hpp"
 #include "messages/network.hpp"
@@ -84,6 +85,10 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<host_hello>("cohort::host_hello");
   cfg.add_message_type<sim_fault>("cohort::sim_fault");
   cfg.add_message_type<kernel_code>("cohort::kernel_code");
+  cfg.add_message_type<item_view>("cohort::item_view");
+  cfg.add_message_type<std::vector<item_view>>(
+      "std::vector<cohort::item_view>");
+  cfg.add_message_type<item_filter>("cohort::item_filter");
   cfg.add_message_type<std::vector<kernel_code>>(
       "std::vector<cohort::kernel_code>");
   cfg.add_error_category(errc_category, [](uint8_t code, caf::atom_value,

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include <google/protobuf/util/json_util.h>
 #include <openssl/crypto.h>
@@ -10,6 +11,7 @@
 #include "messages/admin.pb.h"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
+#include "tools/strict_numbers.hpp"
 
 namespace cohort::tools {
 
@@ -43,6 +45,7 @@ http_reply error(const caf::error& err) {
   switch (code) {
   case errc::unknown_device:
   case errc::unknown_tenant:
+  case errc::unknown_item:
     status = 404;
     break;
   case errc::invalid_transition:
@@ -219,6 +222,12 @@ const std::vector<admin_route>& admin_api::routes() {
       {"GET", "/v1/alerts", false, &self::get_alerts},
       {"GET", "/v1/objects", false, &self::get_objects},
       {"GET", "/v1/tenants/:name/objects", false, &self::get_objects},
+      {"GET", "/v1/items", false, &self::get_items},
+      {"GET", "/v1/tenants/:name/items", false, &self::get_items},
+      {"GET", "/v1/items/:job", false, &self::get_item},
+      {"POST", "/v1/items/:job/cancel", true, &self::post_cancel},
+      {"POST", "/v1/tenants/:name/cancel", true, &self::post_cancel},
+      {"POST", "/v1/clients/:client/cancel", true, &self::post_cancel},
       {"POST", "/v1/simulate", false, &self::post_simulate},
       {"POST", "/v1/devices/:name/drain", true, &self::post_device_action},
       {"POST", "/v1/devices/:name/offline", true, &self::post_device_action},
@@ -270,7 +279,7 @@ http_reply admin_api::route(const std::string& method, const std::string& path,
       return error(403, "forbidden", "the admin token is wrong");
   }
   admin_request req{body, peer, std::move(m.params),
-                    http_router::split(r.pattern).back()};
+                    http_router::split(r.pattern).back(), r.pattern};
   return (this->*r.handler)(req);
 }
 
@@ -356,6 +365,105 @@ http_reply admin_api::get_objects(const admin_request& req) {
     v->set_exports(o.exports);
     v->set_age_ms(o.age_ms);
   }
+  return json(200, out);
+}
+
+namespace {
+
+void fill(pb::ItemView& v, const item_view& x) {
+  v.set_job(x.job);
+  v.set_id(x.id);
+  v.set_client(x.client);
+  v.set_tenant(x.tenant);
+  v.set_kernel(x.kernel);
+  v.set_state(x.state);
+  v.set_device(x.device);
+  v.set_age_ms(double(x.age_ns) / 1e6);
+  v.set_attempts(x.attempts);
+  v.set_cancelling(x.cancelling);
+  v.set_detail(x.detail);
+}
+
+// A job or client number of a path: decimal digits, not 0.
+caf::expected<uint64_t> number_in_path(const std::string& what,
+                                       const std::string& text) {
+  auto n = parse_count(what, text, std::numeric_limits<uint64_t>::max());
+  if (n && *n == 0)
+    return make_error(errc::invalid_arguments,
+                      what + " takes a number from 1, got '" + text + "'");
+  return n;
+}
+
+} // namespace
+
+http_reply admin_api::get_items(const admin_request& req) {
+  item_filter f;
+  if (!req.params.empty()) {
+    f.tenant = req.params[0];
+    // A tenant the node does not know is an error, not an empty list.
+    if (auto h = rt_.headroom(f.tenant); !h)
+      return error(h.error());
+  }
+  auto items = rt_.items(f);
+  if (!items)
+    return error(items.error());
+  pb::ItemList out;
+  for (auto& x : *items)
+    fill(*out.add_items(), x);
+  return json(200, out);
+}
+
+http_reply admin_api::get_item(const admin_request& req) {
+  auto job = number_in_path("the job number", req.params.at(0));
+  if (!job)
+    return error(400, "bad_request", describe(job.error()));
+  auto x = rt_.item(*job);
+  if (!x)
+    return error(x.error());
+  pb::ItemView out;
+  fill(out, *x);
+  return json(200, out);
+}
+
+http_reply admin_api::post_cancel(const admin_request& req) {
+  // The route's segment after /v1 says what the parameter names.
+  auto& param = req.params.at(0);
+  item_filter f;
+  std::string what;
+  // An unknown job or tenant is refused before anything is cancelled (and
+  // audited, as every mutating call is); a job that ended already is
+  // cancelled 0 times.
+  caf::error unknown;
+  if (req.pattern.rfind("/v1/items/", 0) == 0) {
+    auto job = number_in_path("the job number", param);
+    if (!job)
+      return error(400, "bad_request", describe(job.error()));
+    f.job = *job;
+    what = "job " + param;
+    if (auto x = rt_.item(*job); !x)
+      unknown = x.error();
+  } else if (req.pattern.rfind("/v1/clients/", 0) == 0) {
+    auto client = number_in_path("the client number", param);
+    if (!client)
+      return error(400, "bad_request", describe(client.error()));
+    f.client = *client;
+    what = "client " + param;
+  } else {
+    f.tenant = param;
+    what = "tenant " + param;
+    if (auto h = rt_.headroom(param); !h)
+      unknown = h.error();
+  }
+  auto n = unknown ? caf::expected<uint64_t>{unknown}
+                   : rt_.cancel_items(f, "the admin API (" + req.peer + ")");
+  rt_.audit_admin(
+      "admin API (" + req.peer + "): cancel " + what + ": " +
+      (n ? std::to_string(*n) + " cancelled" : describe(n.error())));
+  if (!n)
+    return error(n.error());
+  pb::CancelReply out;
+  out.set_cancelled(*n);
+  out.set_message("cancel " + what + ": " + std::to_string(*n) + " cancelled");
   return json(200, out);
 }
 

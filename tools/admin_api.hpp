@@ -31,6 +31,8 @@ struct admin_request {
   std::vector<std::string> params;
   /// The route pattern's last segment ("drain" of .../:name/drain).
   std::string last_segment;
+  /// The route's pattern ("/v1/items/:job/cancel").
+  std::string pattern;
 };
 
 class admin_api;
@@ -83,6 +85,11 @@ private:
   http_reply post_simulate(const admin_request& req);
   http_reply post_device_action(const admin_request& req);
   http_reply post_tenant_quota(const admin_request& req);
+  /// Live items (docs/jobs.md), or (with a :name) one tenant's; one item
+  /// by job number; cancels by job, tenant or client.
+  http_reply get_items(const admin_request& req);
+  http_reply get_item(const admin_request& req);
+  http_reply post_cancel(const admin_request& req);
 
   http_reply route(const std::string& method, const std::string& path,
                    const std::string& authorization, const std::string& body,

@@ -34,7 +34,8 @@ void add_admin_command(CLI::App& parent, admin_cli& c) {
   c.app = admin;
   admin->require_subcommand(1, 1);
   admin->add_option("--url", c.url, "the node's address")->type_name("URL");
-  admin->add_option("--token-file", c.token_file, "the admin token (first line)")
+  admin
+      ->add_option("--token-file", c.token_file, "the admin token (first line)")
       ->type_name("FILE");
   for (auto [name, help] :
        {std::pair{"stats", "placement and admission counters"},
@@ -153,17 +154,26 @@ int cmd_objects(const objects_cli& c) {
   return exit_ok;
 }
 
-int cmd_admin(const admin_cli& c) {
-  auto url = node_url(c.url);
+caf::expected<std::string> admin_token(const std::string& token_file) {
   std::string token;
   if (auto* env = std::getenv("COHORT_ADMIN_TOKEN"))
     token = env;
-  if (!c.token_file.empty()) {
-    std::ifstream in{c.token_file};
+  if (!token_file.empty()) {
+    std::ifstream in{token_file};
     if (!in)
-      return bad_input("cannot read the token file '" + c.token_file + "'");
+      return make_error(errc::io_error,
+                        "cannot read the token file '" + token_file + "'");
     std::getline(in, token);
   }
+  return token;
+}
+
+int cmd_admin(const admin_cli& c) {
+  auto url = node_url(c.url);
+  auto token_or = admin_token(c.token_file);
+  if (!token_or)
+    return bad_input(describe(token_or.error()));
+  auto token = std::move(*token_or);
   std::string cmd;
   for (auto& [name, app] : c.commands)
     if (app->parsed())

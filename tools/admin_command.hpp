@@ -1,8 +1,11 @@
 // `cohort admin`: the admin API's command-line client.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
+
+#include <caf/expected.hpp>
 
 #include "tools/cli.hpp"
 
@@ -24,6 +27,11 @@ struct admin_cli {
 /// The node's admin API address: `given`, else $COHORT_URL, else
 /// http://127.0.0.1:9470.
 std::string node_url(const std::string& given);
+
+/// The admin token for mutating calls: the first line of `token_file`
+/// when given, else $COHORT_ADMIN_TOKEN, else empty; io_error when the
+/// file cannot be read.
+caf::expected<std::string> admin_token(const std::string& token_file);
 
 /// `cohort objects` as CLI11 parsed it.
 struct objects_cli {

@@ -24,6 +24,7 @@
 #include "quota/quota_book.hpp"
 #include "quota/simulation.hpp"
 #include "tools/admin_command.hpp"
+#include "tools/jobs_command.hpp"
 #include "tools/audit_command.hpp"
 #include "tools/byte_units.hpp"
 #include "tools/chaos_command.hpp"
@@ -516,6 +517,8 @@ int main(int argc, char** argv) {
   tools::add_admin_command(app, admin_args);
   tools::objects_cli objects_args;
   tools::add_objects_command(app, objects_args);
+  tools::jobs_cli jobs_args;
+  tools::add_jobs_command(app, jobs_args);
 
   std::string host_listen, host_config;
   auto* device_host = app.add_subcommand(
@@ -579,6 +582,8 @@ int main(int argc, char** argv) {
     return tools::cmd_admin(admin_args);
   if (objects_args.app->parsed())
     return tools::cmd_objects(objects_args);
+  if (jobs_args.app->parsed())
+    return tools::cmd_jobs(jobs_args);
   if (device_host->parsed()) {
     if (host_listen.empty() && host_config.empty())
       return actors::run_device_host();

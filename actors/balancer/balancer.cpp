@@ -196,9 +196,68 @@ balancer_state::client_key key_of(const end_sink& sink, uint64_t id) {
   return {sink.address(), id};
 }
 
+// The number of the actor a client's ends go to (item_view::client).
+uint64_t client_of(const end_sink& sink) {
+  auto a = sink.address();
+  return a ? uint64_t(a.id()) : 0;
+}
+
+int64_t ns_between(clock::time_point from, clock::time_point to) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(to - from)
+      .count();
+}
+
+// Keeps the end of a client's item (job != 0) for `cohort jobs describe`:
+// the last ended_kept of them.
+void note_ended(balancer_state& st, uint64_t job, const work_item& item,
+                int tenant, const end_sink& sink, const caf::error& err,
+                int32_t device, clock::time_point submitted,
+                uint32_t attempts) {
+  if (job == 0)
+    return;
+  if (st.ended.size() < balancer_state::ended_kept)
+    st.ended.emplace_back();
+  auto& e = st.ended[st.ended_next];
+  st.ended_next = (st.ended_next + 1) % balancer_state::ended_kept;
+  e.job = job;
+  e.id = item.id;
+  e.client = client_of(sink);
+  e.tenant = tenant;
+  e.device = device;
+  e.kernel = item.kernel;
+  e.attempts = attempts;
+  e.age_ns = ns_between(submitted, st.now);
+  e.err = err;
+}
+
+// An ended item as listings show it.
+item_view view_of(const balancer_state& st,
+                  const balancer_state::ended_item& e) {
+  item_view v;
+  v.job = e.job;
+  v.id = e.id;
+  v.client = e.client;
+  if (e.tenant >= 0)
+    v.tenant = st.acct.book().policy(e.tenant).tenant;
+  v.kernel = kernels::name(e.kernel);
+  v.state = !e.err                              ? "done"
+            : code_of(e.err) == errc::cancelled ? "cancelled"
+                                                : "failed";
+  if (e.device >= 0)
+    v.device = st.devices[size_t(e.device)].info.name;
+  v.age_ns = e.age_ns;
+  v.attempts = e.attempts;
+  if (e.err)
+    v.detail = describe(e.err);
+  return v;
+}
+
 // Refuses an item that was held back: it leaves the index of open items.
 void reject_held(self_ptr self, balancer_state::held_item& h, caf::error err) {
   self->state.by_client.erase(key_of(h.sink, h.item.key()));
+  auto& st = self->state;
+  note_ended(st, h.job, h.item, st.acct.book().tenant_index(h.item.tenant),
+             h.sink, err, -1, h.submitted, 0);
   reject(self, h.item, h.sink, std::move(err));
 }
 
@@ -770,6 +829,7 @@ void unplace(self_ptr self, balancer_state::record& r) {
   s.placed -= std::min(s.placed, 1u);
   s.placed_units = std::max(0.0, s.placed_units - r.cost_units);
   with_charges(st, r, [&](balancer::charges cs) { st.acct.refund(cs, index); });
+  r.sent = false;
   if (r.probe) {
     auto p = st.probing.find(cell_key(index, r));
     if (p != st.probing.end() && --p->second == 0)
@@ -1004,9 +1064,11 @@ void end_failed(self_ptr self, uint64_t ticket, caf::error err) {
   auto rebuild_of = rec.rebuild_of;
   if (rebuild_of == 0) {
     st.by_client.erase(key_of(rec.sink, rec.item.key()));
-    audit(self, audit_kind::failed, rec.item,
-          rec.device >= 0 ? st.devices[size_t(rec.device)].info.name : "",
-          describe(err));
+    auto device =
+        rec.device >= 0 ? st.devices[size_t(rec.device)].info.name : "";
+    audit(self, audit_kind::failed, rec.item, device, describe(err));
+    note_ended(st, rec.job, rec.item, rec.tenant, rec.sink, err, rec.device,
+               rec.submitted, rec.attempts);
   }
   // A half-open circuit's probe that ends here frees its slot.
   if (rec.device >= 0)
@@ -1199,6 +1261,7 @@ void send_queued(self_ptr self, size_t index) {
       if (!code.empty())
         self->send(s.handle, code_atom::value, std::move(code));
     }
+    r->second.sent = true;
   }
   s.queued.erase(s.queued.begin(), s.queued.begin() + std::ptrdiff_t(n));
   if (!batch.empty() && s.info.elsewhere()) {
@@ -1752,7 +1815,7 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
   if (r.cancelled) {
     // Cancelled while it ran, then its launch failed: it goes no further.
     end_failed(self, ticket,
-               make_error(errc::cancelled, "cancelled by its client"));
+               make_error(errc::cancelled, "cancelled by " + r.cancelled_by));
     return placement::elsewhere;
   }
   if (r.attempts >= st.cfg.max_attempts) {
@@ -2154,6 +2217,13 @@ void gang_failed(self_ptr self, uint64_t parent, const caf::error& err,
   if (!retryable)
     return end_failed(self, parent, err);
   auto& g = i->second;
+  // Cancelled while its slices ran: it is not placed again.
+  if (g.cancelled)
+    return end_failed(
+        self, parent,
+        make_error(errc::cancelled,
+                   "cancelled by " + g.cancelled_by +
+                       " while it ran; a slice failed: " + describe(err)));
   g.why = describe(err);
   g.last_failure = code_of(err);
   if (is_memory_refusal(code_of(err))) {
@@ -2443,7 +2513,8 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
   if (r.cancelled)
     return end_failed(
         self, ticket,
-        make_error(errc::cancelled, "cancelled while it ran on " + device +
+        make_error(errc::cancelled, "cancelled by " + r.cancelled_by +
+                                        " while it ran on " + device +
                                         "; its result was dropped"));
   auto now = st.now;
   st.latency.record(index, r.item.kernel,
@@ -2475,6 +2546,8 @@ void end_ok(self_ptr self, uint64_t ticket, size_t index,
   let_go_objects(self, r);
   st.acct.book().end(r.tenant);
   st.by_client.erase(key_of(r.sink, r.item.key()));
+  note_ended(st, r.job, r.item, r.tenant, r.sink, {}, int32_t(index),
+             r.submitted, attempts);
   ++st.counters.completed;
   ++st.devices[index].stats.completed;
   tell_end(self, r.sink,
@@ -2857,7 +2930,8 @@ bool start_rebuild(self_ptr self, uint64_t id, const std::string& device) {
 // Admits an item whose checks passed.
 void admit(self_ptr self, int t, work_item item, end_sink sink,
            const item_shape& shape, clock::time_point now,
-           const std::string& note) {
+           const std::string& note, uint64_t job = 0,
+           clock::time_point submitted = {}) {
   auto bytes = shape.bytes;
   auto& st = self->state;
   st.acct.book().admit(t, now);
@@ -2874,6 +2948,8 @@ void admit(self_ptr self, int t, work_item item, end_sink sink,
   r.bytes = bytes;
   r.cls = size_class(r.cost_units);
   r.admitted_at = now;
+  r.job = job != 0 ? job : ++st.next_job;
+  r.submitted = job != 0 ? submitted : now;
   r.objects = objects_read(item);
   for (auto id : r.objects)
     st.objects.pin(id, unplaced_key);
@@ -2940,7 +3016,7 @@ void drain_held(self_ptr self, clock::time_point now) {
       auto h = std::move(q.front());
       q.pop_front();
       admit(self, int(t), std::move(h.item), std::move(h.sink), h.shape, now,
-            " (was held back)");
+            " (was held back)", h.job, h.submitted);
     }
   }
 }
@@ -3136,7 +3212,7 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
     return reject(self, item, sink, std::move(verdict.why));
   ++st.counters.admission.held;
   st.by_client.emplace(std::move(key), 0);
-  q.push_back({std::move(item), sink, shape,
+  q.push_back({std::move(item), sink, ++st.next_job, now, shape,
                now + std::chrono::milliseconds(pol.queue_timeout_ms),
                std::move(verdict.why)});
   schedule_retry(self);
@@ -3163,14 +3239,195 @@ void on_submit_many(self_ptr self, std::vector<work_item>& items,
     reject(self, item, sink, err);
 }
 
+// The state of admitted item `r` (item_view::state), the device it is on
+// and, while it waits, why.
+void describe_record(const balancer_state& st, const balancer_state::record& r,
+                     item_view& v) {
+  auto device_name = [&](int32_t d) {
+    return d >= 0 ? st.devices[size_t(d)].info.name : std::string{};
+  };
+  // A member of a merged launch is where its launch is.
+  const balancer_state::record* where = &r;
+  if (r.batch != 0)
+    if (auto p = st.outstanding.find(r.batch); p != st.outstanding.end())
+      where = &p->second;
+  if (!where->slices.empty()) {
+    // A gang: running once a slice runs, placed once one is placed.
+    bool placed = false, running = false;
+    for (auto t : where->slices)
+      if (auto q = st.outstanding.find(t); q != st.outstanding.end()) {
+        auto& slice = q->second;
+        if (slice.device < 0)
+          continue;
+        placed = true;
+        running = running || slice.sent;
+        v.device += (v.device.empty() ? "" : ",") + device_name(slice.device);
+      }
+    v.state = running ? "running" : placed ? "placed" : "queued";
+    if (!placed)
+      v.detail =
+          "a gang of " + std::to_string(r.item.gang) + " waits for its devices";
+  } else if (where->device >= 0) {
+    v.state = where->sent ? "running" : "placed";
+    v.device = device_name(where->device);
+  } else {
+    v.state = "queued";
+    if (r.batching)
+      v.detail = "waits to be merged with items like it";
+    else if (r.waiting_memory)
+      v.detail = "waits for device memory";
+    else if (r.waiting_rebuild != 0)
+      v.detail = "waits for object " + std::to_string(r.waiting_rebuild) +
+                 " to be made again";
+    else if (r.park_deadline != clock::time_point{})
+      v.detail = "no device of its grant takes work now";
+    else if (r.attempts > 0 && !r.why.empty())
+      v.detail = "to be placed again: " + r.why;
+    else
+      v.detail = "waits for a device";
+  }
+  v.attempts = r.attempts;
+  v.cancelling = r.cancelled;
+}
+
+item_view view_of(const balancer_state& st, const balancer_state::record& r) {
+  item_view v;
+  v.job = r.job;
+  v.id = r.item.id;
+  v.client = client_of(r.sink);
+  v.tenant = r.item.tenant;
+  v.kernel = kernels::name(r.item.kernel);
+  v.age_ns = ns_between(r.submitted, st.now);
+  describe_record(st, r, v);
+  return v;
+}
+
+item_view view_of(const balancer_state& st,
+                  const balancer_state::held_item& h) {
+  item_view v;
+  v.job = h.job;
+  v.id = h.item.id;
+  v.client = client_of(h.sink);
+  v.tenant = h.item.tenant;
+  v.kernel = kernels::name(h.item.kernel);
+  v.state = "held";
+  v.age_ns = ns_between(h.submitted, st.now);
+  v.detail = describe(h.why);
+  return v;
+}
+
+bool matches(const item_filter& f, uint64_t job, const std::string& tenant,
+             const end_sink& sink) {
+  return (f.job == 0 || f.job == job) &&
+         (f.tenant.empty() || f.tenant == tenant) &&
+         (f.client == 0 || f.client == client_of(sink));
+}
+
+// Every live item `f` takes (a client's: not the balancer's own records),
+// held ones first, each in the order it came.
+std::vector<item_view> live_items(const balancer_state& st,
+                                  const item_filter& f) {
+  std::vector<item_view> out;
+  for (auto& q : st.held)
+    for (auto& h : q)
+      if (matches(f, h.job, h.item.tenant, h.sink))
+        out.push_back(view_of(st, h));
+  size_t held = out.size();
+  for (auto& [ticket, r] : st.outstanding)
+    if (r.job != 0 && matches(f, r.job, r.item.tenant, r.sink))
+      out.push_back(view_of(st, r));
+  std::sort(
+      out.begin() + std::ptrdiff_t(held), out.end(),
+      [](const item_view& a, const item_view& b) { return a.job < b.job; });
+  return out;
+}
+
+// Cancels admitted item `ticket` (a client's) for `who`: one that waits
+// (ready queue, open batch, parked, waiting for memory or for its gang's
+// devices) or is placed and not yet sent ends now; one that runs, or is
+// part of a launch, ends with cancelled when its launch ends. Audited once
+// per item; false when it was cancelled already.
+bool cancel_admitted(self_ptr self, uint64_t ticket, const std::string& who) {
+  auto& st = self->state;
+  auto& r = st.outstanding.at(ticket);
+  bool waits = r.device < 0 || !r.sent;
+  if (r.cancelled) {
+    // Cancelled while it ran, then back to waiting: it ends now.
+    if (r.device < 0 && r.batch == 0 && r.slices.empty())
+      end_failed(self, ticket,
+                 make_error(errc::cancelled, "cancelled by " + r.cancelled_by));
+    return false;
+  }
+  auto v = view_of(st, r);
+  audit(self, audit_kind::cancel, r.item, v.device,
+        "cancelled by " + who + " while " + v.state +
+            (v.device.empty() ? "" : " on " + v.device) + " (job " +
+            std::to_string(r.job) + ")");
+  ++st.counters.cancelled;
+  if (waits && r.batch == 0 && r.slices.empty()) {
+    end_failed(self, ticket,
+               make_error(errc::cancelled, "cancelled by " + who));
+  } else {
+    r.cancelled = true;
+    r.cancelled_by = who;
+  }
+  return true;
+}
+
+// Cancels held-back item `held` (it never ran; out of its queue) for
+// `who`.
+void cancel_held(self_ptr self, balancer_state::held_item held,
+                 const std::string& who) {
+  auto& st = self->state;
+  audit(self, audit_kind::cancel, held.item, "",
+        "cancelled by " + who + " while held (job " + std::to_string(held.job) +
+            ")");
+  ++st.counters.cancelled;
+  reject_held(self, held, make_error(errc::cancelled, "cancelled by " + who));
+}
+
+// Cancels every live item `f` takes, for `who`; returns how many (an item
+// cancelled already is not counted again).
+uint64_t cancel_items(self_ptr self, const item_filter& f,
+                      const std::string& who) {
+  auto& st = self->state;
+  uint64_t n = 0;
+  for (auto& q : st.held) {
+    std::vector<balancer_state::held_item> taken;
+    for (auto h = q.begin(); h != q.end();)
+      if (matches(f, h->job, h->item.tenant, h->sink)) {
+        taken.push_back(std::move(*h));
+        h = q.erase(h);
+      } else {
+        ++h;
+      }
+    for (auto& h : taken)
+      cancel_held(self, std::move(h), who);
+    n += taken.size();
+  }
+  std::vector<uint64_t> tickets;
+  for (auto& [ticket, r] : st.outstanding)
+    if (r.job != 0 && matches(f, r.job, r.item.tenant, r.sink))
+      tickets.push_back(ticket);
+  std::sort(tickets.begin(), tickets.end());
+  // What the ends free is looked at once all are cancelled: held items
+  // admitted meanwhile could merge with items still to be cancelled.
+  bool waking = std::exchange(st.waking, true);
+  for (auto t : tickets)
+    if (st.outstanding.count(t) > 0 && cancel_admitted(self, t, who))
+      ++n;
+  st.waking = waking;
+  if (!waking)
+    wake(self);
+  return n;
+}
+
 void cancel(self_ptr self, uint64_t id, const end_sink& sink) {
   auto& st = self->state;
   auto k = st.by_client.find(key_of(sink, id));
   if (k == st.by_client.end())
     return;
   auto ticket = k->second;
-  auto err = make_error(errc::cancelled, "cancelled by its client");
-  ++st.counters.cancelled;
   if (ticket == 0) {
     // Held back before admission: it never ran.
     for (auto& q : st.held)
@@ -3178,19 +3435,12 @@ void cancel(self_ptr self, uint64_t id, const end_sink& sink) {
         if (h->item.key() == id && h->sink == sink) {
           auto held = std::move(*h);
           q.erase(h);
-          reject_held(self, held, std::move(err));
+          cancel_held(self, std::move(held), "its client");
           return;
         }
     return;
   }
-  auto& r = st.outstanding.at(ticket);
-  // One that waits (ready queue, open batch, parked, waiting for memory or
-  // for its gang's devices) ends now; one that is part of a launch ends
-  // when the launch does.
-  if (r.device < 0 && r.batch == 0 && r.slices.empty())
-    end_failed(self, ticket, std::move(err));
-  else
-    r.cancelled = true;
+  cancel_admitted(self, ticket, "its client");
 }
 
 // Every item of `sink` with work_item::id `id`, by the key the balancer
@@ -4170,6 +4420,36 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
               i != st.outstanding.end() && i->second.waiting_memory)
             end_failed(self, ticket, stopping());
         return true;
+      },
+      [=](jobs_atom, list_atom, item_filter& f) {
+        stamp(self->state);
+        return live_items(self->state, f);
+      },
+      [=](jobs_atom, get_atom, uint64_t job) -> caf::result<item_view> {
+        stamp(self->state);
+        auto& st = self->state;
+        item_filter f;
+        f.job = job;
+        if (job != 0) {
+          if (auto live = live_items(st, f); !live.empty())
+            return std::move(live.front());
+          for (auto& e : st.ended)
+            if (e.job == job)
+              return view_of(st, e);
+        }
+        return make_error(errc::unknown_item,
+                          "no live item has job number " + std::to_string(job) +
+                              ", nor one of the last " +
+                              std::to_string(balancer_state::ended_kept) +
+                              " that ended");
+      },
+      [=](jobs_atom, cancel_atom, item_filter& f,
+          std::string& who) -> caf::result<uint64_t> {
+        stamp(self->state);
+        if (!f.any())
+          return make_error(errc::invalid_arguments,
+                            "a cancel names a job, a tenant or a client");
+        return cancel_items(self, f, who);
       },
       [=](stats_atom) {
         stamp(self->state);

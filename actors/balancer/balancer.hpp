@@ -27,6 +27,7 @@
 #include "messages/errc.hpp"
 #include "messages/share.hpp"
 #include "messages/simulation.hpp"
+#include "messages/jobs.hpp"
 #include "messages/stats.hpp"
 #include "quota/quota_book.hpp"
 
@@ -90,6 +91,18 @@ using balancer_actor = device_listener::extend<
     caf::replies_to<halt_atom>::with<bool>,
     /// Returns the balancer's counters (admission included).
     caf::replies_to<stats_atom>::with<balancer_stats>,
+    /// The live items `filter` takes (docs/jobs.md): held ones first, then
+    /// admitted ones by job number.
+    caf::replies_to<jobs_atom, list_atom,
+                    item_filter>::with<std::vector<item_view>>,
+    /// Item `job`, live or among the last that ended; unknown_item if
+    /// neither.
+    caf::replies_to<jobs_atom, get_atom, uint64_t>::with<item_view>,
+    /// Cancels every live item `filter` takes (at least one of its fields
+    /// set, else invalid_arguments), each audited as cancelled by `who`;
+    /// returns how many. Each still ends exactly once, with cancelled.
+    caf::replies_to<jobs_atom, cancel_atom, item_filter,
+                    std::string>::with<uint64_t>,
     /// Returns what every tenant uses of its lease now.
     caf::replies_to<usage_atom>::with<quota_usage>,
     /// What `tenant` (every tenant when empty) may still use now, from the

@@ -25,6 +25,7 @@
 #include "actors/balancer/ready_queues.hpp"
 #include "actors/balancer/stats.hpp"
 #include "devices/input_cache.hpp"
+#include "messages/jobs.hpp"
 #include "objects/object_directory.hpp"
 #include "objects/share_table.hpp"
 
@@ -96,6 +97,13 @@ struct balancer_state {
   struct record {
     work_item item;
     end_sink sink;
+    /// Its number in the node (item_view::job) from its submission; 0 for
+    /// the balancer's own records (a merged launch, a gang's slices, the
+    /// re-run of an object's item).
+    uint64_t job = 0;
+    /// Its run request went to its device (placed and no longer in the
+    /// device's queue here): it runs.
+    bool sent = false;
     /// Index of its tenant in the quota book.
     int tenant = 0;
     uint64_t device_mask = 0;
@@ -145,8 +153,9 @@ struct balancer_state {
     /// Sent to a CPU worker because device memory was its limit.
     bool memory_fallback = false;
     /// Cancelled while placed or part of a launch: it ends with cancelled
-    /// when that launch ends.
+    /// when that launch ends; by whom (for its end's message).
     bool cancelled = false;
+    std::string cancelled_by;
     /// Parked (no device of its grant takes work now) until this time, its
     /// tenant's queue timeout after it first parked; reset when placed.
     clock::time_point park_deadline{};
@@ -164,6 +173,8 @@ struct balancer_state {
     clock::time_point first_refusal{};
     caf::error memory_why;
     clock::time_point admitted_at{};
+    /// When it was submitted (before admitted_at when it was held back).
+    clock::time_point submitted{};
     /// The objects its inputs name (docs/objects.md), each once; it holds
     /// them until it ends. Devices without a copy of one that has no host
     /// copy are left out of its mask.
@@ -184,6 +195,9 @@ struct balancer_state {
   struct held_item {
     work_item item;
     end_sink sink;
+    uint64_t job = 0;
+    /// When it was submitted.
+    clock::time_point submitted{};
     /// Its shape (bytes, cost), worked out when it was submitted.
     item_shape shape;
     clock::time_point deadline;
@@ -335,6 +349,27 @@ struct balancer_state {
   /// Latency histograms, one per (device, kernel).
   balancer::latency_table latency;
   uint64_t next_ticket = 0;
+  /// The last job number given (record::job).
+  uint64_t next_job = 0;
+  /// The last items that ended, at most ended_kept of them in a ring
+  /// (`cohort jobs describe` of an item that ended lately): compact, so
+  /// that an end costs no allocation (but for a failure's error).
+  struct ended_item {
+    uint64_t job = 0;
+    uint64_t id = 0;
+    uint64_t client = 0;
+    /// Its tenant (book index) and device (-1: none).
+    int tenant = 0;
+    int32_t device = -1;
+    kernel_id kernel = kernel_id::axpy;
+    uint32_t attempts = 0;
+    int64_t age_ns = 0;
+    /// None: done.
+    caf::error err;
+  };
+  static constexpr size_t ended_kept = 1024;
+  std::vector<ended_item> ended;
+  size_t ended_next = 0;
   /// The time of the message being handled (one clock read per message),
   /// and the wall clock then for the audit log: steady + `wall_offset_ns`,
   /// which each audit tick sets again.

@@ -545,6 +545,34 @@ struct object_view {
   int64_t age_ms = 0;
 };
 
+/// An item as the runtime holds it (docs/jobs.md), as `runtime::items`
+/// lists it.
+struct item_info {
+  /// Its number in the node: unique for the runtime's life, given at
+  /// submission (`cohort jobs`, `GET /v1/items` name items by it).
+  uint64_t job = 0;
+  /// Its id as its client gave it (work::id), and its client's number
+  /// (every item of this runtime's API has `runtime::client()`).
+  uint64_t id = 0;
+  uint64_t client = 0;
+  std::string tenant;
+  std::string kernel;
+  /// "held" (by its tenant's limits), "queued" (admitted, waiting for a
+  /// device), "placed" (on a device's queue), "running"; for one that
+  /// ended lately (runtime::item): "done", "failed" or "cancelled".
+  std::string state;
+  /// Where it is placed, runs or ended; empty otherwise.
+  std::string device;
+  /// Milliseconds since it was submitted (one that ended: its lifetime).
+  double age_ms = 0;
+  uint32_t attempts = 0;
+  /// Cancelled while it runs: it ends with `cancelled` when its launch
+  /// ends.
+  bool cancelling = false;
+  /// Why it waits, or how it ended.
+  std::string detail;
+};
+
 /// Counters of the runtime so far.
 struct stats {
   /// Items admitted, and refused at admission (quota, grant, rate, ...).
@@ -553,7 +581,7 @@ struct stats {
   /// Admitted items that ended with their result, with an error.
   uint64_t completed = 0;
   uint64_t failed = 0;
-  /// Cancel requests that found their item.
+  /// Items cancelled, each once however often asked.
   uint64_t cancelled = 0;
   /// Items moved from a GPU to a CPU worker.
   uint64_t fallbacks = 0;
@@ -655,6 +683,30 @@ public:
 
   /// Cancels the item of `f` (the same rules, that item only).
   void cancel(const future& f);
+
+  /// Job control (docs/jobs.md): the live items of every client of this
+  /// runtime (the node's pipelines, remote clients and this API), held ones
+  /// first, then by job number; of `tenant` only when given. Throws
+  /// cohort::error (shutting_down after stop()).
+  std::vector<item_info> items(const std::string& tenant = {});
+
+  /// Item `job`, live or among the last 1,024 that ended. Throws
+  /// cohort::error (unknown_item, shutting_down).
+  item_info item(uint64_t job);
+
+  /// Cancels item `job`, every live item of `tenant`, or every live item
+  /// of client `client` (any client's, not only this API's), by the rules
+  /// of cancel(id); each cancel is audited (CANCEL, "cancelled by the
+  /// API"). Return how many were cancelled (0: none live; an item being
+  /// cancelled already is not counted again). Throw cohort::error
+  /// (invalid_arguments for 0 or an empty tenant, shutting_down).
+  uint64_t cancel_job(uint64_t job);
+  uint64_t cancel_tenant(const std::string& tenant);
+  uint64_t cancel_client(uint64_t client);
+
+  /// The number this runtime's own items carry as their client
+  /// (item_info::client).
+  uint64_t client() const;
 
   /// From a callback: runs `fn` on the callback thread once every callback
   /// of the batch of ends being run has returned, before the work they

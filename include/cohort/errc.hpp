@@ -96,6 +96,9 @@ enum class errc : uint8_t {
   /// with its device, and it had neither a host copy nor an item to make it
   /// again (docs/objects.md).
   object_lost,
+  /// No live item, nor one that ended lately, has this job number
+  /// (docs/jobs.md).
+  unknown_item,
 };
 
 /// Returns the enumerator's name ("cancelled", ...).

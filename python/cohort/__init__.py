@@ -141,6 +141,35 @@ class Runtime:
         ends with "cancelled". Exactly one end either way."""
         self._rt.cancel(int(id))
 
+    def items(self, tenant=""):
+        """The live items of the node (of `tenant`), as dicts: job, id,
+        client, tenant, kernel, state (held, queued, placed, running),
+        device, age_ms, attempts, cancelling, detail (docs/jobs.md)."""
+        return self._rt.items(str(tenant))
+
+    def item(self, job):
+        """Item `job`, live or among the last 1,024 that ended (state done,
+        failed or cancelled), as a dict; errc "unknown_item" otherwise."""
+        return self._rt.item(int(job))
+
+    def cancel_job(self, job):
+        """Cancels item `job`; returns 1, or 0 when it ended already. Each
+        cancel is audited; the item still ends once, with "cancelled"."""
+        return self._rt.cancel_job(int(job))
+
+    def cancel_tenant(self, tenant):
+        """Cancels every live item of `tenant`; returns how many."""
+        return self._rt.cancel_tenant(str(tenant))
+
+    def cancel_client(self, client):
+        """Cancels every live item of client `client` (a number, as items
+        list it; this runtime's own is `client()`); returns how many."""
+        return self._rt.cancel_client(int(client))
+
+    def client(self):
+        """The client number of this runtime's own items."""
+        return self._rt.client()
+
     def devices(self):
         """The devices, as dicts (name, kind, model, simulated, memory_bytes,
         streams, numa_node)."""

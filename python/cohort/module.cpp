@@ -491,6 +491,52 @@ public:
     return out;
   }
 
+  static py::dict item_dict(const cohort::item_info& i) {
+    py::dict x;
+    x["job"] = i.job;
+    x["id"] = i.id;
+    x["client"] = i.client;
+    x["tenant"] = i.tenant;
+    x["kernel"] = i.kernel;
+    x["state"] = i.state;
+    x["device"] = i.device;
+    x["age_ms"] = i.age_ms;
+    x["attempts"] = i.attempts;
+    x["cancelling"] = i.cancelling;
+    x["detail"] = i.detail;
+    return x;
+  }
+
+  py::list items(const std::string& tenant) {
+    auto list =
+        waiting([&tenant](cohort::runtime& rt) { return rt.items(tenant); });
+    py::list out;
+    for (auto& i : list)
+      out.append(item_dict(i));
+    return out;
+  }
+
+  py::dict item(uint64_t job) {
+    return item_dict(
+        waiting([job](cohort::runtime& rt) { return rt.item(job); }));
+  }
+
+  uint64_t cancel_job(uint64_t job) {
+    return waiting([job](cohort::runtime& rt) { return rt.cancel_job(job); });
+  }
+
+  uint64_t cancel_tenant(const std::string& tenant) {
+    return waiting(
+        [&tenant](cohort::runtime& rt) { return rt.cancel_tenant(tenant); });
+  }
+
+  uint64_t cancel_client(uint64_t client) {
+    return waiting(
+        [client](cohort::runtime& rt) { return rt.cancel_client(client); });
+  }
+
+  uint64_t client() { return live().client(); }
+
   std::string share(const py_object& obj, bool write, int64_t uid,
                     uint32_t max_attached) {
     cohort::share_options o;
@@ -668,6 +714,12 @@ PYBIND11_MODULE(_cohort, m) {
       .def("put", &py_runtime::put)
       .def("get", &py_runtime::get)
       .def("objects", &py_runtime::objects)
+      .def("items", &py_runtime::items)
+      .def("item", &py_runtime::item)
+      .def("cancel_job", &py_runtime::cancel_job)
+      .def("cancel_tenant", &py_runtime::cancel_tenant)
+      .def("cancel_client", &py_runtime::cancel_client)
+      .def("client", &py_runtime::client)
       .def("share", &py_runtime::share)
       .def("unshare", &py_runtime::unshare)
       .def("share_socket", &py_runtime::share_socket)

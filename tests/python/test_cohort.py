@@ -413,3 +413,46 @@ def test_sharing_needs_a_socket(tmp_path):
         with pytest.raises(cohort.Error) as e:
             rt.share(obj)
         assert e.value.errc == "invalid_arguments"
+
+
+def test_jobs_list_describe_and_cancel(tmp_path):
+    # One item a thousand seconds: the first is admitted, the others are
+    # held back for as long as the test looks.
+    config = """
+      devices { cpu_workers: 1 gpus: false }
+      tenant { tenant: "t" kernels: "*" devices: "*"
+               rate_limit { items_per_second: 0.001 burst: 1 }
+               on_limit: QUEUE queue_timeout_ms: 600000 }
+    """
+    x = np.ones(1000, np.float32)
+    with cohort.Runtime(config_text=config,
+                        audit_path=tmp_path / "a.log") as rt:
+        first = rt.submit("reduce_sum", [x], tenant="t", id=1)
+        held = [rt.submit("reduce_sum", [x], tenant="t", id=i)
+                for i in (2, 3)]
+        assert first.result(timeout=60).values[0] == 1000
+        items = rt.items()
+        assert [(i["job"], i["id"], i["state"]) for i in items] == \
+            [(2, 2, "held"), (3, 3, "held")]
+        assert items[0]["client"] == rt.client()
+        assert items[0]["kernel"] == "reduce_sum"
+        assert "over_rate_limit" in items[0]["detail"]
+        assert len(rt.items("t")) == 2
+        assert rt.item(1)["state"] == "done"
+        assert rt.cancel_job(2) == 1
+        with pytest.raises(cohort.Error) as e:
+            held[0].result(timeout=60)
+        assert e.value.errc == "cancelled"
+        assert rt.item(2)["state"] == "cancelled"
+        assert rt.cancel_tenant("t") == 1
+        with pytest.raises(cohort.Error) as e:
+            held[1].result(timeout=60)
+        assert e.value.errc == "cancelled"
+        assert rt.cancel_client(rt.client()) == 0
+        assert rt.items() == []
+        with pytest.raises(cohort.Error) as e:
+            rt.item(999)
+        assert e.value.errc == "unknown_item"
+        with pytest.raises(cohort.Error) as e:
+            rt.cancel_job(0)
+        assert e.value.errc == "invalid_arguments"

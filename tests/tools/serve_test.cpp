@@ -515,3 +515,110 @@ TEST_CASE_METHOD(served, "shared objects show their attachments everywhere",
   CHECK(rt->unexport_object("t", *token) == caf::none);
   CHECK(rt->unexport_object("t", *token) != caf::none);
 }
+
+TEST_CASE_METHOD(served,
+                 "the admin API and cohort jobs list, describe and cancel "
+                 "items",
+                 "[tools][serve][jobs]") {
+  // Tenant t may use sim1 only, which an operator took offline: its items
+  // wait (queued) for as long as the test looks.
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  cfg.mutable_tenant(0)->clear_devices();
+  cfg.mutable_tenant(0)->add_devices("sim1");
+  cfg.mutable_tenant(0)->set_queue_timeout_ms(120000);
+  start(cfg);
+  REQUIRE_FALSE(rt->set_offline("sim1"));
+  std::vector<actors::work_future> futures;
+  for (uint64_t id = 1; id <= 3; ++id)
+    futures.push_back(rt->submit(test::gemv_item(id)));
+  auto url = " --url http://127.0.0.1:" + std::to_string(port);
+  auto all = get("/v1/items");
+  REQUIRE(all);
+  CHECK(all->status == 200);
+  INFO(all->body);
+  CHECK(has(all->body, "\"job\": \"1\""));
+  CHECK(has(all->body, "\"kernel\": \"gemv\""));
+  CHECK(has(all->body, "\"tenant\": \"t\""));
+  CHECK(has(all->body, "\"client\": \"" + std::to_string(rt->client()) + "\""));
+  auto mine = get("/v1/tenants/t/items");
+  REQUIRE(mine);
+  CHECK(mine->status == 200);
+  CHECK(has(mine->body, "\"job\": \"3\""));
+  CHECK(get("/v1/tenants/nobody/items")->status == 404);
+  auto one = get("/v1/items/2");
+  REQUIRE(one);
+  CHECK(one->status == 200);
+  CHECK(has(one->body, "\"id\": \"2\""));
+  CHECK(has(one->body, "\"state\": \"queued\""));
+  CHECK(get("/v1/items/99999")->status == 404);
+  CHECK(get("/v1/items/0")->status == 400);
+  CHECK(get("/v1/items/x1")->status == 400);
+  // The table and one item from the command line.
+  auto table = test::cohort_cli("jobs list" + url);
+  INFO(table.output);
+  CHECK(table.status == 0);
+  CHECK(has(table.output, "STATE"));
+  CHECK(has(table.output, "3 live items: 3 queued"));
+  CHECK(has(table.output, "no device of its grant takes work now"));
+  auto described = test::cohort_cli("jobs describe 3" + url);
+  INFO(described.output);
+  CHECK(described.status == 0);
+  CHECK(has(described.output, "kernel     gemv"));
+  CHECK(has(described.output, "state      queued"));
+  CHECK(test::cohort_cli("jobs describe 99999" + url).status == 1);
+  CHECK(test::cohort_cli("jobs describe nine" + url).status == 2);
+  // Cancels need the token.
+  CHECK(post("/v1/items/1/cancel", "", "")->status == 401);
+  CHECK(test::cohort_cli("jobs cancel 1" + url).status == 1);
+  auto c1 = post("/v1/items/1/cancel", "");
+  REQUIRE(c1);
+  CHECK(c1->status == 200);
+  CHECK(has(c1->body, "\"cancelled\": \"1\""));
+  auto first_end = futures[0].get();
+  REQUIRE_FALSE(first_end);
+  CHECK(code_of(first_end.error()) == errc::cancelled);
+  // Again: it ended already.
+  auto again = post("/v1/items/1/cancel", "");
+  REQUIRE(again);
+  CHECK(again->status == 200);
+  CHECK(has(again->body, "\"cancelled\": \"0\""));
+  CHECK(post("/v1/items/99999/cancel", "")->status == 404);
+  CHECK(post("/v1/tenants/nobody/cancel", "")->status == 404);
+  CHECK(post("/v1/clients/0/cancel", "")->status == 400);
+  // The rest, from the command line by tenant; the token from its file.
+  auto tok = dir.file("token");
+  std::ofstream{tok} << token << "\n";
+  CHECK(test::cohort_cli("jobs cancel" + url).status == 2);
+  CHECK(test::cohort_cli("jobs cancel 2 --tenant t" + url).status == 2);
+  auto cancelled =
+      test::cohort_cli("jobs cancel --tenant t --token-file " + tok + url);
+  INFO(cancelled.output);
+  CHECK(cancelled.status == 0);
+  CHECK(has(cancelled.output, "cancel tenant t: 2 cancelled"));
+  for (size_t i = 1; i < futures.size(); ++i) {
+    auto end = futures[i].get();
+    REQUIRE_FALSE(end);
+    CHECK(code_of(end.error()) == errc::cancelled);
+  }
+  // By client: nothing of this runtime's is left.
+  auto none =
+      post("/v1/clients/" + std::to_string(rt->client()) + "/cancel", "");
+  REQUIRE(none);
+  CHECK(has(none->body, "\"cancelled\": \"0\""));
+  auto ended = get("/v1/items/1");
+  REQUIRE(ended);
+  CHECK(has(ended->body, "\"state\": \"cancelled\""));
+  CHECK(has(ended->body, "cancelled by the admin API (127.0.0.1:"));
+  // Every cancel call is an ADMIN record, the refused ones too; each item
+  // cancelled a CANCEL record.
+  REQUIRE(rt->flush_audit());
+  size_t admin = 0, cancels = 0;
+  for (auto& rec : test::read_audit(dir.file("audit.log"))) {
+    if (rec.kind() == pb::ADMIN && has(rec.detail(), ": cancel "))
+      ++admin;
+    if (rec.kind() == pb::CANCEL)
+      ++cancels;
+  }
+  CHECK(admin == 6);
+  CHECK(cancels == 3);
+}

@@ -1,0 +1,236 @@
+#include "tools/jobs_command.hpp"
+
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <google/protobuf/util/json_util.h>
+#include <httplib.h>
+
+#include "messages/admin.pb.h"
+#include "messages/errc.hpp"
+#include "tools/admin_command.hpp"
+#include "tools/strict_numbers.hpp"
+
+namespace cohort::tools {
+
+namespace {
+
+int bad_input(const std::string& msg) {
+  std::fprintf(stderr, "cohort jobs: %s (see `cohort jobs --help`)\n",
+               msg.c_str());
+  return exit_bad_input;
+}
+
+// A job or client number: decimal digits, from 1.
+caf::expected<uint64_t> number(const std::string& what,
+                               const std::string& text) {
+  auto n = parse_count(what, text, std::numeric_limits<uint64_t>::max());
+  if (n && *n == 0)
+    return make_error(errc::invalid_arguments,
+                      what + " takes a number from 1, got '" + text + "'");
+  return n;
+}
+
+std::string age_text(double ms) {
+  char buf[32];
+  if (ms < 10'000)
+    std::snprintf(buf, sizeof buf, "%.0fms", ms);
+  else if (ms < 600'000)
+    std::snprintf(buf, sizeof buf, "%.1fs", ms / 1000);
+  else
+    std::snprintf(buf, sizeof buf, "%.0fm", ms / 60'000);
+  return buf;
+}
+
+template <class Message>
+bool parse_json(const std::string& body, Message& out) {
+  google::protobuf::util::JsonParseOptions lenient;
+  lenient.ignore_unknown_fields = true;
+  return google::protobuf::util::JsonStringToMessage(body, &out, lenient).ok();
+}
+
+// What the node answered, or (printed) why there is nothing.
+std::optional<std::string> call(const std::string& url, const char* method,
+                                const std::string& path,
+                                const std::string& token) {
+  httplib::Client client{url};
+  client.set_connection_timeout(5);
+  client.set_read_timeout(30);
+  httplib::Headers headers;
+  if (!token.empty())
+    headers.emplace("Authorization", "Bearer " + token);
+  auto res = std::string{method} == "GET"
+                 ? client.Get(path.c_str(), headers)
+                 : client.Post(path.c_str(), headers, "", "application/json");
+  if (!res) {
+    std::fprintf(stderr, "cohort jobs: cannot reach %s: %s\n", url.c_str(),
+                 httplib::to_string(res.error()).c_str());
+    return std::nullopt;
+  }
+  if (res->status < 200 || res->status >= 300) {
+    std::fprintf(stderr, "cohort jobs: HTTP %d: %s\n", res->status,
+                 res->body.c_str());
+    return std::nullopt;
+  }
+  return res->body;
+}
+
+int list(const jobs_cli& c, const std::string& url) {
+  auto path = c.tenant.empty() ? std::string{"/v1/items"}
+                               : "/v1/tenants/" + c.tenant + "/items";
+  auto body = call(url, "GET", path, "");
+  if (!body)
+    return exit_failed;
+  if (c.json) {
+    std::fputs(body->c_str(), stdout);
+    return exit_ok;
+  }
+  pb::ItemList items;
+  if (!parse_json(*body, items)) {
+    std::fprintf(stderr,
+                 "cohort jobs: %s answered something that is not an "
+                 "item list\n",
+                 url.c_str());
+    return exit_failed;
+  }
+  std::printf("%-8s %-10s %-14s %-22s %-9s %-10s %8s %4s  %s\n", "JOB", "ID",
+              "TENANT", "KERNEL", "STATE", "DEVICE", "AGE", "TRY", "DETAIL");
+  std::map<std::string, int> by_state;
+  for (auto& i : items.items()) {
+    ++by_state[i.state()];
+    std::printf("%-8llu %-10llu %-14s %-22s %-9s %-10s %8s %4u  %s%s\n",
+                (unsigned long long)i.job(), (unsigned long long)i.id(),
+                i.tenant().c_str(), i.kernel().c_str(), i.state().c_str(),
+                i.device().empty() ? "-" : i.device().c_str(),
+                age_text(i.age_ms()).c_str(), i.attempts(),
+                i.cancelling() ? "(cancelling) " : "", i.detail().c_str());
+  }
+  std::printf("%d live item%s", items.items_size(),
+              items.items_size() == 1 ? "" : "s");
+  const char* sep = ": ";
+  for (auto& [state, n] : by_state) {
+    std::printf("%s%d %s", sep, n, state.c_str());
+    sep = ", ";
+  }
+  std::printf("\n");
+  return exit_ok;
+}
+
+int describe_job(const jobs_cli& c, const std::string& url) {
+  auto job = number("JOB", c.job);
+  if (!job)
+    return bad_input(describe(job.error()));
+  auto body = call(url, "GET", "/v1/items/" + std::to_string(*job), "");
+  if (!body)
+    return exit_failed;
+  if (c.json) {
+    std::fputs(body->c_str(), stdout);
+    return exit_ok;
+  }
+  pb::ItemView i;
+  if (!parse_json(*body, i)) {
+    std::fprintf(stderr,
+                 "cohort jobs: %s answered something that is not an "
+                 "item\n",
+                 url.c_str());
+    return exit_failed;
+  }
+  std::printf("job        %llu\n", (unsigned long long)i.job());
+  std::printf("id         %llu (client %llu)\n", (unsigned long long)i.id(),
+              (unsigned long long)i.client());
+  std::printf("tenant     %s\n", i.tenant().c_str());
+  std::printf("kernel     %s\n", i.kernel().c_str());
+  std::printf("state      %s%s\n", i.state().c_str(),
+              i.cancelling() ? " (cancelling: it ends when its launch does)"
+                             : "");
+  std::printf("device     %s\n", i.device().empty() ? "-" : i.device().c_str());
+  std::printf("age        %s\n", age_text(i.age_ms()).c_str());
+  std::printf("placements %u\n", i.attempts());
+  if (!i.detail().empty())
+    std::printf("detail     %s\n", i.detail().c_str());
+  return exit_ok;
+}
+
+int cancel(const jobs_cli& c, const std::string& url) {
+  int given = !c.job.empty() + !c.tenant.empty() + !c.client.empty();
+  if (given != 1)
+    return bad_input("cancel takes one of JOB, --tenant NAME or --client N");
+  std::string path;
+  if (!c.job.empty()) {
+    auto job = number("JOB", c.job);
+    if (!job)
+      return bad_input(describe(job.error()));
+    path = "/v1/items/" + std::to_string(*job) + "/cancel";
+  } else if (!c.client.empty()) {
+    auto client = number("--client", c.client);
+    if (!client)
+      return bad_input(describe(client.error()));
+    path = "/v1/clients/" + std::to_string(*client) + "/cancel";
+  } else {
+    path = "/v1/tenants/" + c.tenant + "/cancel";
+  }
+  auto token = admin_token(c.token_file);
+  if (!token)
+    return bad_input(describe(token.error()));
+  auto body = call(url, "POST", path, *token);
+  if (!body)
+    return exit_failed;
+  pb::CancelReply reply;
+  if (!parse_json(*body, reply)) {
+    std::fputs(body->c_str(), stdout);
+    return exit_ok;
+  }
+  std::printf("%s\n", reply.message().c_str());
+  return exit_ok;
+}
+
+} // namespace
+
+void add_jobs_command(CLI::App& parent, jobs_cli& c) {
+  c.app = parent.add_subcommand(
+      "jobs", "a running node's items (docs/jobs.md): list the live ones, "
+              "describe one, cancel by job, tenant or client. URL defaults "
+              "to $COHORT_URL or http://127.0.0.1:9470; cancel's token "
+              "comes from --token-file or $COHORT_ADMIN_TOKEN");
+  c.app->require_subcommand(1, 1);
+  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
+  c.list = c.app->add_subcommand(
+      "list", "the live items: job number, id, tenant, kernel, state (held, "
+              "queued, placed, running), device, age, placements, why it "
+              "waits");
+  c.list->add_option("--tenant", c.tenant, "only this tenant's")
+      ->type_name("NAME");
+  c.list->add_flag("--json", c.json, "the admin API's JSON answer");
+  c.describe = c.app->add_subcommand(
+      "describe", "one item by job number, live or among the last 1,024 "
+                  "that ended");
+  c.describe->add_option("JOB", c.job, "the job number")->required();
+  c.describe->add_flag("--json", c.json, "the admin API's JSON answer");
+  c.cancel = c.app->add_subcommand(
+      "cancel", "cancel item JOB, or every live item of a tenant or a client "
+                "(audited; each item still ends once, with cancelled)");
+  c.cancel->add_option("JOB", c.job, "the job number");
+  c.cancel->add_option("--tenant", c.tenant, "every live item of this tenant")
+      ->type_name("NAME");
+  c.cancel->add_option("--client", c.client, "every live item of this client")
+      ->type_name("N");
+  c.cancel
+      ->add_option("--token-file", c.token_file, "the admin token (first line)")
+      ->type_name("FILE");
+  for (auto* cmd : {c.list, c.describe, c.cancel})
+    cmd->fallthrough();
+}
+
+int cmd_jobs(const jobs_cli& c) {
+  auto url = node_url(c.url);
+  if (c.list->parsed())
+    return list(c, url);
+  if (c.describe->parsed())
+    return describe_job(c, url);
+  return cancel(c, url);
+}
+
+} // namespace cohort::tools
