@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 #include <google/protobuf/util/json_util.h>
 #include <openssl/crypto.h>
@@ -384,16 +383,6 @@ void fill(pb::ItemView& v, const item_view& x) {
   v.set_detail(x.detail);
 }
 
-// A job or client number of a path: decimal digits, not 0.
-caf::expected<uint64_t> number_in_path(const std::string& what,
-                                       const std::string& text) {
-  auto n = parse_count(what, text, std::numeric_limits<uint64_t>::max());
-  if (n && *n == 0)
-    return make_error(errc::invalid_arguments,
-                      what + " takes a number from 1, got '" + text + "'");
-  return n;
-}
-
 } // namespace
 
 http_reply admin_api::get_items(const admin_request& req) {
@@ -414,7 +403,7 @@ http_reply admin_api::get_items(const admin_request& req) {
 }
 
 http_reply admin_api::get_item(const admin_request& req) {
-  auto job = number_in_path("the job number", req.params.at(0));
+  auto job = parse_id("the job number", req.params.at(0));
   if (!job)
     return error(400, "bad_request", describe(job.error()));
   auto x = rt_.item(*job);
@@ -435,7 +424,7 @@ http_reply admin_api::post_cancel(const admin_request& req) {
   // cancelled 0 times.
   caf::error unknown;
   if (req.pattern.rfind("/v1/items/", 0) == 0) {
-    auto job = number_in_path("the job number", param);
+    auto job = parse_id("the job number", param);
     if (!job)
       return error(400, "bad_request", describe(job.error()));
     f.job = *job;
@@ -443,7 +432,7 @@ http_reply admin_api::post_cancel(const admin_request& req) {
     if (auto x = rt_.item(*job); !x)
       unknown = x.error();
   } else if (req.pattern.rfind("/v1/clients/", 0) == 0) {
-    auto client = number_in_path("the client number", param);
+    auto client = parse_id("the client number", param);
     if (!client)
       return error(400, "bad_request", describe(client.error()));
     f.client = *client;

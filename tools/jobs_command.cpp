@@ -1,7 +1,6 @@
 #include "tools/jobs_command.hpp"
 
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,16 +21,6 @@ int bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort jobs: %s (see `cohort jobs --help`)\n",
                msg.c_str());
   return exit_bad_input;
-}
-
-// A job or client number: decimal digits, from 1.
-caf::expected<uint64_t> number(const std::string& what,
-                               const std::string& text) {
-  auto n = parse_count(what, text, std::numeric_limits<uint64_t>::max());
-  if (n && *n == 0)
-    return make_error(errc::invalid_arguments,
-                      what + " takes a number from 1, got '" + text + "'");
-  return n;
 }
 
 std::string age_text(double ms) {
@@ -120,7 +109,7 @@ int list(const jobs_cli& c, const std::string& url) {
 }
 
 int describe_job(const jobs_cli& c, const std::string& url) {
-  auto job = number("JOB", c.job);
+  auto job = parse_id("JOB", c.job);
   if (!job)
     return bad_input(describe(job.error()));
   auto body = call(url, "GET", "/v1/items/" + std::to_string(*job), "");
@@ -160,12 +149,12 @@ int cancel(const jobs_cli& c, const std::string& url) {
     return bad_input("cancel takes one of JOB, --tenant NAME or --client N");
   std::string path;
   if (!c.job.empty()) {
-    auto job = number("JOB", c.job);
+    auto job = parse_id("JOB", c.job);
     if (!job)
       return bad_input(describe(job.error()));
     path = "/v1/items/" + std::to_string(*job) + "/cancel";
   } else if (!c.client.empty()) {
-    auto client = number("--client", c.client);
+    auto client = parse_id("--client", c.client);
     if (!client)
       return bad_input(describe(client.error()));
     path = "/v1/clients/" + std::to_string(*client) + "/cancel";

@@ -40,6 +40,17 @@ parse_count(const std::string& option, const std::string& text, uint64_t max) {
   return n;
 }
 
+/// A number that names something (a job, a client): decimal digits, from 1
+/// to the largest uint64_t.
+inline caf::expected<uint64_t> parse_id(const std::string& what,
+                                        const std::string& text) {
+  auto n = parse_count(what, text, UINT64_MAX);
+  if (n && *n == 0)
+    return make_error(errc::invalid_arguments,
+                      what + " takes a number from 1, got '" + text + "'");
+  return n;
+}
+
 /// A byte count: digits with an optional fraction and an optional unit (K,
 /// M, G, T or KiB, MiB, GiB, TiB, powers of 1024), at most `max` bytes.
 inline caf::expected<uint64_t>
