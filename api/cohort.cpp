@@ -201,6 +201,7 @@ std::string to_item(work&& w, work_item& out, const home_ptr& home) {
   }
   out.gang = w.gang;
   out.keep_on_device = w.keep_on_device;
+  out.priority = w.priority;
   return {};
 }
 
@@ -803,6 +804,7 @@ item_info to_info(item_view&& v) {
   i.age_ms = double(v.age_ns) / 1e6;
   i.attempts = v.attempts;
   i.cancelling = v.cancelling;
+  i.priority = v.priority;
   i.detail = std::move(v.detail);
   return i;
 }

@@ -145,6 +145,7 @@ pb::WorkRequest to_proto(const work_item& x) {
     out.add_inputs()->mutable_values()->Add(s.begin(), s.end());
   }
   out.set_gang(x.gang);
+  out.set_priority(x.priority);
   return out;
 }
 
@@ -174,6 +175,7 @@ caf::expected<work_item> from_proto(const pb::WorkRequest& x) {
     out.inputs.emplace_back(
         std::vector<float>(in.values().begin(), in.values().end()));
   out.gang = x.gang();
+  out.priority = x.priority();
   return out;
 }
 

@@ -35,6 +35,8 @@ struct item_view {
   uint32_t attempts = 0;
   /// Cancelled while it runs: it ends with cancelled when its launch ends.
   bool cancelling = false;
+  /// work_item::priority.
+  int32_t priority = 0;
   /// Why it waits (held, queued), or how it ended (failed, cancelled).
   std::string detail;
 };
@@ -43,7 +45,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, item_view& x) {
   return f(caf::meta::type_name("item_view"), x.job, x.id, x.client, x.tenant,
            x.kernel, x.state, x.device, x.age_ns, x.attempts, x.cancelling,
-           x.detail);
+           x.priority, x.detail);
 }
 
 /// Which items a cancel (or a listing) takes: every field set must match

@@ -88,6 +88,11 @@ struct work_item {
   /// (docs/objects.md): the result names the object instead of carrying
   /// the values.
   bool keep_on_device = false;
+  /// Its priority within its tenant (docs/jobs.md): a higher one goes
+  /// ahead of the tenant's lower ones that wait (held, queued, or placed on
+  /// a device and not sent yet); equal ones keep the order they came in.
+  /// Tenants still share devices by their weights.
+  int32_t priority = 0;
 
   /// Inputs that name objects (host_buffer::object), first stage and
   /// chained stages alike.
@@ -193,7 +198,7 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("work_item"), x.id, x.tenant, kernel, x.args,
-           x.inputs, x.then, x.gang, x.tag, x.keep_on_device, load);
+           x.inputs, x.then, x.gang, x.tag, x.keep_on_device, x.priority, load);
 }
 
 /// The successful end of a work item, as the client receives it.

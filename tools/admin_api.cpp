@@ -380,6 +380,7 @@ void fill(pb::ItemView& v, const item_view& x) {
   v.set_age_ms(double(x.age_ns) / 1e6);
   v.set_attempts(x.attempts);
   v.set_cancelling(x.cancelling);
+  v.set_priority(x.priority);
   v.set_detail(x.detail);
 }
 

@@ -5,11 +5,11 @@
 #include <fstream>
 
 #include <google/protobuf/util/json_util.h>
-#include <httplib.h>
 
 #include "messages/admin.pb.h"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
+#include "tools/admin_client.hpp"
 #include "tools/byte_units.hpp"
 #include "tools/strict_numbers.hpp"
 
@@ -94,31 +94,17 @@ void add_objects_command(CLI::App& parent, objects_cli& c) {
 
 int cmd_objects(const objects_cli& c) {
   auto url = node_url(c.url);
-  httplib::Client client{url};
-  client.set_connection_timeout(5);
-  client.set_read_timeout(30);
   auto path = c.tenant.empty() ? std::string{"/v1/objects"}
                                : "/v1/tenants/" + c.tenant + "/objects";
-  auto res = client.Get(path.c_str());
-  if (!res) {
-    std::fprintf(stderr, "cohort objects: cannot reach %s: %s\n", url.c_str(),
-                 httplib::to_string(res.error()).c_str());
+  auto body = admin_body("cohort objects", url, "GET", path);
+  if (!body)
     return exit_failed;
-  }
-  if (res->status != 200) {
-    std::fprintf(stderr, "cohort objects: HTTP %d: %s\n", res->status,
-                 res->body.c_str());
-    return exit_failed;
-  }
   if (c.json) {
-    std::fputs(res->body.c_str(), stdout);
+    std::fputs(body->c_str(), stdout);
     return exit_ok;
   }
   pb::ObjectList list;
-  google::protobuf::util::JsonParseOptions lenient;
-  lenient.ignore_unknown_fields = true;
-  if (!google::protobuf::util::JsonStringToMessage(res->body, &list, lenient)
-           .ok()) {
+  if (!parse_answer(*body, list)) {
     std::fprintf(stderr,
                  "cohort objects: %s answered something that is not "
                  "an object list\n",
@@ -232,25 +218,16 @@ int cmd_admin(const admin_cli& c) {
     path = "/v1/tenants/" + c.target + "/quota";
     google::protobuf::util::MessageToJsonString(limits, &body);
   }
-  httplib::Client client{url};
-  client.set_connection_timeout(5);
-  client.set_read_timeout(30);
-  httplib::Headers headers;
-  if (!token.empty())
-    headers.emplace("Authorization", "Bearer " + token);
-  auto res = method == "GET"
-                 ? client.Get(path.c_str(), headers)
-                 : client.Post(path.c_str(), headers, body, "application/json");
-  if (!res) {
+  auto res = admin_call(url, method, path, token, body);
+  if (res.status == 0) {
     std::fprintf(stderr, "cohort admin: cannot reach %s: %s\n", url.c_str(),
-                 httplib::to_string(res.error()).c_str());
+                 res.unreachable.c_str());
     return exit_failed;
   }
-  bool ok = res->status >= 200 && res->status < 300;
-  std::fputs(res->body.c_str(), ok ? stdout : stderr);
-  if (!ok)
-    std::fprintf(stderr, "cohort admin: HTTP %d\n", res->status);
-  return ok ? exit_ok : exit_failed;
+  std::fputs(res.body.c_str(), res.ok() ? stdout : stderr);
+  if (!res.ok())
+    std::fprintf(stderr, "cohort admin: HTTP %d\n", res.status);
+  return res.ok() ? exit_ok : exit_failed;
 }
 
 } // namespace cohort::tools

@@ -5,11 +5,9 @@
 #include <optional>
 #include <string>
 
-#include <google/protobuf/util/json_util.h>
-#include <httplib.h>
-
 #include "messages/admin.pb.h"
 #include "messages/errc.hpp"
+#include "tools/admin_client.hpp"
 #include "tools/admin_command.hpp"
 #include "tools/strict_numbers.hpp"
 
@@ -34,37 +32,11 @@ std::string age_text(double ms) {
   return buf;
 }
 
-template <class Message>
-bool parse_json(const std::string& body, Message& out) {
-  google::protobuf::util::JsonParseOptions lenient;
-  lenient.ignore_unknown_fields = true;
-  return google::protobuf::util::JsonStringToMessage(body, &out, lenient).ok();
-}
-
 // What the node answered, or (printed) why there is nothing.
 std::optional<std::string> call(const std::string& url, const char* method,
                                 const std::string& path,
                                 const std::string& token) {
-  httplib::Client client{url};
-  client.set_connection_timeout(5);
-  client.set_read_timeout(30);
-  httplib::Headers headers;
-  if (!token.empty())
-    headers.emplace("Authorization", "Bearer " + token);
-  auto res = std::string{method} == "GET"
-                 ? client.Get(path.c_str(), headers)
-                 : client.Post(path.c_str(), headers, "", "application/json");
-  if (!res) {
-    std::fprintf(stderr, "cohort jobs: cannot reach %s: %s\n", url.c_str(),
-                 httplib::to_string(res.error()).c_str());
-    return std::nullopt;
-  }
-  if (res->status < 200 || res->status >= 300) {
-    std::fprintf(stderr, "cohort jobs: HTTP %d: %s\n", res->status,
-                 res->body.c_str());
-    return std::nullopt;
-  }
-  return res->body;
+  return admin_body("cohort jobs", url, method, path, token);
 }
 
 int list(const jobs_cli& c, const std::string& url) {
@@ -78,23 +50,24 @@ int list(const jobs_cli& c, const std::string& url) {
     return exit_ok;
   }
   pb::ItemList items;
-  if (!parse_json(*body, items)) {
+  if (!parse_answer(*body, items)) {
     std::fprintf(stderr,
                  "cohort jobs: %s answered something that is not an "
                  "item list\n",
                  url.c_str());
     return exit_failed;
   }
-  std::printf("%-8s %-10s %-14s %-22s %-9s %-10s %8s %4s  %s\n", "JOB", "ID",
-              "TENANT", "KERNEL", "STATE", "DEVICE", "AGE", "TRY", "DETAIL");
+  std::printf("%-8s %-10s %-14s %-22s %-9s %-10s %8s %4s %5s  %s\n", "JOB",
+              "ID", "TENANT", "KERNEL", "STATE", "DEVICE", "AGE", "TRY", "PRIO",
+              "DETAIL");
   std::map<std::string, int> by_state;
   for (auto& i : items.items()) {
     ++by_state[i.state()];
-    std::printf("%-8llu %-10llu %-14s %-22s %-9s %-10s %8s %4u  %s%s\n",
+    std::printf("%-8llu %-10llu %-14s %-22s %-9s %-10s %8s %4u %5d  %s%s\n",
                 (unsigned long long)i.job(), (unsigned long long)i.id(),
                 i.tenant().c_str(), i.kernel().c_str(), i.state().c_str(),
                 i.device().empty() ? "-" : i.device().c_str(),
-                age_text(i.age_ms()).c_str(), i.attempts(),
+                age_text(i.age_ms()).c_str(), i.attempts(), i.priority(),
                 i.cancelling() ? "(cancelling) " : "", i.detail().c_str());
   }
   std::printf("%d live item%s", items.items_size(),
@@ -120,7 +93,7 @@ int describe_job(const jobs_cli& c, const std::string& url) {
     return exit_ok;
   }
   pb::ItemView i;
-  if (!parse_json(*body, i)) {
+  if (!parse_answer(*body, i)) {
     std::fprintf(stderr,
                  "cohort jobs: %s answered something that is not an "
                  "item\n",
@@ -138,6 +111,7 @@ int describe_job(const jobs_cli& c, const std::string& url) {
   std::printf("device     %s\n", i.device().empty() ? "-" : i.device().c_str());
   std::printf("age        %s\n", age_text(i.age_ms()).c_str());
   std::printf("placements %u\n", i.attempts());
+  std::printf("priority   %d\n", i.priority());
   if (!i.detail().empty())
     std::printf("detail     %s\n", i.detail().c_str());
   return exit_ok;
@@ -168,7 +142,7 @@ int cancel(const jobs_cli& c, const std::string& url) {
   if (!body)
     return exit_failed;
   pb::CancelReply reply;
-  if (!parse_json(*body, reply)) {
+  if (!parse_answer(*body, reply)) {
     std::fputs(body->c_str(), stdout);
     return exit_ok;
   }

@@ -241,6 +241,7 @@ caf::expected<work_item> make_item(const pb::PipelineSpec& spec, uint64_t index,
   item.kernel = first.kernel;
   item.args = first.args;
   item.gang = spec.stage(group[0]).gang();
+  item.priority = spec.stage(group[0]).priority();
   if (auto err = inputs_of(first, item.args, item.inputs))
     return err;
   for (size_t j = 1; j < group.size(); ++j) {
@@ -922,6 +923,9 @@ check_spec(const pb::PipelineSpec& spec) {
       if (st.chain_input() >= kernels::input_count(*id))
         return bad_stage(st, "chain_input " + std::to_string(st.chain_input()) +
                                  " is not an input of its kernel");
+      if (st.priority() != 0)
+        return bad_stage(st, "a chained stage runs in the first stage's "
+                             "item, with its priority: set priority there");
     } else {
       plan.groups.emplace_back();
     }

@@ -22,9 +22,8 @@ caf::error check_item(const tenant_policy& pol, const work_item& item,
   }
   if (auto why = shape_item(item, shape); !why.empty())
     return make_error(errc::invalid_arguments, std::move(why));
-  if (item.gang > 1 &&
-      (item.kernel != kernel_id::gemm || !item.then.empty() ||
-       item.args.m < item.gang || item.gang > max_gang))
+  if (item.gang > 1 && (item.kernel != kernel_id::gemm || !item.then.empty() ||
+                        item.args.m < item.gang || item.gang > max_gang))
     return make_error(errc::invalid_arguments,
                       "a gang of " + std::to_string(item.gang) +
                           " devices needs a single gemm with at least as "
@@ -37,9 +36,9 @@ admission_verdict decide_admission(const tenant_policy& pol, caf::error limit,
                                    size_t held, const caf::error* front_why) {
   using action = admission_verdict::action;
   if (!limit && held > 0 && front_why != nullptr)
-    limit = make_error(code_of(*front_why),
-                       describe(*front_why) +
-                           " (items are held back before it)");
+    limit =
+        make_error(code_of(*front_why),
+                   describe(*front_why) + " (its tenant has items held back)");
   if (!limit)
     return {action::admit, {}};
   if (pol.on_limit == limit_policy::reject)

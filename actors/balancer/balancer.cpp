@@ -226,6 +226,7 @@ void note_ended(balancer_state& st, uint64_t job, const work_item& item,
   e.device = device;
   e.kernel = item.kernel;
   e.attempts = attempts;
+  e.priority = item.priority;
   e.age_ns = ns_between(submitted, st.now);
   e.err = err;
 }
@@ -247,6 +248,7 @@ item_view view_of(const balancer_state& st,
     v.device = st.devices[size_t(e.device)].info.name;
   v.age_ns = e.age_ns;
   v.attempts = e.attempts;
+  v.priority = e.priority;
   if (e.err)
     v.detail = describe(e.err);
   return v;
@@ -1228,20 +1230,21 @@ void send_queued(self_ptr self, size_t index) {
   uint64_t code_bytes = 0;
   batch.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    auto r = st.outstanding.find(s.queued[i]);
+    auto ticket = s.queued[i].ticket;
+    auto r = st.outstanding.find(ticket);
     // Skip tickets that ended or moved on since they were queued.
     if (r == st.outstanding.end() || r->second.device != int32_t(index))
       continue;
     if (r->second.objects.empty() && r->second.keep_as == 0) {
-      batch.push_back({s.queued[i], r->second.item, 0});
+      batch.push_back({ticket, r->second.item, 0});
     } else {
       // Objects this device holds stay names; the others go as host copies.
       auto item = item_for(st.objects, r->second.item, index);
       if (!item) {
-        lost.emplace_back(s.queued[i], item.error());
+        lost.emplace_back(ticket, item.error());
         continue;
       }
-      batch.push_back({s.queued[i], std::move(*item), r->second.keep_as});
+      batch.push_back({ticket, std::move(*item), r->second.keep_as});
     }
     // A kernel of this process in a host process: its code goes first (a
     // message to the same actor arrives before the batch), its sizes with
@@ -1249,7 +1252,7 @@ void send_queued(self_ptr self, size_t index) {
     if (s.info.host_process && balancer::has_node_only(batch.back().item)) {
       auto sizes = balancer::launch_sizes(s.info, batch.back().item);
       if (!sizes) {
-        lost.emplace_back(s.queued[i], std::move(sizes.error()));
+        lost.emplace_back(ticket, std::move(sizes.error()));
         batch.pop_back();
         continue;
       }
@@ -1475,10 +1478,38 @@ void note_misses(self_ptr self, const balancer_state::record& r, size_t d) {
   }
 }
 
+// How a waiting ticket ranks among its tenant's (order_within_tenants): the
+// balancer's own records and tickets that left keep their place.
+balancer::waiting_rank rank_of(const balancer_state& st, uint64_t ticket) {
+  auto i = st.outstanding.find(ticket);
+  if (i == st.outstanding.end() || i->second.job == 0)
+    return {};
+  return {i->second.tenant, i->second.item.priority};
+}
+
+// Puts a placed item in its device's queue here, ahead of its tenant's
+// items of lower priority there (insert_within_tenant): the tenant's places
+// in the queue stay its own, so other tenants wait no longer.
+void queue_on(balancer_state& st, balancer_state::slot& s, uint64_t ticket) {
+  balancer::ranked_ticket t{ticket, rank_of(st, ticket)};
+  // Nothing here can be of lower priority (the common case: all alike).
+  if (s.queued.empty() || t.rank.tenant < 0 ||
+      t.rank.priority <= s.queued_low) {
+    s.queued_low = s.queued.empty() ? t.rank.priority
+                                    : std::min(s.queued_low, t.rank.priority);
+    s.queued.push_back(t);
+    return;
+  }
+  // Tickets that moved on since keep their ranks: they are skipped when
+  // the queue is sent.
+  balancer::insert_within_tenant(s.queued, t);
+}
+
 // Hands a placed ticket to its device: at once while the device has room in
 // its window, otherwise with the next batch.
 void dispatch(self_ptr self, size_t index, uint64_t ticket) {
-  self->state.devices[index].queued.push_back(ticket);
+  auto& st = self->state;
+  queue_on(st, st.devices[index], ticket);
   send_queued(self, index);
 }
 
@@ -1501,6 +1532,8 @@ void wait_for_memory(self_ptr self, uint64_t ticket, const caf::error& why) {
 
 void place_or_queue(self_ptr self, uint64_t ticket, std::string why,
                     bool front);
+void place_again(self_ptr self, std::vector<uint64_t> tickets,
+                 const std::string& why);
 
 // Undoes a merged launch that is not placed: its members go on their own.
 void dissolve(self_ptr self, uint64_t ticket) {
@@ -1511,10 +1544,9 @@ void dissolve(self_ptr self, uint64_t ticket) {
   unready(st, i->second);
   st.outstanding.erase(i);
   for (auto m : members)
-    if (auto j = st.outstanding.find(m); j != st.outstanding.end()) {
+    if (auto j = st.outstanding.find(m); j != st.outstanding.end())
       j->second.batch = 0;
-      place_or_queue(self, m, why, true);
-    }
+  place_again(self, std::move(members), why);
 }
 
 // What became of an item `place` looked at.
@@ -2029,10 +2061,18 @@ void enqueue(self_ptr self, uint64_t ticket, bool front = false) {
   auto& r = st.outstanding.at(ticket);
   if (r.ready)
     return;
-  auto q = r.members.empty() ? size_t(r.tenant) : st.ready.merged_queue();
+  // Merged launches (several tenants' items in one) go in the order they
+  // came; a tenant's own items by their priority, ahead of which go the
+  // balancer's own records (an object's item made again: items wait for
+  // it).
+  bool merged = !r.members.empty();
+  auto q = merged ? st.ready.merged_queue() : size_t(r.tenant);
   r.ready = true;
   r.waiting_memory = false;
-  st.ready.push(q, ticket, r.cost_units, front);
+  st.ready.push(q, ticket, r.cost_units, front,
+                merged       ? 0
+                : r.job == 0 ? std::numeric_limits<int32_t>::max()
+                             : r.item.priority);
   st.counters.max_waiting = st.ready.max_count();
 }
 
@@ -2046,6 +2086,28 @@ void place_or_queue(self_ptr self, uint64_t ticket, std::string why,
   i->second.why = std::move(why);
   if (place(self, ticket) == placement::later)
     enqueue(self, ticket, front);
+}
+
+// Places items that were placed before (they keep their turn), each
+// tenant's by priority, in order; those that find no room now go back to
+// the front of their queues in the same order.
+void place_again(self_ptr self, std::vector<uint64_t> tickets,
+                 const std::string& why) {
+  auto& st = self->state;
+  balancer::order_within_tenants(tickets,
+                                 [&](uint64_t t) { return rank_of(st, t); });
+  std::vector<uint64_t> later;
+  for (auto ticket : tickets) {
+    auto i = st.outstanding.find(ticket);
+    if (i == st.outstanding.end())
+      continue;
+    i->second.why = why;
+    if (place(self, ticket) == placement::later)
+      later.push_back(ticket);
+  }
+  // Each goes to the front of its priority: the last first.
+  for (auto i = later.rbegin(); i != later.rend(); ++i)
+    enqueue(self, *i, true);
 }
 
 // Device sets for a gang of `k` on `r` (pick_gang over the devices free
@@ -2338,9 +2400,12 @@ void pump(self_ptr self) {
                      r.tenant,      r.device_mask, holders_of(st, r)};
   };
   // Place may have queued other items meanwhile: find the ticket again.
-  auto erase = [](std::deque<uint64_t>& queue, size_t n, uint64_t ticket) {
-    if (n >= queue.size() || queue[n] != ticket)
-      n = size_t(std::find(queue.begin(), queue.end(), ticket) - queue.begin());
+  auto erase = [](std::deque<balancer::ready_queues::entry>& queue, size_t n,
+                  uint64_t ticket) {
+    if (n >= queue.size() || queue[n].ticket != ticket)
+      n = size_t(std::find_if(queue.begin(), queue.end(),
+                              [&](auto& e) { return e.ticket == ticket; }) -
+                 queue.begin());
     if (n < queue.size())
       queue.erase(queue.begin() + std::ptrdiff_t(n));
   };
@@ -2370,7 +2435,7 @@ void pump(self_ptr self) {
           size_t alike = 0;
           for (size_t n = 0;
                n < queue.size() && n < lookahead && (!progress || alone);) {
-            auto ticket = queue[n];
+            auto ticket = queue[n].ticket;
             auto i = st.outstanding.find(ticket);
             if (i == st.outstanding.end() || !i->second.ready) {
               queue.erase(queue.begin() + std::ptrdiff_t(n));
@@ -2787,17 +2852,7 @@ void retry_parked(self_ptr self) {
   auto parked = std::move(st.parked);
   st.parked = {};
   st.next_parked_look = clock::now() + parked_look_interval;
-  std::vector<uint64_t> later;
-  for (auto ticket : parked) {
-    auto i = st.outstanding.find(ticket);
-    if (i == st.outstanding.end())
-      continue;
-    i->second.why = "waited for a device to come back";
-    if (place(self, ticket) == placement::later)
-      later.push_back(ticket);
-  }
-  for (auto i = later.rbegin(); i != later.rend(); ++i)
-    enqueue(self, *i, true);
+  place_again(self, std::move(parked), "waited for a device to come back");
 }
 
 // Whether a device whose circuit is not closed lets items through now (its
@@ -3024,16 +3079,15 @@ void drain_held(self_ptr self, clock::time_point now) {
 // Places items that wait for device memory and fit now, in order.
 void drain_memory_waiting(self_ptr self) {
   auto& st = self->state;
-  auto n = st.memory_waiting.size();
-  for (size_t k = 0; k < n && !st.memory_waiting.empty(); ++k) {
-    auto ticket = st.memory_waiting.front();
-    st.memory_waiting.pop_front();
-    auto i = st.outstanding.find(ticket);
-    if (i == st.outstanding.end() || !i->second.waiting_memory)
-      continue;
-    // place() puts it back at the end if it still does not fit.
-    place_or_queue(self, ticket, "waited for device memory", true);
-  }
+  std::vector<uint64_t> waiting;
+  waiting.reserve(st.memory_waiting.size());
+  for (auto ticket : st.memory_waiting)
+    if (auto i = st.outstanding.find(ticket);
+        i != st.outstanding.end() && i->second.waiting_memory)
+      waiting.push_back(ticket);
+  st.memory_waiting.clear();
+  // place() puts one that still does not fit back in memory_waiting.
+  place_again(self, std::move(waiting), "waited for device memory");
 }
 
 // Something ended or memory came free: held and waiting items get a look.
@@ -3065,9 +3119,19 @@ void expire(self_ptr self, clock::time_point now) {
   auto& st = self->state;
   for (size_t t = 0; t < st.held.size(); ++t) {
     auto& q = st.held[t];
-    while (!q.empty() && q.front().deadline <= now) {
-      auto h = std::move(q.front());
-      q.pop_front();
+    // Deadlines come in order unless priorities reordered the queue (the
+    // front has the highest, the back the lowest).
+    bool in_order =
+        q.empty() || q.front().item.priority == q.back().item.priority;
+    for (size_t n = 0; n < q.size();) {
+      if (q[n].deadline > now) {
+        if (in_order)
+          break;
+        ++n;
+        continue;
+      }
+      auto h = std::move(q[n]);
+      q.erase(q.begin() + std::ptrdiff_t(n));
       auto why = st.acct.book().check_admit(int(t), now);
       ++st.counters.admission.timeouts;
       reject_held(
@@ -3202,9 +3266,10 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
                                  "be told apart"));
   auto now = st.now;
   auto& q = st.held[size_t(t)];
-  auto verdict =
-      decide_admission(pol, st.acct.book().check_admit(t, now), q.size(),
-                       q.empty() ? nullptr : &q.front().why);
+  auto limit = st.acct.book().check_admit(t, now);
+  auto root = limit || q.empty() ? limit : q.front().limit;
+  auto verdict = decide_admission(pol, std::move(limit), q.size(),
+                                  q.empty() ? nullptr : &q.front().limit);
   using action = admission_verdict::action;
   if (verdict.what == action::admit)
     return admit(self, t, std::move(item), sink, shape, now, "");
@@ -3212,9 +3277,15 @@ void on_submit(self_ptr self, work_item& item, const end_sink& sink) {
     return reject(self, item, sink, std::move(verdict.why));
   ++st.counters.admission.held;
   st.by_client.emplace(std::move(key), 0);
-  q.push_back({std::move(item), sink, ++st.next_job, now, shape,
-               now + std::chrono::milliseconds(pol.queue_timeout_ms),
-               std::move(verdict.why)});
+  // Admitted by priority, then in the order they came.
+  auto p = item.priority;
+  auto at = q.end();
+  if (!q.empty() && q.back().item.priority < p)
+    at = std::find_if(q.begin(), q.end(),
+                      [&](auto& h) { return h.item.priority < p; });
+  q.insert(at, {std::move(item), sink, ++st.next_job, now, shape,
+                now + std::chrono::milliseconds(pol.queue_timeout_ms),
+                std::move(verdict.why), std::move(root)});
   schedule_retry(self);
 }
 
@@ -3297,6 +3368,7 @@ item_view view_of(const balancer_state& st, const balancer_state::record& r) {
   v.client = client_of(r.sink);
   v.tenant = r.item.tenant;
   v.kernel = kernels::name(r.item.kernel);
+  v.priority = r.item.priority;
   v.age_ns = ns_between(r.submitted, st.now);
   describe_record(st, r, v);
   return v;
@@ -3310,6 +3382,7 @@ item_view view_of(const balancer_state& st,
   v.client = client_of(h.sink);
   v.tenant = h.item.tenant;
   v.kernel = kernels::name(h.item.kernel);
+  v.priority = h.item.priority;
   v.state = "held";
   v.age_ns = ns_between(h.submitted, st.now);
   v.detail = describe(h.why);
@@ -3323,8 +3396,9 @@ bool matches(const item_filter& f, uint64_t job, const std::string& tenant,
          (f.client == 0 || f.client == client_of(sink));
 }
 
-// Every live item `f` takes (a client's: not the balancer's own records),
-// held ones first, each in the order it came.
+// Every live item `f` takes (a client's: not the balancer's own records):
+// held ones first, tenant by tenant in the order they are to be admitted
+// (by priority, then as they came), then the admitted ones by job number.
 std::vector<item_view> live_items(const balancer_state& st,
                                   const item_filter& f) {
   std::vector<item_view> out;
@@ -3648,20 +3722,22 @@ void device_health(self_ptr self, uint32_t index, const device_change& c) {
     // What runs there finishes; what waits for it moves on now.
     auto queued = std::move(s.queued);
     s.queued = {};
-    for (auto ticket : queued) {
-      auto i = st.outstanding.find(ticket);
+    std::vector<uint64_t> moved;
+    for (auto& q : queued) {
+      auto i = st.outstanding.find(q.ticket);
       if (i == st.outstanding.end() || i->second.device != int32_t(index))
         continue;
       // A gang's slice stays: its gang holds the device.
       if (i->second.gang_parent != 0) {
-        s.queued.push_back(ticket);
+        s.queued.push_back(q);
         continue;
       }
       s.breaker.abandoned();
       unplace(self, i->second);
       --i->second.attempts;
-      place_or_queue(self, ticket, "device draining: " + c.why, true);
+      moved.push_back(q.ticket);
     }
+    place_again(self, std::move(moved), "device draining: " + c.why);
     send_queued(self, index);
   } else {
     retry_parked(self);

@@ -4,15 +4,35 @@
 
 namespace cohort::actors::balancer {
 
-void ready_queues::push(size_t q, uint64_t ticket, double units, bool front) {
-  if (queues_[q].empty())
+void ready_queues::push(size_t q, uint64_t ticket, double units, bool front,
+                        int32_t priority) {
+  auto& queue = queues_[q];
+  if (queue.empty())
     vtime_[q] = std::max(vtime_[q], vclock_);
   waiting_again(units);
   max_count_ = std::max(max_count_, count_);
-  if (front)
-    queues_[q].push_front(ticket);
-  else
-    queues_[q].push_back(ticket);
+  entry e{ticket, priority};
+  // The queue is sorted by priority, highest first: the common cases (all
+  // alike) take no search.
+  if (front) {
+    if (queue.empty() || queue.front().priority <= priority)
+      queue.push_front(e);
+    else
+      queue.insert(std::lower_bound(queue.begin(), queue.end(), e,
+                                    [](const entry& a, const entry& b) {
+                                      return a.priority > b.priority;
+                                    }),
+                   e);
+  } else {
+    if (queue.empty() || queue.back().priority >= priority)
+      queue.push_back(e);
+    else
+      queue.insert(std::upper_bound(queue.begin(), queue.end(), e,
+                                    [](const entry& a, const entry& b) {
+                                      return a.priority > b.priority;
+                                    }),
+                   e);
+  }
 }
 
 void ready_queues::order(std::vector<size_t>& out) const {

@@ -2,10 +2,12 @@
 // tenant and one more for merged launches, served by weighted fair queuing
 // on virtual time (start-time fair queuing: a queue's virtual time advances
 // by the cost it was served divided by its weight; the queue furthest
-// behind goes first). Plain code over tickets; the balancer decides what
-// becomes of each item it takes out.
+// behind goes first). Within a queue, items go by priority (higher first),
+// then in the order they came. Plain code over tickets; the balancer decides
+// what becomes of each item it takes out.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -15,6 +17,12 @@ namespace cohort::actors::balancer {
 
 class ready_queues {
 public:
+  /// A waiting item: its ticket and priority (work_item::priority).
+  struct entry {
+    uint64_t ticket = 0;
+    int32_t priority = 0;
+  };
+
   /// `tenants` queues, plus one for merged launches.
   explicit ready_queues(size_t tenants = 0)
       : queues_(tenants + 1), vtime_(tenants + 1, 0.0) {
@@ -27,14 +35,18 @@ public:
   /// The queue of merged launches.
   size_t merged_queue() const { return queues_.size() - 1; }
 
-  /// Queue `q` (tickets, oldest first). Tickets that left are removed
-  /// lazily: whoever walks a queue may erase them.
-  std::deque<uint64_t>& queue(size_t q) { return queues_[q]; }
+  /// Queue `q`: highest priority first, then oldest first. Tickets that
+  /// left are removed lazily: whoever walks a queue may erase them (the
+  /// order of the others holds).
+  std::deque<entry>& queue(size_t q) { return queues_[q]; }
 
-  /// Puts `ticket` (`units` of cost) in queue `q`, at its back or, when it
-  /// comes back from a failed placement, at its front. A queue that was
-  /// empty starts at the current virtual time: idle time earns no credit.
-  void push(size_t q, uint64_t ticket, double units, bool front);
+  /// Puts `ticket` (`units` of cost, `priority`) in queue `q`: behind the
+  /// items of its priority and higher or, when it comes back from a failed
+  /// placement (`front`), ahead of the items of its priority (it keeps its
+  /// turn); ahead of lower ones either way. A queue that was empty starts
+  /// at the current virtual time: idle time earns no credit.
+  void push(size_t q, uint64_t ticket, double units, bool front,
+            int32_t priority = 0);
 
   /// The non-empty queues, the one furthest behind in virtual time first,
   /// into `out` (cleared first; kept by the caller so that it allocates no
@@ -59,12 +71,88 @@ public:
   double vtime(size_t q) const { return vtime_[q]; }
 
 private:
-  std::vector<std::deque<uint64_t>> queues_;
+  std::vector<std::deque<entry>> queues_;
   std::vector<double> vtime_;
   double vclock_ = 0;
   uint64_t count_ = 0;
   double units_ = 0;
   uint64_t max_count_ = 0;
 };
+
+/// Who an item waits for and how urgent it is, to order waiting items:
+/// tenant < 0 for an item that keeps its place (the balancer's own records,
+/// tickets that left).
+struct waiting_rank {
+  int tenant = -1;
+  int32_t priority = 0;
+};
+
+/// Reorders `tickets` (a list several tenants' items wait in, like the
+/// parked ones) so that each tenant's items take that tenant's places in
+/// the order of their priority, highest first, then as they were; no other
+/// item moves, so no tenant waits longer for another's priorities.
+/// `rank(ticket)` gives a waiting_rank. Takes no work when all priorities
+/// are alike.
+template <class Tickets, class Rank>
+void order_within_tenants(Tickets& tickets, Rank rank) {
+  struct place {
+    size_t at;
+    int tenant;
+    int32_t priority;
+    uint64_t ticket;
+  };
+  std::vector<place> ranked;
+  bool alike = true;
+  for (size_t i = 0; i < tickets.size(); ++i) {
+    waiting_rank r = rank(tickets[i]);
+    if (r.tenant < 0)
+      continue;
+    if (!ranked.empty() && r.priority != ranked.front().priority)
+      alike = false;
+    ranked.push_back({i, r.tenant, r.priority, tickets[i]});
+  }
+  if (alike)
+    return;
+  // The places, by tenant then position; the tickets, by tenant then
+  // priority (stable: in their order within a priority).
+  auto tickets_in_order = ranked;
+  std::stable_sort(
+      ranked.begin(), ranked.end(),
+      [](const place& a, const place& b) { return a.tenant < b.tenant; });
+  std::stable_sort(tickets_in_order.begin(), tickets_in_order.end(),
+                   [](const place& a, const place& b) {
+                     return a.tenant != b.tenant ? a.tenant < b.tenant
+                                                 : a.priority > b.priority;
+                   });
+  for (size_t k = 0; k < ranked.size(); ++k)
+    tickets[ranked[k].at] = tickets_in_order[k].ticket;
+}
+
+/// A ticket placed on a device and not sent to it yet, with its rank.
+struct ranked_ticket {
+  uint64_t ticket = 0;
+  waiting_rank rank;
+};
+
+/// Appends `t` to `tickets` (a device's queue in the node) and moves it
+/// ahead of its tenant's items of lower priority: it takes the place of the
+/// first of them, and they move back one of the tenant's places each. Other
+/// tenants' places do not move, nor do items that keep their place (tenant
+/// < 0). Each tenant's items stay in order of priority.
+inline void insert_within_tenant(std::vector<ranked_ticket>& tickets,
+                                 ranked_ticket t) {
+  tickets.push_back(t);
+  if (t.rank.tenant < 0)
+    return;
+  for (size_t at = tickets.size() - 1, j = at; j-- > 0;) {
+    auto& r = tickets[j].rank;
+    if (r.tenant != t.rank.tenant)
+      continue;
+    if (r.priority >= t.rank.priority)
+      break;
+    std::swap(tickets[j], tickets[at]);
+    at = j;
+  }
+}
 
 } // namespace cohort::actors::balancer

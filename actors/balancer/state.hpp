@@ -72,7 +72,10 @@ struct balancer_state {
     /// tickets placed here that wait for the device to answer some: they go
     /// out together, one message for many items, when it does.
     uint32_t sent = 0;
-    std::vector<uint64_t> queued;
+    std::vector<balancer::ranked_ticket> queued;
+    /// No ticket in `queued` has a lower priority (work_item::priority):
+    /// the lowest pushed since it was last empty.
+    int32_t queued_low = 0;
     /// What reaching it costs, measured when it runs outside the node's
     /// process (a host process or a remote host).
     balancer::crossing_model crossing;
@@ -201,8 +204,11 @@ struct balancer_state {
     /// Its shape (bytes, cost), worked out when it was submitted.
     item_shape shape;
     clock::time_point deadline;
-    /// The limit that held it back.
+    /// Why it is held back, in words for its listing and its end.
     caf::error why;
+    /// The limit that held it back, or that held back its tenant's items
+    /// when it came (the next one's): what a later item is told.
+    caf::error limit;
   };
   std::vector<slot> devices;
   /// The nodes of the item tables below come from this pool: once it has
@@ -363,6 +369,7 @@ struct balancer_state {
     int32_t device = -1;
     kernel_id kernel = kernel_id::axpy;
     uint32_t attempts = 0;
+    int32_t priority = 0;
     int64_t age_ns = 0;
     /// None: done.
     caf::error err;

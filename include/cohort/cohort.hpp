@@ -355,6 +355,13 @@ struct work {
   /// (result::object) that later items read without a copy; a CPU worker
   /// keeps it in host memory. Not for gangs.
   bool keep_on_device = false;
+  /// Its priority within its tenant: a higher one goes ahead of the
+  /// tenant's items of lower priority that still wait (held back, queued,
+  /// or placed on a device and not sent to it yet); items of equal priority
+  /// keep the order they were submitted in. It does not stop running items
+  /// or take turns from other tenants (they share devices by their
+  /// weights). Any int32; 0 by default. See docs/jobs.md.
+  int32_t priority = 0;
 };
 
 /// An item's result.
@@ -569,6 +576,8 @@ struct item_info {
   /// Cancelled while it runs: it ends with `cancelled` when its launch
   /// ends.
   bool cancelling = false;
+  /// Its priority within its tenant (work::priority).
+  int32_t priority = 0;
   /// Why it waits, or how it ended.
   std::string detail;
 };

@@ -20,6 +20,7 @@ Cohort's error name ("cancelled", "unknown_tenant", ...).
 import asyncio
 import atexit
 import concurrent.futures
+import operator
 import weakref
 
 from ._cohort import Error, NativeRuntime, Object, Result, version
@@ -65,6 +66,21 @@ def _infer(kernel, inputs, args):
     return args
 
 
+def _priority(value):
+    # An item's priority is an int32 (docs/jobs.md); bool is not a number here.
+    if isinstance(value, bool):
+        raise TypeError("priority must be an int, not bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError("priority must be an int, not " +
+                        type(value).__name__) from None
+    if not -2**31 <= value < 2**31:
+        raise ValueError("priority %d is out of range: it is an int32 "
+                         "(-2147483648 to 2147483647)" % value)
+    return value
+
+
 class Runtime:
     """A running Cohort instance (its own actors, devices and audit log).
 
@@ -103,14 +119,17 @@ class Runtime:
                         float(args.pop("alpha", 1.0)), int(args.pop("m", 0)),
                         int(args.pop("n", 0)), int(args.pop("k", 0)),
                         int(args.pop("top_k", 0)), int(args.pop("gang", 0)),
-                        bool(args.pop("keep_on_device", False))), args
+                        bool(args.pop("keep_on_device", False)),
+                        _priority(args.pop("priority", 0))), args
 
     def submit(self, kernel, inputs, **kw):
         """Submits one item; returns a concurrent.futures.Future that gets
         its Result, or a cohort.Error. Keywords: id, tenant, alpha, m, n, k,
-        top_k, gang (m, n and k come from 2-D inputs when left out), and
+        top_k, gang (m, n and k come from 2-D inputs when left out),
         keep_on_device (the output stays on the device as an Object, the
-        Result's `object`; docs/objects.md). An input may be an Object.
+        Result's `object`; docs/objects.md) and priority (an int32: higher
+        goes ahead of the tenant's waiting items of lower priority;
+        docs/jobs.md). An input may be an Object.
         Cancel it with cancel(id), not Future.cancel()."""
         inputs, fixed, rest = self._args(kernel, inputs, kw)
         if rest:
@@ -144,7 +163,8 @@ class Runtime:
     def items(self, tenant=""):
         """The live items of the node (of `tenant`), as dicts: job, id,
         client, tenant, kernel, state (held, queued, placed, running),
-        device, age_ms, attempts, cancelling, detail (docs/jobs.md)."""
+        device, age_ms, attempts, cancelling, priority, detail
+        (docs/jobs.md)."""
         return self._rt.items(str(tenant))
 
     def item(self, job):

@@ -214,7 +214,7 @@ py_result to_py(const cohort::result& r) {
 cohort::work make_work(const std::string& kernel, const py::list& inputs,
                        uint64_t id, const std::string& tenant, float alpha,
                        uint64_t m, uint64_t n, uint64_t k, uint32_t top_k,
-                       uint32_t gang, bool keep_on_device) {
+                       uint32_t gang, bool keep_on_device, int32_t priority) {
   auto kn = cohort::kernel_named(kernel);
   if (!kn)
     throw py::value_error("unknown kernel '" + kernel +
@@ -232,6 +232,7 @@ cohort::work make_work(const std::string& kernel, const py::list& inputs,
   w.args.top_k = top_k;
   w.gang = gang;
   w.keep_on_device = keep_on_device;
+  w.priority = priority;
   size_t slot = 0;
   for (auto in : inputs) {
     if (py::isinstance<py_object>(in)) {
@@ -316,10 +317,10 @@ public:
   void submit(py::object future, const std::string& kernel,
               const py::list& inputs, uint64_t id, const std::string& tenant,
               float alpha, uint64_t m, uint64_t n, uint64_t k, uint32_t top_k,
-              uint32_t gang, bool keep_on_device) {
+              uint32_t gang, bool keep_on_device, int32_t priority) {
     auto& rt = live();
     auto w = make_work(kernel, inputs, id, tenant, alpha, m, n, k, top_k, gang,
-                       keep_on_device);
+                       keep_on_device, priority);
     future_setter set{future.release().ptr(), &rt};
     py::gil_scoped_release nogil;
     rt.submit(std::move(w), std::move(set));
@@ -328,9 +329,9 @@ public:
   py_result run(const std::string& kernel, const py::list& inputs, uint64_t id,
                 const std::string& tenant, float alpha, uint64_t m, uint64_t n,
                 uint64_t k, uint32_t top_k, uint32_t gang, bool keep_on_device,
-                std::optional<double> timeout) {
+                int32_t priority, std::optional<double> timeout) {
     auto w = make_work(kernel, inputs, id, tenant, alpha, m, n, k, top_k, gang,
-                       keep_on_device);
+                       keep_on_device, priority);
     std::optional<cohort::outcome> o;
     {
       py::gil_scoped_release nogil;
@@ -503,6 +504,7 @@ public:
     x["age_ms"] = i.age_ms;
     x["attempts"] = i.attempts;
     x["cancelling"] = i.cancelling;
+    x["priority"] = i.priority;
     x["detail"] = i.detail;
     return x;
   }

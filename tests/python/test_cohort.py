@@ -456,3 +456,34 @@ def test_jobs_list_describe_and_cancel(tmp_path):
         with pytest.raises(cohort.Error) as e:
             rt.cancel_job(0)
         assert e.value.errc == "invalid_arguments"
+
+
+def test_priority_orders_held_items_and_is_checked(tmp_path):
+    # One item a thousand seconds: the first is admitted, the others are
+    # held, listed in the order they are to be admitted.
+    config = """
+      devices { cpu_workers: 1 gpus: false }
+      tenant { tenant: "t" kernels: "*" devices: "*"
+               rate_limit { items_per_second: 0.001 burst: 1 }
+               on_limit: QUEUE queue_timeout_ms: 600000 }
+    """
+    x = np.ones(1000, np.float32)
+    with cohort.Runtime(config_text=config,
+                        audit_path=tmp_path / "a.log") as rt:
+        first = rt.submit("reduce_sum", [x], tenant="t", id=1)
+        assert first.result(timeout=60).values[0] == 1000
+        held = [rt.submit("reduce_sum", [x], tenant="t", id=i, priority=p)
+                for i, p in ((2, 0), (3, 7), (4, np.int64(-2)), (5, 7))]
+        items = rt.items()
+        assert [(i["id"], i["priority"]) for i in items] == \
+            [(3, 7), (5, 7), (2, 0), (4, -2)]
+        assert rt.item(items[0]["job"])["priority"] == 7
+        for bad, kind in ((1.5, TypeError), (True, TypeError),
+                          ("1", TypeError), (2**31, ValueError),
+                          (-2**31 - 1, ValueError)):
+            with pytest.raises(kind):
+                rt.submit("reduce_sum", [x], tenant="t", id=9, priority=bad)
+        assert rt.cancel_tenant("t") == 4
+        for f in held:
+            with pytest.raises(cohort.Error):
+                f.result(timeout=60)

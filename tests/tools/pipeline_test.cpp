@@ -91,7 +91,7 @@ name: "chained"
 tenant: "t"
 batches: 30
 window: 8
-stage { name: "scale" kernel: AXPY args { alpha: 0.5 n: 4096 } }
+stage { name: "scale" kernel: AXPY args { alpha: 0.5 n: 4096 } priority: 3 }
 stage { name: "prefix" kernel: INCLUSIVE_SCAN args { n: 4096 } chain: true }
 stage { name: "total" kernel: REDUCE_SUM args { n: 4096 } chain: true }
 stage { name: "product" kernel: GEMM args { m: 32 n: 24 k: 16 } }
@@ -143,6 +143,15 @@ stage { name: "k" kernel: TOPK_COSINE args { m: 4 n: 2 k: 1 top_k: 2 } }
 stage { name: "r" kernel: REDUCE_SUM args { n: 2 } chain: true })"));
   CHECK(topk.status == 2);
   CHECK_THAT(topk.output, Catch::Contains("must be the last stage"));
+  // A chained stage runs in the first stage's item, with its priority.
+  auto priority = cohort_cli("run " + write(dir, "p.textproto", R"(
+batches: 1
+stage { name: "a" kernel: AXPY args { n: 8 } priority: 2 }
+stage { name: "b" kernel: REDUCE_SUM args { n: 8 } chain: true priority: 5 })"));
+  CHECK(priority.status == 2);
+  CHECK_THAT(priority.output,
+             Catch::Contains("stage 'b': a chained stage runs in the first "
+                             "stage's item, with its priority"));
 }
 
 TEST_CASE("cohort run: the example pipeline passes", "[tools][cli]") {

@@ -126,7 +126,8 @@ TEST_CASE("decide_admission keeps a tenant's order: under its limits, an "
   auto v = decide_admission(policy(limit_policy::queue), {}, 1, &rate);
   CHECK(v.what == action::hold);
   CHECK(code_of(v.why) == errc::over_rate_limit);
-  CHECK(to_string(v.why).find("held back before it") != std::string::npos);
+  CHECK(to_string(v.why).find("its tenant has items held back") !=
+        std::string::npos);
   // With the reject policy it is refused rather than overtaking.
   v = decide_admission(policy(), {}, 1, &rate);
   CHECK(v.what == action::reject);
