@@ -24,15 +24,16 @@
 #include "quota/quota_book.hpp"
 #include "quota/simulation.hpp"
 #include "tools/admin_command.hpp"
-#include "tools/jobs_command.hpp"
 #include "tools/audit_command.hpp"
 #include "tools/byte_units.hpp"
 #include "tools/chaos_command.hpp"
 #include "tools/cli.hpp"
+#include "tools/jobs_command.hpp"
 #include "tools/kernel_command.hpp"
 #include "tools/pipeline.hpp"
 #include "tools/scheduler_arg.hpp"
 #include "tools/serve_command.hpp"
+#include "tools/watch_command.hpp"
 
 using namespace cohort;
 
@@ -519,6 +520,8 @@ int main(int argc, char** argv) {
   tools::add_objects_command(app, objects_args);
   tools::jobs_cli jobs_args;
   tools::add_jobs_command(app, jobs_args);
+  tools::watch_cli watch_args;
+  tools::add_watch_command(app, watch_args);
 
   std::string host_listen, host_config;
   auto* device_host = app.add_subcommand(
@@ -584,6 +587,8 @@ int main(int argc, char** argv) {
     return tools::cmd_objects(objects_args);
   if (jobs_args.app->parsed())
     return tools::cmd_jobs(jobs_args);
+  if (watch_args.app->parsed())
+    return tools::cmd_watch(watch_args);
   if (device_host->parsed()) {
     if (host_listen.empty() && host_config.empty())
       return actors::run_device_host();

@@ -622,3 +622,41 @@ TEST_CASE_METHOD(served,
   CHECK(admin == 6);
   CHECK(cancels == 3);
 }
+
+TEST_CASE_METHOD(served,
+                 "cohort watch shows a node's items, devices, tenants and "
+                 "alerts, with rates from one look to the next",
+                 "[tools][serve][watch]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  start(cfg);
+  // sim1 is offline, by an operator: its status says so.
+  REQUIRE_FALSE(rt->set_offline("sim1"));
+  for (uint64_t id = 1; id <= 20; ++id)
+    REQUIRE(rt->submit(test::gemv_item(id)).get());
+  auto url = " --url http://127.0.0.1:" + std::to_string(port);
+  auto once = test::cohort_cli("watch --once" + url);
+  INFO(once.output);
+  CHECK(once.status == 0);
+  CHECK(has(once.output, "cohort watch  http://127.0.0.1:"));
+  CHECK(has(once.output, "items: 20 admitted, 20 completed, 0 failed"));
+  CHECK(has(once.output, "DEVICE"));
+  CHECK(has(once.output, "sim0"));
+  CHECK(has(once.output, "offline"));
+  CHECK(has(once.output, "TENANT"));
+  CHECK(has(once.output, "ALERTS"));
+  // No terminal codes when the output is not a terminal.
+  CHECK_FALSE(has(once.output, "\x1b["));
+  // Two frames: the second has rates.
+  auto twice =
+      test::cohort_cli("watch --count 2 --interval 0.2 --no-clear" + url);
+  INFO(twice.output);
+  CHECK(twice.status == 0);
+  CHECK(has(twice.output, "(+0.0/s)"));
+  // A node that is not there: the frame says so, and the status is 1.
+  auto gone = test::cohort_cli("watch --once --url http://127.0.0.1:1");
+  INFO(gone.output);
+  CHECK(gone.status == 1);
+  CHECK(has(gone.output, "cannot reach http://127.0.0.1:1"));
+  CHECK(test::cohort_cli("watch --interval 0" + url).status == 2);
+  CHECK(test::cohort_cli("watch --count -1" + url).status == 2);
+}
