@@ -114,6 +114,24 @@ struct ends {
   }
 };
 
+// Takes sim0 offline and waits until the balancer knows (items submitted
+// before it hears of it could still go there).
+void take_offline(actors::runtime& r) {
+  if (auto err = r.set_offline("sim0")) {
+    std::fprintf(stderr, "bench_jobs: %s\n", to_string(err).c_str());
+    std::exit(1);
+  }
+  for (int k = 0; k < 10000; ++k) {
+    if (auto st = r.placement_stats())
+      for (auto& d : st->devices)
+        if (d.name == "sim0" && d.status == device_status::offline)
+          return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::fprintf(stderr, "bench_jobs: sim0 did not go offline\n");
+  std::exit(1);
+}
+
 // The job numbers of the live items, in job order.
 std::vector<uint64_t> jobs(actors::runtime& rt) {
   std::vector<uint64_t> out;
@@ -135,10 +153,7 @@ std::vector<double> cancel_waiting(caf::actor_system& sys, bool held_items,
   }
   auto& r = **rt;
   // Nothing runs: every item waits for sim0.
-  if (auto err = r.set_offline("sim0")) {
-    std::fprintf(stderr, "bench_jobs: %s\n", to_string(err).c_str());
-    std::exit(1);
-  }
+  take_offline(r);
   ends e{n};
   for (size_t i = 0; i < n; ++i)
     r.submit(item(i + 1), e.slot(i));
@@ -207,10 +222,7 @@ std::pair<double, double> wait_behind(caf::actor_system& sys, size_t queue,
   if (!rt)
     std::exit(1);
   auto& r = **rt;
-  if (auto err = r.set_offline("sim0")) {
-    std::fprintf(stderr, "bench_jobs: %s\n", to_string(err).c_str());
-    std::exit(1);
-  }
+  take_offline(r);
   ends e{queue + 1};
   std::vector<work_item> batch;
   for (size_t i = 0; i < queue; ++i)

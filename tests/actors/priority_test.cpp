@@ -65,6 +65,25 @@ std::vector<item_view> wait_items(runtime& rt, Pred pred) {
   }
 }
 
+// Takes `device` offline and waits until the balancer knows (set_offline
+// answers once the supervisor acted; items submitted before the balancer
+// hears of it could still go there).
+void take_offline(runtime& rt, const std::string& device) {
+  REQUIRE_FALSE(rt.set_offline(device));
+  auto until = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    auto st = rt.placement_stats();
+    REQUIRE(st);
+    bool off = false;
+    for (auto& d : st->devices)
+      off |= d.name == device && d.status == device_status::offline;
+    if (off)
+      return;
+    REQUIRE(std::chrono::steady_clock::now() < until);
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
 work_item with_priority(uint64_t id, std::string tenant, int32_t priority) {
   auto item = test::gemv_item(id, std::move(tenant));
   item.priority = priority;
@@ -90,7 +109,7 @@ TEST_CASE_METHOD(fixture,
   REQUIRE(rt);
   auto& r = **rt;
   // Its only device is offline: every item waits for it.
-  REQUIRE_FALSE(r.set_offline("sim0"));
+  take_offline(r, "sim0");
   end_order ends;
   const std::vector<std::pair<uint64_t, int32_t>> items{
       {1, 0}, {2, 0}, {3, 5}, {4, -1}, {5, 5}, {6, 9}, {7, INT32_MIN}};
@@ -132,7 +151,7 @@ TEST_CASE_METHOD(fixture,
   auto rt = runtime::start(sys, cfg);
   REQUIRE(rt);
   auto& r = **rt;
-  REQUIRE_FALSE(r.set_offline("sim0"));
+  take_offline(r, "sim0");
   end_order ends;
   r.submit(with_priority(1, "t", 0), ends.callback());
   r.submit(with_priority(2, "t", 1), ends.callback());
@@ -166,7 +185,7 @@ TEST_CASE_METHOD(fixture,
   auto rt = runtime::start(sys, cfg);
   REQUIRE(rt);
   auto& r = **rt;
-  REQUIRE_FALSE(r.set_offline("sim0"));
+  take_offline(r, "sim0");
   end_order ends;
   // t's and u's items alternate; t's later ones have higher priorities.
   for (uint64_t i = 0; i < 4; ++i) {
