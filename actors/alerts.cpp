@@ -106,6 +106,26 @@ alert_evaluator::evaluate(const alert_inputs& in) {
            std::to_string(t.inflight) + " of " +
                std::to_string(t.max_inflight) + " items in flight");
   }
+  for (auto& x : in.xids) {
+    auto& before = xids_before_[x.device];
+    auto& times = xid_times_[x.device];
+    // The first look only learns the count: Xids before the node started
+    // watching have no time.
+    if (!first_ && x.count > before)
+      for (uint64_t k = 0;
+           k < std::min<uint64_t>(x.count - before, rules_.xid_count); ++k)
+        times.push_back(in.now);
+    before = x.count;
+    while (!times.empty() && in.now - times.front() > rules_.xid_window)
+      times.pop_front();
+    while (times.size() > rules_.xid_count)
+      times.pop_front();
+    if (rules_.xid_count > 0 && times.size() >= rules_.xid_count)
+      fire("xid_errors", x.device, "critical",
+           std::to_string(times.size()) + " Xid errors within " +
+               std::to_string(rules_.xid_window.count() / 1000) +
+               " s (the last: Xid " + std::to_string(x.last) + ")");
+  }
   for (auto& [bundle, why] : refused_bundles_)
     fire("kernel_bundle_refused", bundle, "critical", why);
   first_ = false;
@@ -181,8 +201,9 @@ void audit_changes(self_ptr self,
 alert_actor::behavior_type
 alert_impl(alert_actor::stateful_pointer<alert_state> self, alert_rules rules,
            balancer_actor balancer, supervisor_actor supervisor,
-           quota_actor quota, audit_actor audit) {
+           quota_actor quota, audit_actor audit, xid_source xids) {
   auto& st = self->state;
+  st.xids = std::move(xids);
   st.eval = alert_evaluator{rules};
   st.balancer = std::move(balancer);
   st.supervisor = std::move(supervisor);
@@ -218,6 +239,8 @@ alert_impl(alert_actor::stateful_pointer<alert_state> self, alert_rules rules,
                                           .then(
                                               [=](cohort::audit_stats& a) {
                                                 in->audit = std::move(a);
+                                                if (self->state.xids)
+                                                  in->xids = self->state.xids();
                                                 in->now = clock::now();
                                                 audit_changes(
                                                     self,

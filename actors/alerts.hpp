@@ -4,6 +4,8 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -30,9 +32,21 @@ struct alert_rules {
   double fallback_fraction = 0.1;
   uint64_t fallback_min_items = 10;
   double tenant_quota_fraction = 0.9;
+  /// xid_errors: this many Xids of one device within the window.
+  uint32_t xid_count = 3;
+  std::chrono::milliseconds xid_window{600'000};
   bool enabled = true;
 };
 
+/// A device's Xid errors so far (devices::device::xid_errors) and the last.
+struct device_xids {
+  std::string device;
+  uint64_t count = 0;
+  uint32_t last = 0;
+};
+
+/// Where the alert actor reads the devices' Xid counts (thread-safe).
+using xid_source = std::function<std::vector<device_xids>()>;
 
 /// What one evaluation looks at.
 struct alert_inputs {
@@ -41,6 +55,7 @@ struct alert_inputs {
   std::vector<memory_snapshot> memory;
   headroom_report headroom;
   cohort::audit_stats audit;
+  std::vector<device_xids> xids;
 };
 
 /// The rules' memory between evaluations (rates need the previous counters,
@@ -80,6 +95,11 @@ private:
   uint64_t fallbacks_before_ = 0;
   uint64_t ended_before_ = 0;
   std::map<std::string, std::chrono::steady_clock::time_point> down_since_;
+  /// Per device: its Xid count at the last evaluation, and when the Xids
+  /// within the window came (one entry per Xid, at most xid_count kept).
+  std::map<std::string, uint64_t> xids_before_;
+  std::map<std::string, std::deque<std::chrono::steady_clock::time_point>>
+      xid_times_;
   std::map<std::pair<std::string, std::string>, cohort::alert> firing_;
   /// Refused bundles and why, until the same bundle loads.
   std::map<std::string, std::string> refused_bundles_;
@@ -100,15 +120,17 @@ struct alert_state {
   supervisor_actor supervisor;
   quota_actor quota;
   audit_actor audit;
+  xid_source xids;
   bool busy = false;
   static inline const char* name = "cohort.alerts";
 };
 
 /// Evaluates `rules` every interval over the balancer's counters, the
-/// devices' memory and the tenants' headroom, and audits each change.
+/// devices' memory and Xids and the tenants' headroom, and audits each
+/// change.
 alert_actor::behavior_type
 alert_impl(alert_actor::stateful_pointer<alert_state> self, alert_rules rules,
            balancer_actor balancer, supervisor_actor supervisor,
-           quota_actor quota, audit_actor audit);
+           quota_actor quota, audit_actor audit, xid_source xids);
 
 } // namespace cohort::actors

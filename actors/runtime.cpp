@@ -488,8 +488,16 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
                  caf::actor_cast<audit_listener>(rt->balancer_));
   rt->cfg_ = cfg;
   rt->ledger_ = memory->ledger;
-  rt->alerts_ = sys.spawn(alert_impl, settings->alerts, rt->balancer_,
-                          rt->supervisor_, rt->quota_, rt->audit_);
+  // The alert actor reads the devices' Xid counts (atomics) itself.
+  auto xids = [devs = rt->devs_] {
+    std::vector<device_xids> out;
+    for (auto& d : devs)
+      out.push_back({d->info().name, d->xid_errors(), d->last_xid()});
+    return out;
+  };
+  rt->alerts_ =
+      sys.spawn(alert_impl, settings->alerts, rt->balancer_, rt->supervisor_,
+                rt->quota_, rt->audit_, xid_source{std::move(xids)});
   rt->trust_ = settings->trust;
   rt->isolation_ = std::move(isolation);
   rt->bundle_timeout_ = settings->bundle_load_timeout;

@@ -8,6 +8,13 @@ namespace cohort::config {
 
 using actors::alert_rules;
 
+namespace {
+
+// The evaluator keeps the time of each of the last xid_count Xids.
+constexpr uint32_t max_xid_count = 10'000;
+
+} // namespace
+
 caf::expected<alert_rules> alert_rules_of(const pb::RuntimeConfig& cfg) {
   alert_rules r;
   auto& a = cfg.alerts();
@@ -18,6 +25,15 @@ caf::expected<alert_rules> alert_rules_of(const pb::RuntimeConfig& cfg) {
     r.device_unavailable = std::chrono::milliseconds{a.device_unavailable_ms()};
   if (a.fallback_min_items() > 0)
     r.fallback_min_items = a.fallback_min_items();
+  if (a.xid_count() > max_xid_count)
+    return make_error(errc::malformed_config,
+                      "alerts.xid_count must be at most " +
+                          std::to_string(max_xid_count) + ", got " +
+                          std::to_string(a.xid_count()));
+  if (a.xid_count() > 0)
+    r.xid_count = a.xid_count();
+  if (a.xid_window_ms() > 0)
+    r.xid_window = std::chrono::milliseconds{a.xid_window_ms()};
   auto fraction = [](double x, double& out, const char* what) -> caf::error {
     if (x == 0)
       return caf::none;

@@ -188,6 +188,7 @@ caf::error check_bounds(const pb::RuntimeConfig& cfg) {
         std::pair{"alerts.eval_interval_ms", cfg.alerts().eval_interval_ms()},
         std::pair{"alerts.device_unavailable_ms",
                   cfg.alerts().device_unavailable_ms()},
+        std::pair{"alerts.xid_window_ms", cfg.alerts().xid_window_ms()},
         std::pair{"kernel_bundles.load_timeout_ms",
                   cfg.kernel_bundles().load_timeout_ms()},
         std::pair{"devices.host_start_timeout_ms",

@@ -311,6 +311,14 @@ metrics_exporter::render(const metrics_input& in,
     family held{out, "cohort_device_memory_pool_held_bytes",
                 "Device memory the pool holds from the driver",
                 MetricType::Gauge};
+    family peak{out, "cohort_device_memory_peak_used_bytes",
+                "The most device memory handed out to items at once since "
+                "the device's pool was made",
+                MetricType::Gauge};
+    family peak_held{out, "cohort_device_memory_pool_peak_held_bytes",
+                     "The most device memory the pool held from the driver "
+                     "at once since it was made",
+                     MetricType::Gauge};
     family allocs{out, "cohort_allocations_total",
                   "Device allocations by result: ok, or the error that "
                   "refused them",
@@ -324,6 +332,8 @@ metrics_exporter::render(const metrics_input& in,
       limit.add(dl, double(m->limit));
       used.add(dl, double(m->used));
       held.add(dl, double(m->held));
+      peak.add(dl, double(m->peak_used));
+      peak_held.add(dl, double(m->peak_held));
       allocs.add(device_labels(i, {{"result", "ok"}}), double(m->allocations));
       for (auto& [why, n] : m->refused)
         allocs.add(device_labels(i, {{"result", why}}), double(n));

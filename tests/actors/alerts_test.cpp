@@ -135,6 +135,17 @@ TEST_CASE("alert thresholds are checked at start", "[actors][alerts]") {
   cfg.mutable_alerts()->set_vram_high_fraction(0.5);
   cfg.mutable_alerts()->set_allocation_failure_rate(-1);
   CHECK_FALSE(config::alert_rules_of(cfg));
+  cfg.mutable_alerts()->set_allocation_failure_rate(0);
+  CHECK(r->xid_count == 3);
+  CHECK(r->xid_window == 600s);
+  cfg.mutable_alerts()->set_xid_count(5);
+  cfg.mutable_alerts()->set_xid_window_ms(120000);
+  r = config::alert_rules_of(cfg);
+  REQUIRE(r);
+  CHECK(r->xid_count == 5);
+  CHECK(r->xid_window == 120s);
+  cfg.mutable_alerts()->set_xid_count(10'001);
+  CHECK(code_of(config::alert_rules_of(cfg).error()) == errc::malformed_config);
 }
 
 TEST_CASE_METHOD(test::actor_fixture,
@@ -162,4 +173,70 @@ TEST_CASE_METHOD(test::actor_fixture,
   std::string log{std::istreambuf_iterator<char>{in}, {}};
   CHECK(log.find("firing: device_unavailable critical (sim0)") !=
         std::string::npos);
+}
+
+TEST_CASE("xid_errors fires for repeated Xids of one device within the "
+          "window, and resolves when they age out",
+          "[actors][alerts]") {
+  alert_rules rules;
+  rules.xid_count = 3;
+  rules.xid_window = 60s;
+  alert_evaluator eval{rules};
+  auto t0 = clock_type::now();
+  auto at = [&](std::chrono::seconds s, uint64_t sim0, uint64_t sim1) {
+    auto in = healthy(t0 + s);
+    in.xids = {{"sim0", sim0, 79}, {"sim1", sim1, 13}};
+    return eval.evaluate(in);
+  };
+  // Xids from before the node watched do not count.
+  CHECK_FALSE(fires(at(0s, 40, 0), "xid_errors", "sim0"));
+  CHECK(at(10s, 41, 1).empty());
+  CHECK(at(20s, 42, 2).empty());
+  // A third within 60 s: sim0 fires, sim1 (2) does not.
+  auto third = at(30s, 43, 2);
+  REQUIRE(fires(third, "xid_errors", "sim0"));
+  CHECK_FALSE(fires(third, "xid_errors", "sim1"));
+  auto firing = eval.firing();
+  REQUIRE(firing.size() == 1);
+  CHECK(firing[0].severity == "critical");
+  CHECK(firing[0].detail == "3 Xid errors within 60 s (the last: Xid 79)");
+  // Still three within the window at 65 s (10 s, 20 s and 30 s); the first
+  // ages out at 71 s.
+  CHECK(at(65s, 43, 2).empty());
+  CHECK(resolves(at(75s, 43, 2), "xid_errors"));
+  // A burst of many at once counts as many.
+  CHECK(fires(at(80s, 43, 12), "xid_errors", "sim1"));
+}
+
+TEST_CASE_METHOD(test::actor_fixture,
+                 "repeated Xids of a device raise xid_errors, audited",
+                 "[actors][alerts]") {
+  auto cfg = test::make_config(dir, 1, {{"sim0", 1}});
+  cfg.mutable_alerts()->set_eval_interval_ms(20);
+  cfg.mutable_alerts()->set_xid_count(2);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  // Application-level Xids: the device is degraded, not lost; each is
+  // counted when raised and fails one launch there.
+  auto sim = (*rt)->sim_device("sim0");
+  REQUIRE(sim != nullptr);
+  // Let the alert actor take its first look before the Xids come.
+  std::this_thread::sleep_for(100ms);
+  sim->raise_xid(13);
+  sim->raise_xid(13);
+  bool seen = false;
+  for (int i = 0; i < 300 && !seen; ++i) {
+    auto a = (*rt)->alerts();
+    REQUIRE(a);
+    for (auto& x : *a)
+      seen |= x.name == "xid_errors" && x.subject == "sim0";
+    if (!seen)
+      std::this_thread::sleep_for(10ms);
+  }
+  CHECK(seen);
+  REQUIRE((*rt)->flush_audit());
+  std::ifstream in{(*rt)->audit_path(), std::ios::binary};
+  std::string log{std::istreambuf_iterator<char>{in}, {}};
+  CHECK(log.find("firing: xid_errors critical (sim0): 2 Xid errors within "
+                 "600 s (the last: Xid 13)") != std::string::npos);
 }

@@ -125,6 +125,9 @@ TEST_CASE_METHOD(served, "the admin API answers every route over HTTP",
         has(b, "cohort_device_status{device=\"sim0\",status=\"available\"} 1"));
     CHECK(has(b, "cohort_audit_records_total "));
     CHECK(has(b, "cohort_queue_depth{device=\"cpu0\"} 0"));
+    CHECK(has(b, "# TYPE cohort_device_memory_peak_used_bytes gauge"));
+    CHECK(has(b, "cohort_device_memory_peak_used_bytes{device=\"sim0\"} "));
+    CHECK(has(b, "cohort_device_memory_pool_peak_held_bytes{device=\"sim0\"} "));
     // CPU workers are not GPUs: no dcgm series for them.
     CHECK_FALSE(has(b, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""));
   }
