@@ -80,7 +80,7 @@ public:
 
   /// The GPU's health read in the node (unavailable, with why, for a
   /// simulated device, a remote one, or without a health library).
-  devices::health::gpu_sample telemetry() const;
+  devices::health::gpu_sample telemetry() const override;
 
   /// On a remote host (else in a host process of this node).
   bool remote() const { return !where_.host.empty(); }

@@ -498,6 +498,12 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   rt->alerts_ =
       sys.spawn(alert_impl, settings->alerts, rt->balancer_, rt->supervisor_,
                 rt->quota_, rt->audit_, xid_source{std::move(xids)});
+  // Health counters are read on a thread of their own (a vendor library's
+  // call may block).
+  if (auto ms = cfg.supervision().telemetry_interval_ms(); ms > 0)
+    rt->telemetry_interval_ = std::chrono::milliseconds{std::max(ms, 10u)};
+  rt->telemetry_ = sys.spawn<caf::detached>(telemetry_impl, rt->devs_,
+                                            rt->telemetry_interval_);
   rt->trust_ = settings->trust;
   rt->isolation_ = std::move(isolation);
   rt->bundle_timeout_ = settings->bundle_load_timeout;
@@ -611,6 +617,34 @@ caf::expected<work_result> runtime::run(work_item item,
                                          " did not end within " +
                                          std::to_string(timeout.count()) +
                                          " ms; it was cancelled");
+}
+
+caf::expected<device_health_view>
+runtime::device_health(const std::string& name) const {
+  for (auto& d : devs_) {
+    if (d->info().name != name)
+      continue;
+    device_health_view v;
+    v.device = name;
+    v.simulated = d->info().simulated;
+    v.samples = d->telemetry_history();
+    // The newest sample stands for now: a vendor library's call may block
+    // (a GPU that fell off the bus), and this answers the admin API's
+    // threads. Devices that never had one (CPU workers, no library) say
+    // why at no cost.
+    if (!v.samples.empty()) {
+      v.now = v.samples.back().sample;
+      v.now_ns = v.samples.back().wall_ns;
+    } else {
+      v.now = d->telemetry();
+    }
+    v.interval = telemetry_interval_;
+    v.xid_errors = d->xid_errors();
+    v.last_xid = d->last_xid();
+    v.xids = d->recent_xids();
+    return v;
+  }
+  return make_error(errc::unknown_device, "no device is named '" + name + "'");
 }
 
 std::shared_ptr<devices::sim::sim_device>
@@ -1014,6 +1048,7 @@ void runtime::stop() {
   // as a closed door: a client that still holds its handle hears
   // shutting_down rather than nothing.
   stop_one(alerts_.address());
+  stop_one(telemetry_.address());
   // The gates of the hosts that run now: gone once the middleman has seen
   // their connections close.
   std::vector<host_gate_actor> gates;

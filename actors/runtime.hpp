@@ -20,6 +20,7 @@
 #include "actors/client_hub.hpp"
 #include "actors/quota.hpp"
 #include "actors/supervisor.hpp"
+#include "actors/telemetry.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/host.hpp"
@@ -44,6 +45,24 @@ struct bundle_counts {
   uint64_t loaded = 0;
   /// Refusals by reason ("unsigned", "unknown_key", "tampered_blob", ...).
   std::map<std::string, uint64_t> refused;
+};
+
+/// A device's health as the node kept it (runtime::device_health).
+struct device_health_view {
+  std::string device;
+  bool simulated = false;
+  /// The newest sample kept and when it was taken (`now_ns`); for a
+  /// device that never had one, why (unavailable_reason, now_ns 0).
+  devices::health::gpu_sample now;
+  int64_t now_ns = 0;
+  /// The samples kept, oldest first, one per `interval`.
+  std::vector<devices::health::timed_sample> samples;
+  std::chrono::milliseconds interval{0};
+  /// Its Xids so far and the last code (0: none), and the last ones with
+  /// when each was seen (oldest first).
+  uint64_t xid_errors = 0;
+  uint32_t last_xid = 0;
+  std::vector<devices::health::timed_xid> xids;
 };
 
 /// A config that works with no file: one CPU worker per core (hwloc), no
@@ -305,6 +324,14 @@ public:
   /// Xid errors per device, by index: how many, and the last code (0: none).
   std::vector<std::pair<uint64_t, uint32_t>> xid_errors() const;
 
+  /// Device `name`'s health as the node kept it: its newest sample (or
+  /// why there is none), the samples its sampler kept every
+  /// `supervision { telemetry_interval_ms }` (the last
+  /// devices::device::telemetry_kept, oldest first) and its recent Xids;
+  /// unknown_device for a name the node does not have.
+  caf::expected<device_health_view>
+  device_health(const std::string& name) const;
+
   /// Chaos: crashes the device's actor (the device is fine); the supervisor
   /// restarts it.
   caf::error crash_device_actor(const std::string& device);
@@ -357,6 +384,8 @@ private:
   quota_actor quota_;
   supervisor_actor supervisor_;
   alert_actor alerts_;
+  telemetry_actor telemetry_;
+  std::chrono::milliseconds telemetry_interval_{1000};
   /// The config as started, with the limits operators changed since.
   std::mutex cfg_mtx_;
   pb::RuntimeConfig cfg_;

@@ -181,6 +181,8 @@ caf::error check_bounds(const pb::RuntimeConfig& cfg) {
                   cfg.supervision().max_restart_delay_ms()},
         std::pair{"supervision.degraded_quiet_ms",
                   cfg.supervision().degraded_quiet_ms()},
+        std::pair{"supervision.telemetry_interval_ms",
+                  cfg.supervision().telemetry_interval_ms()},
         std::pair{"supervision.circuit.window_ms",
                   cfg.supervision().circuit().window_ms()},
         std::pair{"supervision.circuit.open_ms",

@@ -173,4 +173,38 @@ void device::do_release_memory() {
     mem->reset(!info().simulated);
 }
 
+health::gpu_sample device::telemetry() const {
+  health::gpu_sample s;
+  s.unavailable_reason = info_.name + " has no health counters (" +
+                         std::string{to_string(info_.kind)} + ")";
+  return s;
+}
+
+void device::keep_telemetry(int64_t wall_ns, health::gpu_sample s) {
+  std::lock_guard<std::mutex> guard{history_mtx_};
+  telemetry_.push_back({wall_ns, std::move(s)});
+  while (telemetry_.size() > telemetry_kept)
+    telemetry_.pop_front();
+}
+
+std::vector<health::timed_sample> device::telemetry_history() const {
+  std::lock_guard<std::mutex> guard{history_mtx_};
+  return {telemetry_.begin(), telemetry_.end()};
+}
+
+void device::keep_xid(uint32_t xid) {
+  auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  std::lock_guard<std::mutex> guard{history_mtx_};
+  xids_.push_back({now, xid});
+  while (xids_.size() > xids_kept)
+    xids_.pop_front();
+}
+
+std::vector<health::timed_xid> device::recent_xids() const {
+  std::lock_guard<std::mutex> guard{history_mtx_};
+  return {xids_.begin(), xids_.end()};
+}
+
 } // namespace cohort::devices

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <new>
@@ -15,6 +16,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "devices/health/health.hpp"
 #include "devices/memory/memory_resource.hpp"
 #include "kernels/catalog.hpp"
 #include "messages/device_info.hpp"
@@ -253,11 +255,30 @@ public:
   uint64_t xid_errors() const { return xid_errors_.load(); }
   uint32_t last_xid() const { return last_xid_.load(); }
 
+  /// Its health counters now: temperature, power, utilization, memory and
+  /// ECC. A GPU's come from its vendor's library (NVML, ROCm SMI), a
+  /// simulated GPU's from its model (source "simulated"); unavailable,
+  /// saying why, for CPU workers and where there is no library.
+  /// Thread-safe; a library call may take a millisecond or more.
+  virtual health::gpu_sample telemetry() const;
+
+  /// Keeps `s`, taken at `wall_ns` (ns since the epoch), in its history:
+  /// the last telemetry_kept. Thread-safe: the node's sampler writes, the
+  /// admin API reads; the history outlives a restart of its actor.
+  void keep_telemetry(int64_t wall_ns, health::gpu_sample s);
+  std::vector<health::timed_sample> telemetry_history() const;
+  static constexpr size_t telemetry_kept = 600;
+
+  /// The last xids_kept Xids it reported, each with when it was seen.
+  std::vector<health::timed_xid> recent_xids() const;
+  static constexpr size_t xids_kept = 64;
+
 protected:
   /// Backends call this for every Xid they see.
   void note_xid(uint32_t xid) {
     last_xid_.store(xid);
     xid_errors_.fetch_add(1);
+    keep_xid(xid);
   }
 
   explicit device(device_info info) : info_(std::move(info)) {
@@ -281,8 +302,13 @@ protected:
   virtual caf::error copy_out(void* dst, const void* src, size_t bytes);
 
 private:
+  void keep_xid(uint32_t xid);
+
   std::atomic<uint64_t> xid_errors_{0};
   std::atomic<uint32_t> last_xid_{0};
+  mutable std::mutex history_mtx_;
+  std::deque<health::timed_sample> telemetry_;
+  std::deque<health::timed_xid> xids_;
 
   virtual caf::expected<launch_result>
   do_launch(uint32_t stream, uint64_t ticket, kernels::kernel_id id,

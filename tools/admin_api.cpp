@@ -1,7 +1,10 @@
 #include "tools/admin_api.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <ctime>
 
 #include <google/protobuf/util/json_util.h>
 #include <openssl/crypto.h>
@@ -217,6 +220,7 @@ const std::vector<admin_route>& admin_api::routes() {
       {"GET", "/metrics", false, &self::get_metrics},
       {"GET", "/v1/stats", false, &self::get_stats},
       {"GET", "/v1/devices", false, &self::get_devices},
+      {"GET", "/v1/devices/:name/health", false, &self::get_device_health},
       {"GET", "/v1/tenants", false, &self::get_tenants},
       {"GET", "/v1/alerts", false, &self::get_alerts},
       {"GET", "/v1/objects", false, &self::get_objects},
@@ -465,6 +469,77 @@ http_reply admin_api::get_devices(const admin_request&) {
   if (!mem)
     return error(mem.error());
   return json(200, device_list(rt_, *st, *mem));
+}
+
+namespace {
+
+std::string iso_time(int64_t ns) {
+  auto secs = time_t(ns / 1'000'000'000);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[64];
+  auto n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%03dZ",
+                int((ns / 1'000'000) % 1000));
+  return buf;
+}
+
+void fill(pb::HealthSample& out, int64_t wall_ns,
+          const devices::health::gpu_sample& s) {
+  out.set_time_ns(wall_ns);
+  out.set_time(iso_time(wall_ns));
+  out.set_temperature_c(s.temperature_c);
+  out.set_power_w(s.power_w);
+  out.set_power_limit_w(s.power_limit_w);
+  out.set_gpu_util_percent(s.gpu_util_percent);
+  out.set_memory_util_percent(s.memory_util_percent);
+  out.set_memory_used_bytes(s.memory_used_bytes);
+  out.set_memory_total_bytes(s.memory_total_bytes);
+  out.set_ecc_corrected(s.ecc_corrected);
+  out.set_ecc_uncorrected(s.ecc_uncorrected);
+}
+
+} // namespace
+
+http_reply admin_api::get_device_health(const admin_request& req) {
+  auto& name = req.params.at(0);
+  auto h = rt_.device_health(name);
+  if (!h)
+    return error(h.error());
+  auto st = rt_.placement_stats();
+  if (!st)
+    return error(st.error());
+  pb::DeviceHealth out;
+  out.set_device(h->device);
+  out.set_simulated(h->simulated);
+  for (auto& d : rt_.devices())
+    if (d.name == name)
+      out.set_kind(to_string(d.kind));
+  for (auto& s : st->devices)
+    if (s.name == name) {
+      out.set_status(to_string(s.status));
+      out.set_circuit(to_string(s.circuit));
+      out.set_circuit_opens(s.circuit_opens);
+      out.set_losses(s.losses);
+      out.set_restarts(s.restarts);
+    }
+  out.set_source(h->now.source);
+  if (!h->now.available)
+    out.set_unavailable_reason(h->now.unavailable_reason);
+  else
+    fill(*out.mutable_now(), h->now_ns, h->now);
+  for (auto& s : h->samples)
+    fill(*out.add_samples(), s.wall_ns, s.sample);
+  out.set_interval_ms(uint32_t(h->interval.count()));
+  out.set_xid_errors(h->xid_errors);
+  out.set_last_xid(h->last_xid);
+  for (auto& x : h->xids) {
+    auto* e = out.add_xids();
+    e->set_time_ns(x.wall_ns);
+    e->set_time(iso_time(x.wall_ns));
+    e->set_xid(x.xid);
+  }
+  return json(200, out);
 }
 
 http_reply admin_api::get_tenants(const admin_request&) {

@@ -89,6 +89,7 @@ private:
   /// by job number; cancels by job, tenant or client.
   http_reply get_items(const admin_request& req);
   http_reply get_item(const admin_request& req);
+  http_reply get_device_health(const admin_request& req);
   http_reply post_cancel(const admin_request& req);
 
   http_reply route(const std::string& method, const std::string& path,

@@ -28,6 +28,7 @@
 #include "tools/byte_units.hpp"
 #include "tools/chaos_command.hpp"
 #include "tools/cli.hpp"
+#include "tools/health_command.hpp"
 #include "tools/jobs_command.hpp"
 #include "tools/kernel_command.hpp"
 #include "tools/pipeline.hpp"
@@ -522,6 +523,8 @@ int main(int argc, char** argv) {
   tools::add_jobs_command(app, jobs_args);
   tools::watch_cli watch_args;
   tools::add_watch_command(app, watch_args);
+  tools::health_cli health_args;
+  tools::add_health_command(app, health_args);
 
   std::string host_listen, host_config;
   auto* device_host = app.add_subcommand(
@@ -589,6 +592,8 @@ int main(int argc, char** argv) {
     return tools::cmd_jobs(jobs_args);
   if (watch_args.app->parsed())
     return tools::cmd_watch(watch_args);
+  if (health_args.app->parsed())
+    return tools::cmd_health(health_args);
   if (device_host->parsed()) {
     if (host_listen.empty() && host_config.empty())
       return actors::run_device_host();

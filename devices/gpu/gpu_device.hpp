@@ -87,7 +87,7 @@ public:
   uint32_t pick_stream(uint32_t suggested) const override;
 
   /// Utilization, memory, temperature and ECC counters from the monitor.
-  health::gpu_sample telemetry() const;
+  health::gpu_sample telemetry() const override;
 
   /// The pinned staging buffers.
   const staging_pool& staging() const { return staging_; }

@@ -26,6 +26,25 @@ struct gpu_sample {
   /// Volatile ECC error counts (since the last driver load).
   uint64_t ecc_corrected = 0;
   uint64_t ecc_uncorrected = 0;
+  /// Board power draw and the limit the board enforces, watts; -1 when
+  /// unknown.
+  double power_w = -1;
+  double power_limit_w = -1;
+  /// Where it comes from: "NVML", "ROCm SMI", or "simulated" (a simulated
+  /// GPU's model, never a real reading).
+  std::string source;
+};
+
+/// A sample as the node keeps it, with the wall-clock time it was taken.
+struct timed_sample {
+  int64_t wall_ns = 0;
+  gpu_sample sample;
+};
+
+/// An Xid error a device reported, with the wall-clock time it was seen.
+struct timed_xid {
+  int64_t wall_ns = 0;
+  uint32_t xid = 0;
 };
 
 /// A critical event the management library reported for a GPU.

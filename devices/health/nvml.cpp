@@ -98,6 +98,9 @@ struct nvml_api {
   nvmlReturn_t (*event_set_free)(nvmlEventSet_t);
   /// Optional: without it every wanted event type is registered.
   nvmlReturn_t (*supported_events)(nvmlDevice_t, unsigned long long*);
+  /// Optional: without them power is unknown.
+  nvmlReturn_t (*power_usage)(nvmlDevice_t, unsigned int*);
+  nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned int*);
 };
 
 template <class F>
@@ -335,6 +338,13 @@ public:
     } else if (rc != NVML_ERROR_NOT_SUPPORTED) {
       return fail("nvmlDeviceGetTotalEccErrors", rc);
     }
+    // Power in milliwatts; boards without the sensor leave it unknown.
+    unsigned int mw = 0;
+    if (api.power_usage != nullptr && api.power_usage(dev, &mw) == NVML_SUCCESS)
+      out.power_w = mw / 1000.0;
+    if (api.power_limit != nullptr && api.power_limit(dev, &mw) == NVML_SUCCESS)
+      out.power_limit_w = mw / 1000.0;
+    out.source = "NVML";
     out.available = true;
     return out;
   }
@@ -422,6 +432,8 @@ std::shared_ptr<gpu_monitor> open_nvml(const std::string& library) {
   std::string optional;
   resolve(lib, "nvmlDeviceGetSupportedEventTypes", api.supported_events,
           optional);
+  resolve(lib, "nvmlDeviceGetPowerUsage", api.power_usage, optional);
+  resolve(lib, "nvmlDeviceGetEnforcedPowerLimit", api.power_limit, optional);
   if (auto rc = api.init(); rc != NVML_SUCCESS) {
     const char* text = api.error_string(rc);
     std::string reason = std::string{"NVML: nvmlInit_v2 failed: "} +

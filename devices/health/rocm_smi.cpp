@@ -261,6 +261,13 @@ public:
       out.ecc_corrected = corrected;
       out.ecc_uncorrected = uncorrected;
     }
+    // Power in microwatts (sensor 0: the board's); unknown when missing.
+    uint64_t uw = 0;
+    if (rsmi_dev_power_ave_get(*dv, 0, &uw) == RSMI_STATUS_SUCCESS)
+      out.power_w = double(uw) / 1e6;
+    if (rsmi_dev_power_cap_get(*dv, 0, &uw) == RSMI_STATUS_SUCCESS)
+      out.power_limit_w = double(uw) / 1e6;
+    out.source = "ROCm SMI";
     out.available = true;
     return out;
   }

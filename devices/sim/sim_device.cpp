@@ -248,6 +248,7 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
   do_finish(ticket);
   held_.emplace(ticket,
                 held_block{*block, std::max<uint64_t>(total, 1), stream});
+  note_held();
   res.hung = hung;
   if (spike)
     res.reported_factor = params_.spike_factor;
@@ -261,6 +262,29 @@ void sim_device::do_finish(uint64_t ticket) {
   memory_->deallocate(i->second.p, i->second.bytes,
                       memory::stream_ref{i->second.stream});
   held_.erase(i);
+  note_held();
+}
+
+void sim_device::heat(int32_t degrees) {
+  heat_.store(degrees);
+}
+
+health::gpu_sample sim_device::telemetry() const {
+  health::gpu_sample s;
+  if (params_.cpu) {
+    s.unavailable_reason =
+        info().name + " is a simulated CPU worker: no health counters";
+    return s;
+  }
+  auto busy = std::min(1.0, double(held_now_.load(std::memory_order_relaxed)) /
+                                double(std::max(1u, params_.streams)));
+  s.available = true;
+  s.source = "simulated";
+  s.gpu_util_percent = uint32_t(busy * 100 + 0.5);
+  s.temperature_c = int32_t(35 + 45 * busy + 0.5) + heat_.load();
+  s.power_w = 60 + 240 * busy;
+  s.power_limit_w = 300;
+  return s;
 }
 
 caf::error sim_device::do_health() {
@@ -284,6 +308,7 @@ caf::error sim_device::do_reset() {
   // A reset takes the device's memory along: launches in flight were lost
   // (and re-placed); their blocks go back to the host.
   held_.clear();
+  note_held();
   inputs_.clear();
   memory_->reset(false);
   return caf::none;
@@ -294,6 +319,7 @@ void sim_device::do_release_memory() {
   // The launches' blocks go with the books: freeing them later (at the
   // latest in the destructor) would return blocks the memory has forgotten.
   held_.clear();
+  note_held();
   inputs_.clear();
   memory_->reset(false);
 }

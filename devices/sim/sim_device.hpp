@@ -6,6 +6,7 @@
 // until their modeled completion.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -94,6 +95,19 @@ public:
   /// (a corrected ECC error, thermal throttling).
   void warn(std::string what);
 
+  /// Raises its simulated temperature by `degrees` (negative: cools it)
+  /// on top of its model, until changed again.
+  void heat(int32_t degrees);
+
+  // -- health -----------------------------------------------------------------
+
+  /// A simulated GPU's modeled counters, source "simulated": utilization
+  /// from its launches in flight over its streams, temperature 35 C plus
+  /// 45 C at full use (plus heat()), power 60 W plus 240 W at full use of a
+  /// 300 W limit. Its memory is in the memory views, not here. A
+  /// simulated CPU worker has none.
+  health::gpu_sample telemetry() const override;
+
   memory::device_memory* memory() override {
     return params_.cpu ? nullptr : memory_.get();
   }
@@ -128,6 +142,12 @@ private:
   /// Blocks of launches until their modeled completion, by ticket.
   std::pmr::unsynchronized_pool_resource nodes_;
   std::pmr::unordered_map<uint64_t, held_block> held_{&nodes_};
+  /// held_.size(), for telemetry() from other threads.
+  std::atomic<uint32_t> held_now_{0};
+  std::atomic<int32_t> heat_{0};
+  void note_held() {
+    held_now_.store(uint32_t(held_.size()), std::memory_order_relaxed);
+  }
   mutable std::mutex mtx_;
   bool lost_ = false;
   bool permanent_ = false;

@@ -25,6 +25,9 @@ struct fake_gpu {
   unsigned temperature = 0;
   unsigned long long ecc_corrected = 0;
   unsigned long long ecc_uncorrected = 0;
+  /// Milliwatts drawn and the enforced limit.
+  unsigned power_mw = 0;
+  unsigned power_limit_mw = 0;
   /// What the queries of this GPU return besides its handle lookup: by
   /// function name, "" for all.
   std::map<std::string, nvmlReturn_t> results;
@@ -149,6 +152,15 @@ void fake_nvml_set(const char* pci, unsigned gpu_util, unsigned mem_util,
   d->gpu.temperature = temperature;
   d->gpu.ecc_corrected = ecc_corrected;
   d->gpu.ecc_uncorrected = ecc_uncorrected;
+}
+
+/// Sets the power readings of the GPU at `pci` (milliwatts).
+void fake_nvml_set_power(const char* pci, unsigned mw, unsigned limit_mw) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto* d = find(pci)) {
+    d->gpu.power_mw = mw;
+    d->gpu.power_limit_mw = limit_mw;
+  }
 }
 
 /// Makes NVML function `call` (nullptr: every query) of the GPU at `pci`
@@ -286,6 +298,23 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_st* d, int sensor,
   if (sensor != 0)
     return NVML_ERROR_INVALID_ARGUMENT;
   *out = d->gpu.temperature;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_st* d, unsigned int* out) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetPowerUsage"); rc != NVML_SUCCESS)
+    return rc;
+  *out = d->gpu.power_mw;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_st* d,
+                                             unsigned int* out) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetEnforcedPowerLimit"); rc != NVML_SUCCESS)
+    return rc;
+  *out = d->gpu.power_limit_mw;
   return NVML_SUCCESS;
 }
 

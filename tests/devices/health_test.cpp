@@ -26,6 +26,7 @@ struct fake_nvml {
               unsigned long long, unsigned, unsigned long long,
               unsigned long long) = nullptr;
   void (*set_result)(const char*, const char*, int) = nullptr;
+  void (*set_power)(const char*, unsigned, unsigned) = nullptr;
   void (*set_init_result)(int) = nullptr;
   void (*set_wait_result)(int) = nullptr;
   int (*raise)(const char*, unsigned long long, unsigned long long) = nullptr;
@@ -38,6 +39,7 @@ struct fake_nvml {
     bind("fake_nvml_reset", reset);
     bind("fake_nvml_set", set);
     bind("fake_nvml_set_result", set_result);
+    bind("fake_nvml_set_power", set_power);
     bind("fake_nvml_set_init_result", set_init_result);
     bind("fake_nvml_set_wait_result", set_wait_result);
     bind("fake_nvml_raise", raise);
@@ -123,6 +125,7 @@ TEST_CASE("NVML samples a GPU's counters", "[devices]") {
   fake_nvml fake;
   fake.set(gpu0, 37, 12, 3ull << 30, 80ull << 30, 61, 5, 1);
   fake.set(gpu1, 90, 70, 70ull << 30, 80ull << 30, 74, 0, 0);
+  fake.set_power(gpu0, 312'500, 700'000);
   {
     auto m = open_nvml(COHORT_FAKE_NVML);
     REQUIRE(m->available());
@@ -140,6 +143,9 @@ TEST_CASE("NVML samples a GPU's counters", "[devices]") {
       CHECK(s.temperature_c == 61);
       CHECK(s.ecc_corrected == 5);
       CHECK(s.ecc_uncorrected == 1);
+      CHECK(s.power_w == Approx(312.5));
+      CHECK(s.power_limit_w == Approx(700.0));
+      CHECK(s.source == "NVML");
     }
     auto s1 = m->sample(gpu1);
     REQUIRE(s1.available);
@@ -174,6 +180,15 @@ TEST_CASE("NVML samples a GPU's counters", "[devices]") {
       CHECK(s.ecc_corrected == 0);
       CHECK(s.ecc_uncorrected == 0);
       CHECK(s.gpu_util_percent == 37);
+    }
+    SECTION("a GPU without a power sensor still samples, power unknown") {
+      fake.set_result(gpu0, "nvmlDeviceGetPowerUsage", 3); // NOT_SUPPORTED
+      fake.set_result(gpu0, "nvmlDeviceGetEnforcedPowerLimit", 3);
+      auto s = m->sample(gpu0);
+      REQUIRE(s.available);
+      CHECK(s.power_w == -1);
+      CHECK(s.power_limit_w == -1);
+      CHECK(s.temperature_c == 61);
     }
   }
   // Destruction shuts NVML down.

@@ -334,3 +334,62 @@ TEST_CASE("objects are charged to their tenant and go with a reset",
   REQUIRE(!d->store_object(1, kernels::typed_view{small}, {"t", 0, "o1"}));
   CHECK(d->read_object(1)->values == small);
 }
+
+TEST_CASE("a simulated GPU's health counters come from its model, labelled "
+          "simulated",
+          "[devices][sim][health]") {
+  auto dp = make_small();
+  auto& d = *dp;
+  auto idle = d.telemetry();
+  REQUIRE(idle.available);
+  CHECK(idle.source == "simulated");
+  CHECK(idle.gpu_util_percent == 0);
+  CHECK(idle.temperature_c == 35);
+  CHECK(idle.power_w == Approx(60));
+  CHECK(idle.power_limit_w == Approx(300));
+  // One launch held on one of its two streams: half busy.
+  REQUIRE(launch_sum(d, 0, 1));
+  auto half = d.telemetry();
+  CHECK(half.gpu_util_percent == 50);
+  CHECK(half.temperature_c == 58);
+  CHECK(half.power_w == Approx(180));
+  d.finish(1);
+  CHECK(d.telemetry().gpu_util_percent == 0);
+  // Heat on top of the model, and cooling back.
+  d.heat(50);
+  CHECK(d.telemetry().temperature_c == 85);
+  d.heat(0);
+  CHECK(d.telemetry().temperature_c == 35);
+  // A simulated CPU worker has none.
+  auto p = small_sim();
+  p.cpu = true;
+  auto cpu = make_small(p);
+  auto none = cpu->telemetry();
+  CHECK_FALSE(none.available);
+  CHECK_THAT(none.unavailable_reason, Catch::Contains("simulated CPU worker"));
+}
+
+TEST_CASE("a device keeps its last samples and Xids, with their times",
+          "[devices][health]") {
+  auto dp = make_small();
+  auto& d = *dp;
+  for (int64_t i = 0; i < int64_t(device::telemetry_kept) + 50; ++i) {
+    health::gpu_sample s;
+    s.available = true;
+    s.temperature_c = int32_t(i % 100);
+    d.keep_telemetry(i, s);
+  }
+  auto kept = d.telemetry_history();
+  REQUIRE(kept.size() == device::telemetry_kept);
+  CHECK(kept.front().wall_ns == 50);
+  CHECK(kept.back().wall_ns == int64_t(device::telemetry_kept) + 49);
+  for (uint32_t i = 0; i < device::xids_kept + 3; ++i)
+    d.raise_xid(13);
+  d.raise_xid(31);
+  auto xids = d.recent_xids();
+  REQUIRE(xids.size() == device::xids_kept);
+  CHECK(xids.back().xid == 31);
+  CHECK(xids.back().wall_ns >= xids.front().wall_ns);
+  CHECK(xids.back().wall_ns > 1'700'000'000'000'000'000);
+  CHECK(d.xid_errors() == device::xids_kept + 4);
+}

@@ -127,7 +127,8 @@ TEST_CASE_METHOD(served, "the admin API answers every route over HTTP",
     CHECK(has(b, "cohort_queue_depth{device=\"cpu0\"} 0"));
     CHECK(has(b, "# TYPE cohort_device_memory_peak_used_bytes gauge"));
     CHECK(has(b, "cohort_device_memory_peak_used_bytes{device=\"sim0\"} "));
-    CHECK(has(b, "cohort_device_memory_pool_peak_held_bytes{device=\"sim0\"} "));
+    CHECK(
+        has(b, "cohort_device_memory_pool_peak_held_bytes{device=\"sim0\"} "));
     // CPU workers are not GPUs: no dcgm series for them.
     CHECK_FALSE(has(b, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""));
   }
@@ -662,4 +663,56 @@ TEST_CASE_METHOD(served,
   CHECK(has(gone.output, "cannot reach http://127.0.0.1:1"));
   CHECK(test::cohort_cli("watch --interval 0" + url).status == 2);
   CHECK(test::cohort_cli("watch --count -1" + url).status == 2);
+}
+
+TEST_CASE_METHOD(served,
+                 "GET /v1/devices/NAME/health and cohort health show a "
+                 "device's counters over time and its Xids",
+                 "[tools][serve][health]") {
+  auto cfg = test::make_config(dir, 1, {{"sim0", 1}});
+  cfg.mutable_supervision()->set_telemetry_interval_ms(20);
+  start(cfg);
+  rt->sim_device("sim0")->raise_xid(13);
+  rt->sim_device("sim0")->heat(30);
+  // The sampler keeps a sample every 20 ms.
+  for (int i = 0; i < 200; ++i) {
+    auto h = rt->device_health("sim0");
+    REQUIRE(h);
+    if (h->samples.size() >= 5)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  auto g = get("/v1/devices/sim0/health");
+  REQUIRE(g);
+  INFO(g->body);
+  CHECK(g->status == 200);
+  CHECK(has(g->body, "\"source\": \"simulated\""));
+  CHECK(has(g->body, "\"temperature_c\": 65"));
+  CHECK(has(g->body, "\"interval_ms\": 20"));
+  CHECK(has(g->body, "\"xid\": 13"));
+  CHECK(has(g->body, "\"circuit\": \"closed\""));
+  CHECK(get("/v1/devices/nothing/health")->status == 404);
+  // A CPU worker has none, and says so.
+  auto cpu = get("/v1/devices/cpu0/health");
+  REQUIRE(cpu);
+  CHECK(cpu->status == 200);
+  CHECK(has(cpu->body, "has no health counters"));
+  auto url = " --url http://127.0.0.1:" + std::to_string(port);
+  auto report = test::cohort_cli("health sim0 --samples 3" + url);
+  INFO(report.output);
+  CHECK(report.status == 0);
+  CHECK(has(report.output, "device      sim0 (sim, simulated)"));
+  CHECK(has(report.output, "counters    simulated, every 20 ms"));
+  CHECK(has(report.output, "latest      65 C, 60.0 W of 300.0 W, 0% busy ("));
+  CHECK(has(report.output, "Xids        1, the last 13"));
+  // Samples taken before the heat read 35 C.
+  CHECK(has(report.output, " to 65 C"));
+  CHECK(has(report.output, "TIME"));
+  auto json = test::cohort_cli("health sim0 --json" + url);
+  CHECK(json.status == 0);
+  CHECK(has(json.output, "\"samples\": ["));
+  CHECK(test::cohort_cli("health nothing" + url).status == 1);
+  CHECK(test::cohort_cli("health a/b" + url).status == 2);
+  CHECK(test::cohort_cli("health sim0 --samples 601" + url).status == 2);
+  CHECK(test::cohort_cli("health" + url).status == 2);
 }

@@ -1,0 +1,38 @@
+// The node's telemetry sampler: every interval it reads each device's health
+// counters (devices::device::telemetry: temperature, power, utilization,
+// memory, ECC) and keeps them in the device's history, which `cohort health`
+// and GET /v1/devices/NAME/health show. It runs on a thread of its own: a
+// vendor library's call may block for milliseconds.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "devices/device.hpp"
+#include "messages/atoms.hpp"
+
+namespace cohort::actors {
+
+using telemetry_actor = caf::typed_actor<
+    /// Internal: sample every device now.
+    caf::reacts_to<tick_atom>>;
+
+struct telemetry_state {
+  std::vector<std::shared_ptr<devices::device>> devs;
+  std::chrono::milliseconds interval{1000};
+  static inline const char* name = "cohort.telemetry";
+};
+
+/// Samples `devs` every `interval`, the first time at once; devices
+/// without health counters (CPU workers, GPUs without their library) keep
+/// no history.
+telemetry_actor::behavior_type
+telemetry_impl(telemetry_actor::stateful_pointer<telemetry_state> self,
+               std::vector<std::shared_ptr<devices::device>> devs,
+               std::chrono::milliseconds interval);
+
+} // namespace cohort::actors
