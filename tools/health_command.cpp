@@ -3,26 +3,16 @@
 #include <algorithm>
 #include <cctype>
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdio>
 
 #include "tools/admin_client.hpp"
 #include "tools/admin_command.hpp"
+#include "tools/appendf.hpp"
 #include "tools/byte_units.hpp"
 
 namespace cohort::tools {
 
 namespace {
-
-__attribute__((format(printf, 2, 3))) void add(std::string& out,
-                                               const char* fmt, ...) {
-  char line[512];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(line, sizeof line, fmt, args);
-  va_end(args);
-  out += line;
-}
 
 std::string temperature_text(int32_t c) {
   return c < 0 ? std::string{"-"} : std::to_string(c) + " C";
@@ -48,7 +38,7 @@ void add_trend(std::string& out, const char* what,
   std::snprintf(lo_text, sizeof lo_text, fmt_value, *lo);
   std::snprintf(hi_text, sizeof hi_text, fmt_value, *hi);
   std::snprintf(range, sizeof range, "%s to %s %s", lo_text, hi_text, unit);
-  add(out, "%-12s%-24s %s\n", what, range, sparkline(values, 60).c_str());
+  appendf(out, "%-12s%-24s %s\n", what, range, sparkline(values, 60).c_str());
 }
 
 } // namespace
@@ -75,52 +65,53 @@ std::string sparkline(const std::vector<double>& values, size_t width) {
 
 std::string health_report(const pb::DeviceHealth& h, int samples) {
   std::string out;
-  add(out, "device      %s (%s%s)\n", h.device().c_str(), h.kind().c_str(),
-      h.simulated() ? ", simulated" : "");
-  add(out,
-      "status      %s, circuit %s (opened %u times), %u losses, %u "
-      "restarts\n",
-      h.status().c_str(), h.circuit().c_str(), h.circuit_opens(), h.losses(),
-      h.restarts());
+  appendf(out, "device      %s (%s%s)\n", h.device().c_str(), h.kind().c_str(),
+          h.simulated() ? ", simulated" : "");
+  appendf(out,
+          "status      %s, circuit %s (opened %u times), %u losses, %u "
+          "restarts\n",
+          h.status().c_str(), h.circuit().c_str(), h.circuit_opens(),
+          h.losses(), h.restarts());
   if (h.source().empty()) {
-    add(out, "counters    none: %s\n", h.unavailable_reason().c_str());
+    appendf(out, "counters    none: %s\n", h.unavailable_reason().c_str());
   } else {
     char every[32];
     if (h.interval_ms() < 1000)
       std::snprintf(every, sizeof every, "%u ms", h.interval_ms());
     else
       std::snprintf(every, sizeof every, "%.1f s", h.interval_ms() / 1000.0);
-    add(out, "counters    %s, every %s, %d samples kept\n", h.source().c_str(),
-        every, h.samples_size());
+    appendf(out, "counters    %s, every %s, %d samples kept\n",
+            h.source().c_str(), every, h.samples_size());
     if (h.has_now()) {
       auto& n = h.now();
       std::string power = power_text(n.power_w());
       if (n.power_limit_w() > 0)
         power += " of " + power_text(n.power_limit_w());
-      add(out, "latest      %s, %s, %u%% busy",
-          temperature_text(n.temperature_c()).c_str(), power.c_str(),
-          n.gpu_util_percent());
+      appendf(out, "latest      %s, %s, %u%% busy",
+              temperature_text(n.temperature_c()).c_str(), power.c_str(),
+              n.gpu_util_percent());
       if (n.memory_total_bytes() > 0)
-        add(out, ", memory %s of %s",
-            human_bytes(n.memory_used_bytes()).c_str(),
-            human_bytes(n.memory_total_bytes()).c_str());
+        appendf(out, ", memory %s of %s",
+                human_bytes(n.memory_used_bytes()).c_str(),
+                human_bytes(n.memory_total_bytes()).c_str());
       if (!n.time().empty())
-        add(out, " (%s)", n.time().c_str());
-      add(out, "\n");
-      add(out, "ECC         %" PRIu64 " corrected, %" PRIu64 " uncorrected\n",
-          n.ecc_corrected(), n.ecc_uncorrected());
+        appendf(out, " (%s)", n.time().c_str());
+      appendf(out, "\n");
+      appendf(out,
+              "ECC         %" PRIu64 " corrected, %" PRIu64 " uncorrected\n",
+              n.ecc_corrected(), n.ecc_uncorrected());
     }
   }
   if (h.xid_errors() == 0) {
-    add(out, "Xids        none\n");
+    appendf(out, "Xids        none\n");
   } else {
-    add(out, "Xids        %" PRIu64 ", the last %u\n", h.xid_errors(),
-        h.last_xid());
+    appendf(out, "Xids        %" PRIu64 ", the last %u\n", h.xid_errors(),
+            h.last_xid());
     // The newest few, newest last.
     int from = std::max(0, h.xids_size() - 5);
     for (int i = from; i < h.xids_size(); ++i)
-      add(out, "            %s  Xid %u\n", h.xids(i).time().c_str(),
-          h.xids(i).xid());
+      appendf(out, "            %s  Xid %u\n", h.xids(i).time().c_str(),
+              h.xids(i).xid());
   }
   if (h.samples_size() == 0)
     return out;
@@ -135,12 +126,13 @@ std::string health_report(const pb::DeviceHealth& h, int samples) {
   auto span_s = double(h.samples(h.samples_size() - 1).time_ns() -
                        h.samples(0).time_ns()) /
                 1e9;
-  add(out, "\nover the last %.0f s (%d samples):\n", span_s, h.samples_size());
+  appendf(out, "\nover the last %.0f s (%d samples):\n", span_s,
+          h.samples_size());
   add_trend(out, "temperature", temps, "C", "%.0f");
   add_trend(out, "power", power, "W", "%.1f");
   add_trend(out, "busy", busy, "%", "%.0f");
-  add(out, "\n%-24s %6s %9s %5s  %s\n", "TIME", "TEMP", "POWER", "BUSY",
-      "MEMORY");
+  appendf(out, "\n%-24s %6s %9s %5s  %s\n", "TIME", "TEMP", "POWER", "BUSY",
+          "MEMORY");
   int from = std::max(0, h.samples_size() - samples);
   for (int i = from; i < h.samples_size(); ++i) {
     auto& s = h.samples(i);
@@ -148,9 +140,10 @@ std::string health_report(const pb::DeviceHealth& h, int samples) {
                       ? human_bytes(s.memory_used_bytes()) + " of " +
                             human_bytes(s.memory_total_bytes())
                       : std::string{"-"};
-    add(out, "%-24s %6s %9s %4u%%  %s\n", s.time().c_str(),
-        temperature_text(s.temperature_c()).c_str(),
-        power_text(s.power_w()).c_str(), s.gpu_util_percent(), memory.c_str());
+    appendf(out, "%-24s %6s %9s %4u%%  %s\n", s.time().c_str(),
+            temperature_text(s.temperature_c()).c_str(),
+            power_text(s.power_w()).c_str(), s.gpu_util_percent(),
+            memory.c_str());
   }
   return out;
 }

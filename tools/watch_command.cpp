@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cinttypes>
 #include <csignal>
-#include <cstdarg>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -14,6 +13,7 @@
 
 #include "tools/admin_client.hpp"
 #include "tools/admin_command.hpp"
+#include "tools/appendf.hpp"
 #include "tools/byte_units.hpp"
 
 namespace cohort::tools {
@@ -21,17 +21,6 @@ namespace cohort::tools {
 namespace {
 
 std::atomic<bool> interrupted{false};
-
-// Appends printf-style text to `out`.
-__attribute__((format(printf, 2, 3))) void add(std::string& out,
-                                               const char* fmt, ...) {
-  char line[512];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(line, sizeof line, fmt, args);
-  va_end(args);
-  out += line;
-}
 
 extern "C" void on_interrupt(int) {
   interrupted = true;
@@ -112,18 +101,19 @@ watch_snapshot watch_look(const std::string& url) {
 std::string watch_frame(const std::string& url, const watch_snapshot& now,
                         const watch_snapshot* before, double interval_s) {
   std::string out;
-  add(out, "cohort watch  %s  %s  every %.1fs\n", url.c_str(),
-      wall_text(now.wall).c_str(), interval_s);
+  appendf(out, "cohort watch  %s  %s  every %.1fs\n", url.c_str(),
+          wall_text(now.wall).c_str(), interval_s);
   if (!now.error.empty()) {
-    add(out, "\n  %s\n  (looking again every %.1fs)\n", now.error.c_str(),
-        interval_s);
+    appendf(out, "\n  %s\n  (looking again every %.1fs)\n", now.error.c_str(),
+            interval_s);
     return out;
   }
   bool have = before != nullptr && before->error.empty();
   double dt =
       have ? std::chrono::duration<double>(now.at - before->at).count() : 0;
   auto& s = now.stats;
-  add(out,
+  appendf(
+      out,
       "items: %" PRIu64 " admitted%s, %" PRIu64 " completed%s, %" PRIu64
       " failed, %" PRIu64 " rejected, %" PRIu64 " in flight, %" PRIu64
       " retries, %" PRIu64 " fallbacks\n",
@@ -135,9 +125,9 @@ std::string watch_frame(const std::string& url, const watch_snapshot& now,
           .c_str(),
       s.failed(), s.rejected(), s.outstanding(), s.retries(), s.fallbacks());
 
-  add(out, "\n%-12s %-6s %-13s %-10s %-9s %7s %9s %5s  %-21s %5s\n", "DEVICE",
-      "KIND", "WHERE", "STATUS", "CIRCUIT", "QUEUED", "DONE/S", "BUSY",
-      "MEMORY USED", "XIDS");
+  appendf(out, "\n%-12s %-6s %-13s %-10s %-9s %7s %9s %5s  %-21s %5s\n",
+          "DEVICE", "KIND", "WHERE", "STATUS", "CIRCUIT", "QUEUED", "DONE/S",
+          "BUSY", "MEMORY USED", "XIDS");
   for (auto& d : now.devices.devices()) {
     std::string done_rate = "-";
     std::string busy = "-";
@@ -164,14 +154,15 @@ std::string watch_frame(const std::string& url, const watch_snapshot& now,
     std::string xids = std::to_string(d.xid_errors());
     if (d.xid_errors() > 0)
       xids += " (" + std::to_string(d.last_xid()) + ")";
-    add(out, "%-12s %-6s %-13s %-10s %-9s %7" PRIu64 " %9s %5s  %-21s %5s\n",
-        d.name().c_str(), d.kind().c_str(), d.location().c_str(),
-        d.status().c_str(), d.circuit().c_str(), d.queued(), done_rate.c_str(),
-        busy.c_str(), memory.c_str(), xids.c_str());
+    appendf(out,
+            "%-12s %-6s %-13s %-10s %-9s %7" PRIu64 " %9s %5s  %-21s %5s\n",
+            d.name().c_str(), d.kind().c_str(), d.location().c_str(),
+            d.status().c_str(), d.circuit().c_str(), d.queued(),
+            done_rate.c_str(), busy.c_str(), memory.c_str(), xids.c_str());
   }
 
-  add(out, "\n%-16s %10s %8s  %-21s %9s\n", "TENANT", "IN FLIGHT", "WAITING",
-      "MEMORY", "FALLBACKS");
+  appendf(out, "\n%-16s %10s %8s  %-21s %9s\n", "TENANT", "IN FLIGHT",
+          "WAITING", "MEMORY", "FALLBACKS");
   for (auto& t : now.tenants.tenants()) {
     auto inflight = std::to_string(t.inflight()) + "/" +
                     (t.max_inflight() != 0 ? std::to_string(t.max_inflight())
@@ -180,23 +171,23 @@ std::string watch_frame(const std::string& url, const watch_snapshot& now,
                   (t.memory_quota_bytes() != 0
                        ? " / " + human_bytes(t.memory_quota_bytes())
                        : std::string{});
-    add(out, "%-16s %10s %8" PRIu64 "  %-21s %9" PRIu64 "\n",
-        t.tenant().c_str(), inflight.c_str(), t.waiting(), memory.c_str(),
-        t.fallbacks());
+    appendf(out, "%-16s %10s %8" PRIu64 "  %-21s %9" PRIu64 "\n",
+            t.tenant().c_str(), inflight.c_str(), t.waiting(), memory.c_str(),
+            t.fallbacks());
   }
 
   if (s.alerts_size() == 0) {
-    add(out, "\nALERTS: none firing\n");
+    appendf(out, "\nALERTS: none firing\n");
   } else {
-    add(out, "\nALERTS (%d firing)\n", s.alerts_size());
+    appendf(out, "\nALERTS (%d firing)\n", s.alerts_size());
     auto wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        now.wall.time_since_epoch())
                        .count();
     for (auto& a : s.alerts())
-      add(out, "%-9s %-24s %-12s for %-6s %s\n", a.severity().c_str(),
-          a.name().c_str(), a.subject().c_str(),
-          duration_text(double(wall_ns - a.since_ns()) / 1e9).c_str(),
-          a.detail().c_str());
+      appendf(out, "%-9s %-24s %-12s for %-6s %s\n", a.severity().c_str(),
+              a.name().c_str(), a.subject().c_str(),
+              duration_text(double(wall_ns - a.since_ns()) / 1e9).c_str(),
+              a.detail().c_str());
   }
   return out;
 }
