@@ -225,6 +225,13 @@ void keep_output(devices::device& dev, work_done& done, uint64_t keep_as,
   done.output.indices = {};
 }
 
+// `t` on the steady clock, in ns (work_done::finished_ns).
+int64_t steady_ns(clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             t.time_since_epoch())
+      .count();
+}
+
 // Time since `arrived` (at least 1 ns: 0 says "not measured").
 int64_t held_since(clock::time_point arrived) {
   return std::max<int64_t>(1,
@@ -261,6 +268,7 @@ caf::error launch_one(self_ptr self, run_request& req,
   work_done done{
       req.ticket, std::move(res->output),
       int64_t(double(res->device_time.count()) * res->reported_factor)};
+  done.stream = stream;
   auto now = clock::now();
   auto hold = [&](std::chrono::milliseconds timeout) {
     device_state::pending_launch p;
@@ -289,11 +297,13 @@ caf::error launch_one(self_ptr self, run_request& req,
                        req.ticket);
     return caf::none;
   }
+  auto finished = now;
   if (st.dev->info().simulated) {
     // Modeled time: the launch finishes when its stream gets to it.
     auto start = std::max(now, *s);
     auto finish = start + res->device_time;
     *s = finish;
+    finished = finish;
     if (finish - now > timer_threshold) {
       // It holds its device memory until then.
       auto timeout = timeout_of(st.cfg, req.item);
@@ -308,6 +318,7 @@ caf::error launch_one(self_ptr self, run_request& req,
   }
   st.dev->finish(req.ticket);
   keep_output(*st.dev, done, req.keep_as, req.item.tenant);
+  done.finished_ns = steady_ns(finished);
   ready.push_back(std::move(done));
   return caf::none;
 }
@@ -397,6 +408,7 @@ device_impl(device_actor::stateful_pointer<device_state> self,
         }
         keep_output(*st.dev, pending.done, pending.keep_as, pending.tenant);
         pending.done.held_ns = held_since(pending.arrived);
+        pending.done.finished_ns = steady_ns(clock::now());
         self->send(st.listener, done_atom::value, st.cfg.index,
                    std::vector<work_done>{std::move(pending.done)});
       },

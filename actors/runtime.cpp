@@ -824,6 +824,16 @@ caf::expected<uint64_t> runtime::cancel_items(const item_filter& f,
   return ask<uint64_t>(balancer_, jobs_atom::value, cancel_atom::value, f, who);
 }
 
+caf::error runtime::start_trace(uint64_t max_events) {
+  return error_of(
+      ask<bool>(balancer_, trace_atom::value, start_atom::value, max_events));
+}
+
+caf::expected<trace_snapshot> runtime::trace(bool stop) {
+  return ask<trace_snapshot>(balancer_, trace_atom::value, get_atom::value,
+                             stop);
+}
+
 uint64_t runtime::client() const {
   return hub_ ? hub_->client() : 0;
 }

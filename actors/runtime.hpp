@@ -304,6 +304,15 @@ public:
                                        const std::string& who);
   uint64_t client() const;
 
+  /// Tracing (docs/tracing.md): `start_trace` starts recording a trace of
+  /// at most `max_events` events (1 to max_trace_events, else
+  /// invalid_arguments; invalid_transition while one is being recorded);
+  /// `trace` returns what it holds so far and, with `stop`, stops it
+  /// (invalid_transition when none is being recorded). Write it with
+  /// chrome_trace_json.
+  caf::error start_trace(uint64_t max_events = default_trace_events);
+  caf::expected<trace_snapshot> trace(bool stop);
+
   /// Sharing objects with other processes of the node (docs/objects.md,
   /// "Sharing across processes"). `export_object` exports object `id` of
   /// `tenant` under `grant` and returns the token a process attaches with

@@ -811,6 +811,18 @@ item_info to_info(item_view&& v) {
 
 } // namespace
 
+void runtime::start_trace(uint64_t max_events) {
+  if (auto err = impl_->rt->start_trace(max_events))
+    raise(err);
+}
+
+std::string runtime::stop_trace() {
+  auto x = impl_->rt->trace(true);
+  if (!x)
+    raise(x.error());
+  return chrome_trace_json(*x);
+}
+
 std::vector<item_info> runtime::items(const std::string& tenant) {
   item_filter f;
   f.tenant = tenant;

@@ -59,5 +59,6 @@ using fault_atom = caf::atom_constant<caf::atom("fault")>;
 using launched_atom = caf::atom_constant<caf::atom("launched")>;
 using code_atom = caf::atom_constant<caf::atom("code")>;
 using jobs_atom = caf::atom_constant<caf::atom("jobs")>;
+using trace_atom = caf::atom_constant<caf::atom("trace")>;
 
 } // namespace cohort

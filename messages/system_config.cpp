@@ -27,6 +27,7 @@
 #include "messages/share.hpp"
 #include "messages/simulation.hpp"
 #include "messages/stats.hpp"
+#include "messages/trace.hpp"
 #include "messages/work.hpp"
 
 namespace cohort {
@@ -89,6 +90,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<item_view>>(
       "std::vector<cohort::item_view>");
   cfg.add_message_type<item_filter>("cohort::item_filter");
+  cfg.add_message_type<trace_snapshot>("cohort::trace_snapshot");
   cfg.add_message_type<std::vector<kernel_code>>(
       "std::vector<cohort::kernel_code>");
   cfg.add_error_category(errc_category, [](uint8_t code, caf::atom_value,

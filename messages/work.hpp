@@ -258,12 +258,18 @@ struct work_done {
   /// Set by the node's relay for a device outside the node's process: when
   /// the report reached the node (its steady clock, ns).
   int64_t relayed_at_ns = 0;
+  /// The stream it ran on (its trace track).
+  uint32_t stream = 0;
+  /// When it finished, on the steady clock of the device's machine (ns;
+  /// modeled on simulated devices): where its trace draws its end, for a
+  /// device on the node's machine.
+  int64_t finished_ns = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_done& x) {
   return f(caf::meta::type_name("work_done"), x.id, x.output, x.device_ns,
-           x.kept_as, x.kept_elements, x.held_ns, x.relayed_at_ns);
+           x.kept_as, x.kept_elements, x.held_ns, x.relayed_at_ns, x.stream);
 }
 
 /// One launch the balancer asks a device actor for. The device allocates

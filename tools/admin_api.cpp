@@ -236,6 +236,9 @@ const std::vector<admin_route>& admin_api::routes() {
       {"POST", "/v1/devices/:name/offline", true, &self::post_device_action},
       {"POST", "/v1/devices/:name/online", true, &self::post_device_action},
       {"POST", "/v1/tenants/:name/quota", true, &self::post_tenant_quota},
+      {"POST", "/v1/trace/start", true, &self::post_trace_start},
+      {"GET", "/v1/trace", false, &self::take_trace},
+      {"POST", "/v1/trace/stop", true, &self::take_trace},
   };
   return all;
 }
@@ -459,6 +462,43 @@ http_reply admin_api::post_cancel(const admin_request& req) {
   out.set_cancelled(*n);
   out.set_message("cancel " + what + ": " + std::to_string(*n) + " cancelled");
   return json(200, out);
+}
+
+http_reply admin_api::post_trace_start(const admin_request& req) {
+  pb::TraceStart start;
+  http_reply bad;
+  if (!parse(req.body, start, bad))
+    return bad;
+  auto max =
+      start.max_events() == 0 ? default_trace_events : start.max_events();
+  auto err = rt_.start_trace(max);
+  rt_.audit_admin("admin API (" + req.peer + "): start a trace of at most " +
+                  std::to_string(max) + " events" +
+                  (err ? ": " + describe(err) : std::string{}));
+  if (err)
+    return error(err);
+  pb::AdminReply out;
+  out.set_ok(true);
+  out.set_message("recording a trace of at most " + std::to_string(max) +
+                  " events");
+  return json(200, out);
+}
+
+// GET /v1/trace: the trace so far, recording on; POST /v1/trace/stop: the
+// trace, which stops. Chrome trace event JSON either way.
+http_reply admin_api::take_trace(const admin_request& req) {
+  bool stop = req.pattern == "/v1/trace/stop";
+  auto x = rt_.trace(stop);
+  if (stop)
+    rt_.audit_admin("admin API (" + req.peer + "): stop the trace" +
+                    (x ? ": " + std::to_string(x->events.size()) + " events"
+                       : ": " + describe(x.error())));
+  if (!x)
+    return error(x.error());
+  http_reply r;
+  r.body = chrome_trace_json(*x);
+  r.content_type = "application/json";
+  return r;
 }
 
 http_reply admin_api::get_devices(const admin_request&) {

@@ -91,6 +91,8 @@ private:
   http_reply get_item(const admin_request& req);
   http_reply get_device_health(const admin_request& req);
   http_reply post_cancel(const admin_request& req);
+  http_reply post_trace_start(const admin_request& req);
+  http_reply take_trace(const admin_request& req);
 
   http_reply route(const std::string& method, const std::string& path,
                    const std::string& authorization, const std::string& body,

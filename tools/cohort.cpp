@@ -34,6 +34,7 @@
 #include "tools/pipeline.hpp"
 #include "tools/scheduler_arg.hpp"
 #include "tools/serve_command.hpp"
+#include "tools/trace_command.hpp"
 #include "tools/watch_command.hpp"
 
 using namespace cohort;
@@ -195,6 +196,9 @@ struct run_cli {
   std::string config;
   std::string audit;
   std::string scheduler;
+  std::string trace;
+  uint64_t trace_events = default_trace_events;
+  std::string report_html;
   bool no_progress = false;
 };
 
@@ -204,6 +208,9 @@ int cmd_run(const run_cli& a) {
   opts.config_path = a.config;
   opts.audit_path = a.audit;
   opts.scheduler = a.scheduler;
+  opts.trace_path = a.trace;
+  opts.trace_events = a.trace_events;
+  opts.report_html_path = a.report_html;
   auto& pipeline = a.pipeline;
   auto spec = load_pipeline(pipeline);
   if (!spec)
@@ -462,6 +469,19 @@ int main(int argc, char** argv) {
       ->type_name("PATH");
   run->add_flag("--no-progress", run_args.no_progress,
                 "no progress line on stderr");
+  run->add_option("--trace", run_args.trace,
+                  "write the run's timeline there in the Chrome trace event "
+                  "format (Perfetto, chrome://tracing; docs/tracing.md)")
+      ->type_name("FILE");
+  run->add_option("--trace-events", run_args.trace_events,
+                  "the most events the trace keeps (default 1000000)")
+      ->check(CLI::Range(uint64_t{1}, max_trace_events))
+      ->type_name("N");
+  run->add_option("--report-html", run_args.report_html,
+                  "also write the report there as an HTML page with plots of "
+                  "each device's utilization and queue over the run and of "
+                  "the latency (docs/tracing.md)")
+      ->type_name("FILE");
   run->add_option("--scheduler", run_args.scheduler,
                   "CAF's scheduler over the config's (threads, "
                   "moderate_sleep_us, ...: cohort.pb.Scheduler)")
@@ -521,6 +541,9 @@ int main(int argc, char** argv) {
   tools::add_objects_command(app, objects_args);
   tools::jobs_cli jobs_args;
   tools::add_jobs_command(app, jobs_args);
+
+  tools::trace_cli trace_args;
+  tools::add_trace_command(app, trace_args);
   tools::watch_cli watch_args;
   tools::add_watch_command(app, watch_args);
   tools::health_cli health_args;
@@ -590,6 +613,8 @@ int main(int argc, char** argv) {
     return tools::cmd_objects(objects_args);
   if (jobs_args.app->parsed())
     return tools::cmd_jobs(jobs_args);
+  if (trace_args.app->parsed())
+    return tools::cmd_trace(trace_args);
   if (watch_args.app->parsed())
     return tools::cmd_watch(watch_args);
   if (health_args.app->parsed())

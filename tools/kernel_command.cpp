@@ -13,6 +13,7 @@
 #include "kernels/registry.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
+#include "messages/json.hpp"
 
 namespace cohort::tools {
 
@@ -69,22 +70,6 @@ int cmd_keygen(const std::string& prefix, std::FILE* out) {
                "keys)\n",
                key->public_key().id().c_str(), priv.c_str(), pub.c_str());
   return 0;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
 }
 
 // Reads a small file (a key): at most 64 KiB.

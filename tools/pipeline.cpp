@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -1065,17 +1068,30 @@ drive(caf::actor_system& sys, actors::runtime& rt, const pb::RuntimeConfig& cfg,
   rep.name = spec.name();
   rep.items = plan->items();
   auto finished = shared->finished.get_future();
+  // The page's plots sample the balancer's counters as the run goes.
+  bool sample = !opts.report_html_path.empty();
+  if (sample)
+    rep.timeline.set_devices(rt.devices());
   auto start = clock::now();
   sys.spawn(client_impl, &spec, &rt, shared,
             std::shared_ptr<const batch_plan>{plan}, cap, opts.cancel);
   bool tty = opts.progress && ::isatty(::fileno(opts.progress));
   int last_decile = 0;
-  while (finished.wait_for(std::chrono::milliseconds(100)) !=
+  auto look = [&] {
+    if (!sample)
+      return;
+    auto secs = std::chrono::duration<double>(clock::now() - start).count();
+    if (auto st = rt.placement_stats())
+      rep.timeline.add(secs, *st);
+  };
+  while (finished.wait_for(std::chrono::milliseconds(sample ? 20 : 100)) !=
          std::future_status::ready) {
     double secs = std::chrono::duration<double>(clock::now() - start).count();
     show_progress(opts.progress, tty, shared->ended.load(), rep.items, secs,
                   last_decile);
+    look();
   }
+  look();
   // The client has quit: the output files are whole, or are not kept.
   for (size_t o = 0; o < plan->outputs.size(); ++o) {
     auto& op = plan->outputs[o];
@@ -1150,6 +1166,73 @@ caf::expected<pb::RuntimeConfig> runtime_config_of(const pb::PipelineSpec& spec,
   return cfg;
 }
 
+namespace {
+
+// A file `cohort run` writes when the run ends (--trace, --report-html).
+// It is checked before the run (one that cannot be written is refused
+// before anything runs) without losing what an existing one holds; a run
+// that does not end leaves no file it made.
+class run_file {
+public:
+  caf::error open(const std::string& path, const char* option) {
+    existed_ = ::access(path.c_str(), F_OK) == 0;
+    auto* f = std::fopen(path.c_str(), "a");
+    if (f == nullptr)
+      return make_error(errc::invalid_arguments,
+                        std::string{option} + ": cannot write '" + path +
+                            "': " + std::strerror(errno));
+    std::fclose(f);
+    path_ = path;
+    return caf::none;
+  }
+
+  bool wanted() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+
+  void discard() {
+    if (!path_.empty() && !existed_)
+      std::remove(path_.c_str());
+    path_.clear();
+  }
+
+  // Writes `text`; empty, or why it could not (then the file goes).
+  std::string write(const std::string& text) {
+    auto* f = std::fopen(path_.c_str(), "w");
+    bool ok = f != nullptr &&
+              std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f != nullptr)
+      ok = std::fclose(f) == 0 && ok;
+    if (ok)
+      return {};
+    std::string why = "writing " + path_ + " failed: " + std::strerror(errno);
+    std::remove(path_.c_str());
+    return why;
+  }
+
+private:
+  std::string path_;
+  bool existed_ = false;
+};
+
+// Stops the runtime's trace and writes it; what went wrong goes in the
+// report (the run then fails).
+void write_trace(actors::runtime& rt, run_file& file, pipeline_report& rep) {
+  rep.trace_path = file.path();
+  auto x = rt.trace(true);
+  if (!x) {
+    rep.trace_error = "the trace could not be taken: " + describe(x.error());
+    file.discard();
+    return;
+  }
+  rep.trace_error = file.write(chrome_trace_json(*x));
+  if (rep.trace_error.empty()) {
+    rep.trace_events = x->events.size();
+    rep.trace_dropped = x->dropped;
+  }
+}
+
+} // namespace
+
 caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
                                             const pb::PipelineSpec& spec,
                                             const run_options& opts) {
@@ -1170,20 +1253,54 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
     if (!checked)
       return checked.error();
   }
+  // Files that cannot be written are refused before anything runs.
+  if (!opts.trace_path.empty() &&
+      (opts.trace_events == 0 || opts.trace_events > max_trace_events))
+    return make_error(errc::invalid_arguments,
+                      "--trace-events is 1 to " +
+                          std::to_string(max_trace_events) + ", not " +
+                          std::to_string(opts.trace_events));
+  if (!opts.trace_path.empty() && !opts.report_html_path.empty()) {
+    std::error_code e1, e2;
+    auto a = std::filesystem::weakly_canonical(opts.trace_path, e1);
+    auto b = std::filesystem::weakly_canonical(opts.report_html_path, e2);
+    if (!e1 && !e2 && a == b)
+      return make_error(errc::invalid_arguments,
+                        "--trace and --report-html name the same file");
+  }
+  run_file trace, page;
+  if (!opts.trace_path.empty())
+    if (auto err = trace.open(opts.trace_path, "--trace"))
+      return err;
+  if (!opts.report_html_path.empty())
+    if (auto err = page.open(opts.report_html_path, "--report-html")) {
+      trace.discard();
+      return err;
+    }
+  auto give_up = [&](caf::error err) {
+    trace.discard();
+    page.discard();
+    return err;
+  };
   auto rt = actors::runtime::start(sys, cfg);
   if (!rt)
-    return rt.error();
+    return give_up(rt.error());
   if (unresolved)
     checked = check_spec(spec);
-  if (!checked) {
+  caf::error refused = checked ? caf::error{} : checked.error();
+  if (!refused && trace.wanted())
+    refused = (*rt)->start_trace(opts.trace_events);
+  if (refused) {
     (*rt)->stop();
-    return checked.error();
+    return give_up(std::move(refused));
   }
   auto rep = drive(sys, **rt, cfg, spec, std::move(*checked), opts);
   if (!rep) {
     (*rt)->stop();
-    return rep.error();
+    return give_up(rep.error());
   }
+  if (trace.wanted())
+    write_trace(**rt, trace, *rep);
   auto flushed = (*rt)->flush_audit();
   auto stats = (*rt)->audit_stats();
   (*rt)->stop();
@@ -1199,6 +1316,10 @@ caf::expected<pipeline_report> run_pipeline(caf::actor_system& sys,
   // A log that missed records of this run does not vouch for it.
   if (!rep->audit_unwritten.empty())
     rep->audit.ok = false;
+  if (page.wanted()) {
+    rep->report_html_path = page.path();
+    rep->report_html_error = page.write(report_html(*rep));
+  }
   return rep;
 }
 
@@ -1288,6 +1409,23 @@ void print_report(std::FILE* out, const pipeline_report& r) {
   for (auto& x : r.xids)
     std::fprintf(out, "Xid errors         %s: %llu (the last Xid %u)\n",
                  x.device.c_str(), u(x.errors), x.last);
+  if (!r.report_html_error.empty())
+    std::fprintf(out, "report NOT written %s\n", r.report_html_error.c_str());
+  else if (!r.report_html_path.empty())
+    std::fprintf(out, "report written     %s (HTML, with plots)\n",
+                 r.report_html_path.c_str());
+  if (!r.trace_error.empty())
+    std::fprintf(out, "trace NOT written  %s\n", r.trace_error.c_str());
+  else if (!r.trace_path.empty())
+    std::fprintf(out,
+                 "trace written      %s: %llu events%s (open it in "
+                 "https://ui.perfetto.dev)\n",
+                 r.trace_path.c_str(), u(r.trace_events),
+                 r.trace_dropped == 0
+                     ? ""
+                     : (", " + std::to_string(r.trace_dropped) +
+                        " more not kept past --trace-events")
+                           .c_str());
   if (r.audit.ok)
     std::fprintf(out,
                  "audit chain        verified: %llu records in %s (%llu from "

@@ -16,6 +16,8 @@
 #include "messages/cohort.pb.h"
 #include "messages/memory_stats.hpp"
 #include "messages/stats.hpp"
+#include "messages/trace.hpp"
+#include "tools/report_html.hpp"
 
 namespace cohort::tools {
 
@@ -33,6 +35,14 @@ struct run_options {
   /// When set (by another thread), no further item is submitted; the run
   /// ends once those submitted have ended.
   std::shared_ptr<std::atomic<bool>> cancel;
+  /// `--trace FILE`: the run's trace goes there (docs/tracing.md), at most
+  /// `trace_events` events of it. `run_pipeline` only.
+  std::string trace_path;
+  uint64_t trace_events = default_trace_events;
+  /// `--report-html FILE`: the report goes there too, as a page with
+  /// plots (the run samples the balancer's counters for them).
+  /// `run_pipeline` only.
+  std::string report_html_path;
 };
 
 /// Everything `cohort run` reports at the end.
@@ -88,13 +98,26 @@ struct pipeline_report {
     uint32_t last = 0;
   };
   std::vector<xid_count> xids;
+  /// The trace written (--trace): where, its events, those not kept past
+  /// its bound; or why it could not be written.
+  std::string trace_path;
+  uint64_t trace_events = 0;
+  uint64_t trace_dropped = 0;
+  std::string trace_error;
+  /// The page written (--report-html), or why it could not be; the
+  /// counters sampled for its plots.
+  std::string report_html_path;
+  std::string report_html_error;
+  run_timeline timeline;
 
   /// True when every item completed once with a correct result, no device
-  /// memory leaked and the audit log verified.
+  /// memory leaked, the audit log verified and the trace asked for was
+  /// written.
   bool ok() const {
     return lost == 0 && duplicates == 0 && mismatches == 0 && failed == 0 &&
            rejected == 0 && skipped == 0 && outputs_not_written.empty() &&
-           leaked == 0 && audit.ok;
+           leaked == 0 && audit.ok && trace_error.empty() &&
+           report_html_error.empty();
   }
 };
 

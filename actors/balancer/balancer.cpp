@@ -138,8 +138,36 @@ void audit_common(self_ptr self, audit_kind kind, const work_item& item,
                         static_cast<uint8_t>(item.kernel)});
 }
 
+// Adds `e` to the trace being recorded (docs/tracing.md), if one is.
+void trace_add(balancer_state& st, const trace_event& e) {
+  if (st.trace)
+    st.trace->add(e);
+}
+
+void trace_add(balancer_state& st, const trace_event& e,
+               std::string_view text) {
+  if (st.trace)
+    st.trace->add(e, text);
+}
+
+// The trace's count of the items placed on device `index` now.
+void trace_placed(balancer_state& st, size_t index) {
+  trace_add(st, {.begin_ns = steady_ns(st.now),
+                 .count = st.devices[index].placed,
+                 .device = int32_t(index),
+                 .kind = trace_kind::placed});
+}
+
 void device_event(self_ptr self, const std::string& device,
                   std::string detail) {
+  auto& st = self->state;
+  if (st.trace)
+    for (size_t d = 0; d < st.devices.size(); ++d)
+      if (st.devices[d].info.name == device)
+        st.trace->add({.begin_ns = steady_ns(st.now),
+                       .device = int32_t(d),
+                       .kind = trace_kind::device},
+                      detail);
   self->state.audit.add(self,
                         audit_event{audit_kind::device_event, "", 0, device, "",
                                     std::move(detail), wall_clock_ns()});
@@ -182,9 +210,18 @@ void tell_end(self_ptr self, const end_sink& sink, work_end end) {
                std::exchange(p.ends, {}));
 }
 
-// Refuses an item before admission.
+// Refuses an item before admission. `held`: it was held back (its end
+// is traced as an end, note_ended), else it is traced as refused.
 void reject(self_ptr self, const work_item& item, const end_sink& sink,
-            caf::error err) {
+            caf::error err, bool held = false) {
+  auto& st = self->state;
+  if (st.trace && !held)
+    st.trace->add({.begin_ns = steady_ns(st.now),
+                   .tenant = st.acct.book().tenant_index(item.tenant),
+                   .kind = trace_kind::ended,
+                   .kernel = uint8_t(item.kernel),
+                   .flags = trace_refused},
+                  describe(err));
   auto& adm = self->state.counters.admission;
   ++adm.rejected;
   ++adm.rejected_by_reason[to_string(code_of(err))];
@@ -215,6 +252,14 @@ void note_ended(balancer_state& st, uint64_t job, const work_item& item,
                 uint32_t attempts) {
   if (job == 0)
     return;
+  if (err && st.trace)
+    st.trace->add({.begin_ns = steady_ns(st.now),
+                   .job = job,
+                   .device = device,
+                   .tenant = tenant,
+                   .kind = trace_kind::ended,
+                   .kernel = uint8_t(item.kernel)},
+                  describe(err));
   if (st.ended.size() < balancer_state::ended_kept)
     st.ended.emplace_back();
   auto& e = st.ended[st.ended_next];
@@ -260,7 +305,7 @@ void reject_held(self_ptr self, balancer_state::held_item& h, caf::error err) {
   auto& st = self->state;
   note_ended(st, h.job, h.item, st.acct.book().tenant_index(h.item.tenant),
              h.sink, err, -1, h.submitted, 0);
-  reject(self, h.item, h.sink, std::move(err));
+  reject(self, h.item, h.sink, std::move(err), true);
 }
 
 // Key of a run-time model cell in `probing`.
@@ -1217,6 +1262,46 @@ void note_rate(balancer_state& st, size_t index, kernels::kernel_id k,
   }
 }
 
+// The job a trace names for `r`: its own; a merged launch's first member's;
+// a gang slice's gang's (0 for a rebuild).
+uint64_t trace_job(const balancer_state& st, const balancer_state::record& r) {
+  if (!r.members.empty())
+    if (auto m = st.outstanding.find(r.members.front());
+        m != st.outstanding.end())
+      return m->second.job;
+  if (r.gang_parent != 0)
+    if (auto g = st.outstanding.find(r.gang_parent); g != st.outstanding.end())
+      return g->second.job;
+  return r.job;
+}
+
+// Traces the wait of the item of `r` (of each member of a merged launch;
+// a gang's for its slice, on each of its devices), which goes to device
+// `index` at `sent_ns`.
+void trace_sent(balancer_state& st, const balancer_state::record& r,
+                size_t index, int64_t sent_ns) {
+  auto wait = [&](const balancer_state::record& x) {
+    st.trace->add({.begin_ns = steady_ns(x.submitted),
+                   .end_ns = sent_ns,
+                   .job = x.job,
+                   .count = r.attempts,
+                   .device = int32_t(index),
+                   .tenant = x.tenant,
+                   .kind = trace_kind::wait,
+                   .kernel = uint8_t(x.item.kernel)});
+  };
+  if (r.members.empty() && r.gang_parent == 0)
+    return wait(r);
+  if (r.gang_parent != 0) {
+    if (auto g = st.outstanding.find(r.gang_parent); g != st.outstanding.end())
+      wait(g->second);
+    return;
+  }
+  for (auto m : r.members)
+    if (auto i = st.outstanding.find(m); i != st.outstanding.end())
+      wait(i->second);
+}
+
 // Sends device `index` the queued tickets still placed on it, as one message.
 void send_queued(self_ptr self, size_t index) {
   auto& st = self->state;
@@ -1229,6 +1314,7 @@ void send_queued(self_ptr self, size_t index) {
   // Bytes of kernel code sent ahead of the batch: they cross first.
   uint64_t code_bytes = 0;
   batch.reserve(n);
+  auto sent_ns = steady_ns(st.now);
   for (size_t i = 0; i < n; ++i) {
     auto ticket = s.queued[i].ticket;
     auto r = st.outstanding.find(ticket);
@@ -1265,6 +1351,8 @@ void send_queued(self_ptr self, size_t index) {
         self->send(s.handle, code_atom::value, std::move(code));
     }
     r->second.sent = true;
+    if (st.trace)
+      trace_sent(st, r->second, index, sent_ns);
   }
   s.queued.erase(s.queued.begin(), s.queued.begin() + std::ptrdiff_t(n));
   if (!batch.empty() && s.info.elsewhere()) {
@@ -1287,6 +1375,7 @@ void send_queued(self_ptr self, size_t index) {
   if (!batch.empty()) {
     s.sent += uint32_t(batch.size());
     self->send(s.handle, run_atom::value, std::move(batch));
+    trace_placed(st, index);
   }
   for (auto& [ticket, err] : lost)
     end_failed(self, ticket, std::move(err));
@@ -2498,6 +2587,15 @@ void replace_after_failure(self_ptr self, uint64_t ticket,
   auto index = r.device;
   auto& s = st.devices[size_t(index)];
   ++s.stats.failed_placements;
+  if (st.trace)
+    trace_add(st,
+              {.begin_ns = steady_ns(st.now),
+               .job = trace_job(st, r),
+               .device = index,
+               .tenant = r.tenant,
+               .kind = trace_kind::failover,
+               .kernel = uint8_t(r.item.kernel)},
+              describe(err));
   if (!counted && is_device_fault(code_of(err)))
     note_failure(self, size_t(index), err);
   else
@@ -2543,6 +2641,15 @@ void memory_refused(self_ptr self, uint64_t ticket, const caf::error& err) {
   auto index = size_t(r.device);
   auto& s = st.devices[index];
   ++s.stats.memory_refusals;
+  if (st.trace)
+    trace_add(st,
+              {.begin_ns = steady_ns(st.now),
+               .job = trace_job(st, r),
+               .device = int32_t(index),
+               .tenant = r.tenant,
+               .kind = trace_kind::failover,
+               .kernel = uint8_t(r.item.kernel)},
+              "its memory was refused: " + describe(err));
   s.breaker.abandoned();
   if (r.gang_parent != 0)
     return gang_failed(self, r.gang_parent, err, true);
@@ -2761,6 +2868,35 @@ void note_crossing(balancer_state& st, size_t index,
   touch(st, index);
 }
 
+// Traces the launch of `r` on device `index` that `done` reports. It ended
+// when the device says it finished, for a device on the node's machine (the
+// same steady clock), else when its report reached the node (a relay's
+// stamp for a device outside the node's process); it took the device time
+// the device measured.
+void trace_launch(balancer_state& st, const balancer_state::record& r,
+                  size_t index, const work_done& done, bool fallback) {
+  auto end_ns = done.finished_ns > 0 && st.devices[index].info.remote.empty()
+                    ? done.finished_ns
+                : done.relayed_at_ns > 0 ? done.relayed_at_ns
+                                         : steady_ns(st.now);
+  auto job = trace_job(st, r);
+  uint8_t flags = fallback ? trace_fallback : 0;
+  if (r.gang_parent != 0)
+    flags |= trace_gang;
+  if (r.rebuild_of != 0)
+    flags |= trace_rebuild;
+  st.trace->add({.begin_ns = end_ns - std::max<int64_t>(0, done.device_ns),
+                 .end_ns = end_ns,
+                 .job = job,
+                 .count = uint32_t(std::max<size_t>(1, r.members.size())),
+                 .device = int32_t(index),
+                 .stream = done.stream,
+                 .tenant = r.tenant,
+                 .kind = trace_kind::run,
+                 .kernel = uint8_t(r.item.kernel),
+                 .flags = flags});
+}
+
 // Ends an item with the result its device reported, unless it already
 // ended or moved on (then the late completion is dropped and counted). A
 // merged launch ends each member with its part; a gang slice waits for its
@@ -2791,6 +2927,8 @@ void complete(self_ptr self, uint32_t index, work_done& done) {
     st.parked_due = true;
   }
   bool fallback = !is_gpu(s.info) && (r.on_gpu_before || r.memory_fallback);
+  if (st.trace)
+    trace_launch(st, r, index, done, fallback);
   if (!r.members.empty()) {
     auto members = r.members;
     auto attempts = r.attempts;
@@ -3756,6 +3894,12 @@ void on_device_change(self_ptr self, device_change& c) {
     return;
   }
   s.generation = c.generation;
+  if (st.trace)
+    st.trace->add({.begin_ns = steady_ns(st.now),
+                   .device = int32_t(c.index),
+                   .kind = trace_kind::device},
+                  std::string{to_string(c.status)} + " (" + to_string(c.cause) +
+                      ")" + (c.why.empty() ? "" : ": " + c.why));
   switch (c.cause) {
   case device_cause::started:
     return device_started(self, c.index, c);
@@ -3768,6 +3912,47 @@ void on_device_change(self_ptr self, device_change& c) {
   case device_cause::gave_up:
     return device_left(self, c.index, c);
   }
+}
+
+caf::result<bool> start_trace(self_ptr self, uint64_t max_events) {
+  auto& st = self->state;
+  if (max_events == 0 || max_events > max_trace_events)
+    return make_error(errc::invalid_arguments,
+                      "a trace keeps 1 to " + std::to_string(max_trace_events) +
+                          " events, not " + std::to_string(max_events));
+  if (st.trace)
+    return make_error(errc::invalid_transition,
+                      "a trace is being recorded already (" +
+                          std::to_string(st.trace->size()) +
+                          " events so far): stop it first");
+  st.trace = std::make_unique<balancer::trace_recorder>(
+      max_events, steady_ns(st.now), st.now_wall_ns);
+  return true;
+}
+
+// The trace so far, with the names its indexes refer to; `stop` ends it.
+caf::result<trace_snapshot> take_trace(self_ptr self, bool stop) {
+  auto& st = self->state;
+  if (!st.trace)
+    return make_error(errc::invalid_transition,
+                      "no trace is being recorded: start one first");
+  std::vector<trace_device> devices;
+  for (auto& s : st.devices) {
+    auto& x = s.info;
+    devices.push_back({x.name, to_string(x.kind), x.simulated,
+                       std::max(1u, x.streams),
+                       !x.remote.empty() ? "remote host " + x.remote
+                       : x.host_process  ? std::string{"host process"}
+                                         : std::string{}});
+  }
+  std::vector<std::string> tenants;
+  for (size_t t = 0; t < st.acct.book().tenants(); ++t)
+    tenants.push_back(st.acct.book().policy(int(t)).tenant);
+  auto out = st.trace->snapshot(std::move(devices), std::move(tenants),
+                                steady_ns(st.now), stop);
+  if (stop)
+    st.trace.reset();
+  return out;
 }
 
 // What every tenant uses of its lease now, with its items waiting (held
@@ -4442,6 +4627,7 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         note_crossing(self->state, index, batch);
         for (auto& done : batch)
           complete(self, index, done);
+        trace_placed(self->state, index);
         auto& s = self->state.devices[index];
         s.sent -= std::min(s.sent, uint32_t(batch.size()));
         send_queued(self, index);
@@ -4570,6 +4756,14 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
       [=](usage_atom) {
         stamp(self->state);
         return live_usage(self->state);
+      },
+      [=](trace_atom, start_atom, uint64_t max_events) -> caf::result<bool> {
+        stamp(self->state);
+        return start_trace(self, max_events);
+      },
+      [=](trace_atom, get_atom, bool stop) -> caf::result<trace_snapshot> {
+        stamp(self->state);
+        return take_trace(self, stop);
       },
       [=](headroom_atom,
           const std::string& tenant) -> caf::result<headroom_report> {

@@ -25,10 +25,11 @@
 #include "actors/device_change.hpp"
 #include "devices/memory/pool_resource.hpp"
 #include "messages/errc.hpp"
+#include "messages/jobs.hpp"
 #include "messages/share.hpp"
 #include "messages/simulation.hpp"
-#include "messages/jobs.hpp"
 #include "messages/stats.hpp"
+#include "messages/trace.hpp"
 #include "quota/quota_book.hpp"
 
 // The balancer's typed interface and settings are what the other actors and
@@ -103,6 +104,13 @@ using balancer_actor = device_listener::extend<
     /// returns how many. Each still ends exactly once, with cancelled.
     caf::replies_to<jobs_atom, cancel_atom, item_filter,
                     std::string>::with<uint64_t>,
+    /// Starts recording a trace (docs/tracing.md) of at most `max_events`
+    /// events (1 to max_trace_events, else invalid_arguments);
+    /// invalid_transition while one is being recorded.
+    caf::replies_to<trace_atom, start_atom, uint64_t>::with<bool>,
+    /// The trace recorded so far; with `stop`, it stops and its events go
+    /// with the answer. invalid_transition when none is being recorded.
+    caf::replies_to<trace_atom, get_atom, bool>::with<trace_snapshot>,
     /// Returns what every tenant uses of its lease now.
     caf::replies_to<usage_atom>::with<quota_usage>,
     /// What `tenant` (every tenant when empty) may still use now, from the

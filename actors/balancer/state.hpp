@@ -24,6 +24,7 @@
 #include "actors/balancer/fleet_index.hpp"
 #include "actors/balancer/ready_queues.hpp"
 #include "actors/balancer/stats.hpp"
+#include "actors/balancer/trace.hpp"
 #include "devices/input_cache.hpp"
 #include "messages/jobs.hpp"
 #include "objects/object_directory.hpp"
@@ -352,6 +353,8 @@ struct balancer_state {
   audit_buffer audit;
   balancer_config cfg;
   balancer_stats counters;
+  /// The trace being recorded (docs/tracing.md); none when null.
+  std::unique_ptr<balancer::trace_recorder> trace;
   /// Latency histograms, one per (device, kernel).
   balancer::latency_table latency;
   uint64_t next_ticket = 0;

@@ -717,6 +717,19 @@ public:
   /// (item_info::client).
   uint64_t client() const;
 
+  /// Tracing (docs/tracing.md): starts recording a timeline of this
+  /// runtime's work: each item's wait, each launch on its device's stream,
+  /// failovers, failures, refusals and device events, at most `max_events`
+  /// of them (later ones are counted, not kept). Throws cohort::error
+  /// (invalid_arguments outside 1 to 4,000,000; invalid_transition while a
+  /// trace is being recorded; shutting_down).
+  void start_trace(uint64_t max_events = 1'000'000);
+
+  /// Stops the trace and returns it in the Chrome trace event format
+  /// (JSON, which Perfetto and chrome://tracing open). Throws cohort::error
+  /// (invalid_transition when none is being recorded; shutting_down).
+  std::string stop_trace();
+
   /// From a callback: runs `fn` on the callback thread once every callback
   /// of the batch of ends being run has returned, before the work they
   /// submitted is sent (functions asked for meanwhile run in the same

@@ -186,6 +186,37 @@ class Runtime:
         list it; this runtime's own is `client()`); returns how many."""
         return self._rt.cancel_client(int(client))
 
+    def start_trace(self, max_events=1_000_000):
+        """Starts recording a trace of this runtime's work (docs/tracing.md):
+        each item's wait, each launch on its device's stream, failovers,
+        failures and device events, at most `max_events` (1 to 4,000,000)
+        of them. errc "invalid_transition" while one is being recorded."""
+        if isinstance(max_events, bool):
+            raise TypeError("max_events must be an int, not bool")
+        try:
+            max_events = operator.index(max_events)
+        except TypeError:
+            raise TypeError("max_events must be an int, not " +
+                            type(max_events).__name__) from None
+        if not 1 <= max_events <= 4_000_000:
+            raise ValueError("max_events must be 1 to 4,000,000, not %d"
+                             % max_events)
+        self._rt.start_trace(max_events)
+
+    def stop_trace(self, path=None):
+        """Stops the trace and returns it as Chrome trace event JSON (a
+        str, which Perfetto opens); with `path`, also writes it there (a
+        path that cannot be opened raises OSError and leaves the trace
+        recording)."""
+        if path is None:
+            return self._rt.stop_trace()
+        # Opened first: a path that cannot be written leaves the trace
+        # recording, not lost.
+        with open(path, "w", encoding="utf-8") as f:
+            text = self._rt.stop_trace()
+            f.write(text)
+        return text
+
     def client(self):
         """The client number of this runtime's own items."""
         return self._rt.client()

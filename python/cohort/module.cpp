@@ -539,6 +539,14 @@ public:
 
   uint64_t client() { return live().client(); }
 
+  void start_trace(uint64_t max_events) {
+    waiting([max_events](cohort::runtime& rt) { rt.start_trace(max_events); });
+  }
+
+  std::string stop_trace() {
+    return waiting([](cohort::runtime& rt) { return rt.stop_trace(); });
+  }
+
   std::string share(const py_object& obj, bool write, int64_t uid,
                     uint32_t max_attached) {
     cohort::share_options o;
@@ -722,6 +730,8 @@ PYBIND11_MODULE(_cohort, m) {
       .def("cancel_tenant", &py_runtime::cancel_tenant)
       .def("cancel_client", &py_runtime::cancel_client)
       .def("client", &py_runtime::client)
+      .def("start_trace", &py_runtime::start_trace)
+      .def("stop_trace", &py_runtime::stop_trace)
       .def("share", &py_runtime::share)
       .def("unshare", &py_runtime::unshare)
       .def("share_socket", &py_runtime::share_socket)

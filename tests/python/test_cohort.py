@@ -2,6 +2,7 @@
 
 import asyncio
 import concurrent.futures
+import json
 import sys
 
 import numpy as np
@@ -487,3 +488,33 @@ def test_priority_orders_held_items_and_is_checked(tmp_path):
         for f in held:
             with pytest.raises(cohort.Error):
                 f.result(timeout=60)
+
+
+def test_trace_records_launches_and_is_checked(tmp_path):
+    with cohort.Runtime(cpu_workers=1, simulated_gpus=2, gpus=False,
+                        audit_path=tmp_path / "a.log") as rt:
+        for bad, kind in ((1.5, TypeError), (True, TypeError), ("9", TypeError),
+                          (0, ValueError), (4_000_001, ValueError)):
+            with pytest.raises(kind):
+                rt.start_trace(bad)
+        with pytest.raises(cohort.Error) as e:
+            rt.stop_trace()
+        assert e.value.errc == "invalid_transition"
+        rt.start_trace(np.int64(1000))
+        with pytest.raises(cohort.Error) as e:
+            rt.start_trace()
+        assert e.value.errc == "invalid_transition"
+        x = np.ones(2048, np.float32)
+        for i in range(6):
+            rt.run("axpy", [x, x], alpha=2.0)
+        path = tmp_path / "t.json"
+        text = rt.stop_trace(path)
+        assert path.read_text(encoding="utf-8") == text
+        doc = json.loads(text)
+        assert doc["otherData"]["producer"] == "cohort"
+        launches = [e for e in doc["traceEvents"]
+                    if e["ph"] == "X" and e["name"] == "axpy"]
+        assert len(launches) == 6
+        names = {e["args"]["name"] for e in doc["traceEvents"]
+                 if e["ph"] == "M" and e["name"] == "process_name"}
+        assert "sim0 (simulated GPU)" in names

@@ -2,7 +2,12 @@
 // input.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
+#include <unistd.h>
+
 #include "messages/convert.hpp"
+#include "tests/json_fixture.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tools/pipeline.hpp"
 
@@ -295,4 +300,104 @@ stage { name: "s" kernel: REDUCE_SUM args { n: 1024 } })");
   CHECK(all == total);
   CHECK(mine > 0);
   CHECK(mine < all);
+}
+
+TEST_CASE("cohort run --trace writes the run's timeline; a trace file that "
+          "cannot be written is refused before anything runs",
+          "[tools][cli][trace]") {
+  test::temp_dir dir;
+  auto spec = write(dir, "p.textproto", pipeline_text);
+  auto trace = dir.file("run.json");
+  auto res = cohort_cli("run " + spec + " --no-progress --audit " +
+                        dir.file("a.log") + " --trace " + trace);
+  INFO(res.output);
+  REQUIRE(res.status == 0);
+  CHECK_THAT(res.output, Catch::Contains("trace written      " + trace));
+  std::ifstream in{trace};
+  std::string text{std::istreambuf_iterator<char>{in}, {}};
+  auto doc = test::parse_json(text);
+  auto events = test::trace_events(doc);
+  // 40 batches of 4 stages: a launch each, on the devices of the config.
+  size_t launches = 0, waits = 0;
+  for (auto& e : events) {
+    launches += test::text_of(e, "ph") == "X";
+    waits += test::text_of(e, "ph") == "b";
+  }
+  CHECK(launches >= 160);
+  CHECK(waits >= 160);
+  auto names = test::process_names(events);
+  CHECK(std::count(names.begin(), names.end(), "sim3 (simulated GPU)") == 1);
+  CHECK(std::count(names.begin(), names.end(), "cpu1 (CPU worker)") == 1);
+
+  // A small bound: the rest is counted and said.
+  auto small =
+      cohort_cli("run " + spec + " --no-progress --audit " + dir.file("b.log") +
+                 " --trace " + dir.file("small.json") + " --trace-events 10");
+  CHECK(small.status == 0);
+  CHECK_THAT(small.output, Catch::Contains("10 events, "));
+  CHECK_THAT(small.output,
+             Catch::Contains("more not kept past --trace-events"));
+
+  // Nowhere to write: exit 2 and nothing ran (no audit log was made).
+  auto nowhere =
+      cohort_cli("run " + spec + " --no-progress --audit " + dir.file("c.log") +
+                 " --trace " + dir.file("missing/dir/t.json"));
+  CHECK(nowhere.status == 2);
+  CHECK_THAT(nowhere.output, Catch::Contains("--trace: cannot write"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("c.log")));
+  auto zero = cohort_cli("run " + spec + " --no-progress --trace " +
+                         dir.file("z.json") + " --trace-events 0");
+  CHECK(zero.status == 2);
+  CHECK_FALSE(std::filesystem::exists(dir.file("z.json")));
+}
+
+TEST_CASE("cohort run --report-html writes the report as a page whose plots "
+          "a browser draws",
+          "[tools][cli][trace]") {
+  test::temp_dir dir;
+  auto spec = write(dir, "p.textproto", pipeline_text);
+  auto page = dir.file("report.html");
+  auto res = cohort_cli("run " + spec + " --no-progress --audit " +
+                        dir.file("a.log") + " --report-html " + page);
+  INFO(res.output);
+  REQUIRE(res.status == 0);
+  CHECK_THAT(res.output, Catch::Contains("report written     " + page));
+  std::ifstream in{page};
+  std::string text{std::istreambuf_iterator<char>{in}, {}};
+  CHECK_THAT(text, Catch::Contains("<title>cohort run: test</title>"));
+  CHECK_THAT(text, Catch::Contains("OK: every item ended exactly once"));
+  CHECK_THAT(text, Catch::Contains("<td>sim3</td><td>sim (simulated)</td>"));
+  CHECK_THAT(text, Catch::Contains("\"name\":\"sim3 (simulated)\""));
+  // The page is drawn by its own script, which a browser runs.
+  const char* browser = "/usr/bin/chromium-headless-shell";
+  if (::access(browser, X_OK) != 0) {
+    WARN("skipped: no headless browser at "
+         << browser << " (./dev.sh setup installs chromium-headless-shell)");
+    return;
+  }
+  auto dom = test::run_command(
+      std::string{"timeout 120 "} + browser +
+      " --no-sandbox --disable-gpu --dump-dom file://" + page + " 2>/dev/null");
+  REQUIRE(dom.status == 0);
+  CHECK_THAT(dom.output, Catch::Contains("data-drawn=\"3\""));
+  CHECK_THAT(dom.output, !Catch::Contains("data-error=\""));
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (auto at = dom.output.find(what); at != std::string::npos;
+         at = dom.output.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  // Six devices, a line each in two plots; a bar per latency bucket.
+  CHECK(count("class=\"series\"") == 12);
+  CHECK(count("class=\"bar\"") == 17);
+  CHECK(count("data-device=\"sim3 (simulated)\"") == 2);
+
+  // Nowhere to write it: exit 2 before anything runs.
+  auto nowhere =
+      cohort_cli("run " + spec + " --no-progress --audit " + dir.file("b.log") +
+                 " --report-html " + dir.file("missing/r.html"));
+  CHECK(nowhere.status == 2);
+  CHECK_THAT(nowhere.output, Catch::Contains("--report-html: cannot write"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("b.log")));
 }

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -13,6 +14,7 @@
 
 #include "audit/audit_log.hpp"
 #include "cohort/client.hpp"
+#include "tests/json_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tools/serve_command.hpp"
@@ -715,4 +717,76 @@ TEST_CASE_METHOD(served,
   CHECK(test::cohort_cli("health a/b" + url).status == 2);
   CHECK(test::cohort_cli("health sim0 --samples 601" + url).status == 2);
   CHECK(test::cohort_cli("health" + url).status == 2);
+}
+
+TEST_CASE_METHOD(served,
+                 "the admin API and cohort trace record a node's timeline, "
+                 "audited, one trace at a time",
+                 "[tools][serve][trace]") {
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}});
+  start(cfg);
+  auto url = " --url http://127.0.0.1:" + std::to_string(port);
+  // No trace yet: nothing to look at or stop.
+  CHECK(get("/v1/trace")->status == 409);
+  // Starting needs the token; a bad body or bound is refused.
+  CHECK(post("/v1/trace/start", "{}", "")->status == 401);
+  CHECK(post("/v1/trace/start", "{\"max\": 3}")->status == 400);
+  CHECK(post("/v1/trace/start", "{\"max_events\": 4000001}")->status == 422);
+  auto started = post("/v1/trace/start", "{\"max_events\": 5000}");
+  REQUIRE(started);
+  CHECK(started->status == 200);
+  CHECK(has(started->body, "at most 5000 events"));
+  CHECK(post("/v1/trace/start", "{}")->status == 409);
+  for (uint64_t id = 1; id <= 5; ++id)
+    REQUIRE(rt->submit(test::gemv_item(id)).get());
+  // A look leaves it recording.
+  auto look = get("/v1/trace");
+  REQUIRE(look);
+  CHECK(look->status == 200);
+  auto doc = test::parse_json(look->body);
+  auto& other = test::field(doc, "otherData").struct_value();
+  CHECK(test::field(other, "recording").bool_value());
+  CHECK(test::number_of(other, "max_events") == 5000);
+  size_t launches = 0;
+  for (auto& e : test::trace_events(doc))
+    launches +=
+        test::text_of(e, "ph") == "X" && test::text_of(e, "name") == "gemv";
+  CHECK(launches == 5);
+  CHECK(post("/v1/trace/stop", "", "")->status == 401);
+  auto stopped = post("/v1/trace/stop", "");
+  REQUIRE(stopped);
+  CHECK(stopped->status == 200);
+  auto last = test::parse_json(stopped->body);
+  CHECK_FALSE(
+      test::field(test::field(last, "otherData").struct_value(), "recording")
+          .bool_value());
+  CHECK(post("/v1/trace/stop", "")->status == 409);
+  auto audit = test::audit_text(*rt);
+  CHECK(has(audit, "start a trace of at most 5000 events"));
+  CHECK(has(audit, "stop the trace: "));
+
+  // The command: record for a moment and write the file.
+  auto tok = test::write(dir, "token", token + "\n");
+  auto file = dir.file("node.json");
+  auto cmd = test::cohort_cli("trace --seconds 0.2 -o " + file +
+                              " --token-file " + tok + url);
+  INFO(cmd.output);
+  CHECK(cmd.status == 0);
+  CHECK(has(cmd.output, "trace written to " + file));
+  std::ifstream in{file};
+  test::parse_json({std::istreambuf_iterator<char>{in}, {}});
+  // Nothing to stop now; a wrong token; no file left behind for either.
+  auto none = test::cohort_cli("trace --stop -o " + dir.file("none.json") +
+                               " --token-file " + tok + url);
+  CHECK(none.status == 1);
+  CHECK(has(none.output, "HTTP 409"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("none.json")));
+  auto wrong = test::write(dir, "wrong", "not-the-token\n");
+  auto refused =
+      test::cohort_cli("trace --seconds 0.1 -o " + dir.file("w.json") +
+                       " --token-file " + wrong + url);
+  CHECK(refused.status == 1);
+  CHECK_FALSE(std::filesystem::exists(dir.file("w.json")));
+  CHECK(test::cohort_cli("trace --seconds 0 -o x.json" + url).status == 2);
+  CHECK(test::cohort_cli("trace --seconds 1" + url).status == 2);
 }
