@@ -254,6 +254,10 @@ caf::error launch_one(self_ptr self, run_request& req,
   // pick their least busy stream themselves.
   auto s = std::min_element(st.stream_free_at.begin(), st.stream_free_at.end());
   auto stream = st.dev->pick_stream(uint32_t(s - st.stream_free_at.begin()));
+  if (req.time_copies != st.time_copies) {
+    st.time_copies = req.time_copies;
+    st.dev->time_copies(st.time_copies);
+  }
   auto refused = check_kernels(st, req);
   auto res = refused ? caf::expected<devices::launch_result>{std::move(refused)}
                      : run_item(*st.dev, stream, req);
@@ -269,6 +273,8 @@ caf::error launch_one(self_ptr self, run_request& req,
       req.ticket, std::move(res->output),
       int64_t(double(res->device_time.count()) * res->reported_factor)};
   done.stream = stream;
+  done.copy_in_ns = res->copy_in.count();
+  done.copy_out_ns = res->copy_out.count();
   auto now = clock::now();
   auto hold = [&](std::chrono::milliseconds timeout) {
     device_state::pending_launch p;
@@ -405,6 +411,8 @@ device_impl(device_actor::stateful_pointer<device_state> self,
           pending.done.output = std::move(res->output);
           pending.done.device_ns =
               int64_t(double(res->device_time.count()) * res->reported_factor);
+          pending.done.copy_in_ns = res->copy_in.count();
+          pending.done.copy_out_ns = res->copy_out.count();
         }
         keep_output(*st.dev, pending.done, pending.keep_as, pending.tenant);
         pending.done.held_ns = held_since(pending.arrived);

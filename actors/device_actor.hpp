@@ -109,6 +109,8 @@ struct device_state {
   uint64_t next_seq = 0;
   /// Kernels the node sent that could not be registered here, by id: why.
   std::map<uint8_t, std::string> refused_kernels;
+  /// The device times copies apart (the last request asked it to).
+  bool time_copies = false;
   static inline const char* name = "cohort.device";
 };
 

@@ -46,7 +46,13 @@ struct launch_result {
   /// True if the launch was only enqueued (GPU backends): the device calls
   /// its completion handler with the ticket once it has finished, and the
   /// device actor then takes the output with `collect`.
-  bool pending = false;
+  bool pending =
+      false; /// Of device_time, measured apart when the device was asked to
+  /// (time_copies): the host-to-device copies before the first kernel and
+  /// the device-to-host copies after the last (GPU backends; 0 otherwise,
+  /// and on devices that do not copy: CPU workers, simulated GPUs).
+  std::chrono::nanoseconds copy_in{0};
+  std::chrono::nanoseconds copy_out{0};
 };
 
 /// One kernel of a chain as a device runs it: the stages run in order on one
@@ -202,6 +208,11 @@ public:
 
   /// True for devices whose launches complete later (`pending`).
   virtual bool asynchronous() const { return false; }
+
+  /// From now on, measure each launch's copies apart from its kernels
+  /// (launch_result::copy_in, copy_out), or stop. GPU backends then record
+  /// two more events per launch; the others have nothing to measure.
+  virtual void time_copies(bool on) { (void)on; }
 
   /// The stream the next launch should go to; `suggested` is the device
   /// actor's choice by modeled time. GPU devices pick their least busy one.

@@ -14,9 +14,18 @@ namespace cohort {
 
 namespace {
 
-// The trace's clock: microseconds since it started, never before.
-double micros(const trace_snapshot& x, int64_t ns) {
-  return double(std::max<int64_t>(0, ns - x.started_ns)) / 1000.0;
+// The trace's clock: nanoseconds since it started, never before.
+int64_t since(const trace_snapshot& x, int64_t ns) {
+  return std::max<int64_t>(0, ns - x.started_ns);
+}
+
+// `ns` as the format's microseconds, exactly (a launch's parts add up to
+// it to the nanosecond, as a viewer's nesting needs).
+std::string us(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%" PRId64 ".%03" PRId64, ns / 1000,
+                ns % 1000);
+  return buf;
 }
 
 std::string kind_words(const trace_device& d) {
@@ -117,9 +126,9 @@ private:
     }
     if (x_.dropped > 0) {
       next();
-      printf_("{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":%.3f,"
+      printf_("{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":%s,"
               "\"name\":\"trace full: %" PRIu64 " events not kept\"}",
-              micros(x_, x_.taken_ns), x_.dropped);
+              us(since(x_, x_.taken_ns)).c_str(), x_.dropped);
     }
   }
 
@@ -130,6 +139,20 @@ private:
 
   std::string text(const trace_event& e) const {
     return e.text < x_.texts.size() ? x_.texts[e.text] : std::string{};
+  }
+
+  // A part of launch `e` (its copies, its kernels) inside its slice;
+  // none when empty.
+  void part(const trace_event& e, int pid, const char* name, int64_t begin,
+            int64_t end) {
+    if (end <= begin)
+      return;
+    next();
+    printf_("{\"ph\":\"X\",\"cat\":\"launch\",\"pid\":%d,\"tid\":%u,"
+            "\"ts\":%s,\"dur\":%s,\"name\":\"%s\",\"args\":{\"job\":%" PRIu64
+            "}}",
+            pid, e.stream + 1, us(since(x_, begin)).c_str(),
+            us(since(x_, end) - since(x_, begin)).c_str(), name, e.job);
   }
 
   void common_args(const trace_event& e) {
@@ -146,15 +169,15 @@ private:
       // An async slice: waits overlap each other and the launches.
       next();
       printf_("{\"ph\":\"b\",\"cat\":\"wait\",\"id\":\"0x%zx\",\"pid\":%d,"
-              "\"tid\":0,\"ts\":%.3f,\"name\":",
-              index, pid, micros(x_, e.begin_ns));
+              "\"tid\":0,\"ts\":%s,\"name\":",
+              index, pid, us(since(x_, e.begin_ns)).c_str());
       out_ += json_string("wait " + kernel) + ",";
       common_args(e);
       printf_(",\"placement\":%u}}", e.count);
       next();
       printf_("{\"ph\":\"e\",\"cat\":\"wait\",\"id\":\"0x%zx\",\"pid\":%d,"
-              "\"tid\":0,\"ts\":%.3f}",
-              index, pid, micros(x_, e.end_ns));
+              "\"tid\":0,\"ts\":%s}",
+              index, pid, us(since(x_, e.end_ns)).c_str());
       return;
     case trace_kind::run: {
       // Launches on one stream run one after another: one drawn to begin
@@ -175,13 +198,29 @@ private:
         name += " (fallback)";
       next();
       printf_("{\"ph\":\"X\",\"cat\":\"launch\",\"pid\":%d,\"tid\":%u,"
-              "\"ts\":%.3f,\"dur\":%.3f,\"name\":",
-              pid, e.stream + 1, micros(x_, begin),
-              micros(x_, end) - micros(x_, begin));
+              "\"ts\":%s,\"dur\":%s,\"name\":",
+              pid, e.stream + 1, us(since(x_, begin)).c_str(),
+              us(since(x_, end) - since(x_, begin)).c_str());
       out_ += json_string(name) + ",";
       common_args(e);
       printf_(",\"items\":%u,\"fallback\":%s}}", e.count,
               (e.flags & trace_fallback) != 0 ? "true" : "false");
+      // A GPU that timed its copies apart: they and the kernels nest in
+      // the launch.
+      if (e.copy_in_ns > 0 || e.copy_out_ns > 0) {
+        // Drawn shorter than measured (it began when the one before it
+        // ended): its parts shrink alike.
+        double scale = e.end_ns > e.begin_ns
+                           ? double(end - begin) / double(e.end_ns - e.begin_ns)
+                           : 0.0;
+        scale = std::min(scale, 1.0);
+        auto in = std::min<int64_t>(int64_t(e.copy_in_ns * scale), end - begin);
+        auto out =
+            std::min<int64_t>(int64_t(e.copy_out_ns * scale), end - begin - in);
+        part(e, pid, "copy in", begin, begin + in);
+        part(e, pid, "kernels", begin + in, end - out);
+        part(e, pid, "copy out", end - out, end);
+      }
       return;
     }
     case trace_kind::failover:
@@ -192,8 +231,8 @@ private:
                                                               : "failed";
       next();
       printf_("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"item\",\"pid\":%d,"
-              "\"tid\":0,\"ts\":%.3f,\"name\":\"%s %s\",",
-              pid, micros(x_, e.begin_ns), name, kernel.c_str());
+              "\"tid\":0,\"ts\":%s,\"name\":\"%s %s\",",
+              pid, us(since(x_, e.begin_ns)).c_str(), name, kernel.c_str());
       common_args(e);
       out_ += ",\"why\":" + json_string(text(e)) + "}}";
       return;
@@ -201,16 +240,16 @@ private:
     case trace_kind::device:
       next();
       printf_("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"device\",\"pid\":%d,"
-              "\"tid\":0,\"ts\":%.3f,\"name\":",
-              pid, micros(x_, e.begin_ns));
+              "\"tid\":0,\"ts\":%s,\"name\":",
+              pid, us(since(x_, e.begin_ns)).c_str());
       out_ += json_string(headline(text(e))) +
               ",\"args\":{\"detail\":" + json_string(text(e)) + "}}";
       return;
     case trace_kind::placed:
       next();
-      printf_("{\"ph\":\"C\",\"pid\":%d,\"ts\":%.3f,\"name\":\"placed\","
+      printf_("{\"ph\":\"C\",\"pid\":%d,\"ts\":%s,\"name\":\"placed\","
               "\"args\":{\"items\":%u}}",
-              pid, micros(x_, e.begin_ns), e.count);
+              pid, us(since(x_, e.begin_ns)).c_str(), e.count);
       return;
     }
   }

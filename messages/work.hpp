@@ -264,12 +264,17 @@ struct work_done {
   /// modeled on simulated devices): where its trace draws its end, for a
   /// device on the node's machine.
   int64_t finished_ns = 0;
+  /// Of device_ns, its copies in and out, when the request asked for them
+  /// to be timed apart (run_request::time_copies; GPUs only, else 0).
+  int64_t copy_in_ns = 0;
+  int64_t copy_out_ns = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_done& x) {
   return f(caf::meta::type_name("work_done"), x.id, x.output, x.device_ns,
-           x.kept_as, x.kept_elements, x.held_ns, x.relayed_at_ns, x.stream);
+           x.kept_as, x.kept_elements, x.held_ns, x.relayed_at_ns, x.stream,
+           x.finished_ns, x.copy_in_ns, x.copy_out_ns);
 }
 
 /// One launch the balancer asks a device actor for. The device allocates
@@ -288,12 +293,15 @@ struct run_request {
   /// first, then each chained one), the output's elements and the threads
   /// its launch needs, as the node worked them out. Empty otherwise.
   std::vector<uint64_t> sizes;
+  /// Time its copies apart from its kernels (a trace is being recorded):
+  /// the device records two more events (devices::device::time_copies).
+  bool time_copies = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
   return f(caf::meta::type_name("run_request"), x.ticket, x.item, x.keep_as,
-           x.sizes);
+           x.sizes, x.time_copies);
 }
 
 } // namespace cohort

@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +65,69 @@ process_names(const std::vector<google::protobuf::Struct>& events) {
     if (text_of(e, "ph") == "M" && text_of(e, "name") == "process_name")
       out.push_back(text_of(field(e, "args").struct_value(), "name"));
   return out;
+}
+
+// What a viewer needs of a Chrome trace: complete events on a thread that
+// nest or follow one another, never overlap in part; async begins and ends
+// in pairs; every event on a named process. Returns the names of the
+// complete events.
+inline std::multiset<std::string>
+check_trace_viewable(const std::vector<google::protobuf::Struct>& es) {
+  // Times in ns, as a viewer reads them (the format's µs to 3 places).
+  auto ns = [](double us) { return int64_t(std::llround(us * 1000)); };
+  std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> spans;
+  std::map<std::string, int> open;
+  std::set<int> named, used;
+  std::multiset<std::string> complete;
+  for (auto& e : es) {
+    auto ph = text_of(e, "ph");
+    auto pid = int(number_of(e, "pid"));
+    REQUIRE(pid >= 1);
+    if (ph == "M") {
+      if (text_of(e, "name") == "process_name")
+        named.insert(pid);
+      continue;
+    }
+    used.insert(pid);
+    CHECK(number_of(e, "ts") >= 0);
+    if (ph == "X") {
+      CHECK(number_of(e, "dur") >= 0);
+      auto begin = ns(number_of(e, "ts"));
+      spans[{pid, int(number_of(e, "tid"))}].emplace_back(
+          begin, begin + ns(number_of(e, "dur")));
+      complete.insert(text_of(e, "name"));
+    } else if (ph == "b") {
+      ++open[text_of(e, "id")];
+    } else if (ph == "e") {
+      --open[text_of(e, "id")];
+    } else {
+      CHECK((ph == "i" || ph == "C"));
+    }
+  }
+  for (auto& [id, n] : open) {
+    INFO("async slice " << id);
+    CHECK(n == 0);
+  }
+  for (auto pid : used) {
+    INFO("process " << pid);
+    CHECK(named.count(pid) == 1);
+  }
+  for (auto& [track, xs] : spans) {
+    // Outer slices first where two begin together.
+    std::sort(xs.begin(), xs.end(), [](auto& a, auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    std::vector<int64_t> ends;
+    for (auto& [begin, end] : xs) {
+      while (!ends.empty() && ends.back() <= begin)
+        ends.pop_back();
+      INFO("thread " << track.first << "/" << track.second << " at " << begin);
+      if (!ends.empty())
+        CHECK(end <= ends.back());
+      ends.push_back(end);
+    }
+  }
+  return complete;
 }
 
 } // namespace cohort::test

@@ -1332,6 +1332,7 @@ void send_queued(self_ptr self, size_t index) {
       }
       batch.push_back({ticket, std::move(*item), r->second.keep_as});
     }
+    batch.back().time_copies = st.trace != nullptr;
     // A kernel of this process in a host process: its code goes first (a
     // message to the same actor arrives before the batch), its sizes with
     // the item. A rule that throws ends the item.
@@ -2868,6 +2869,11 @@ void note_crossing(balancer_state& st, size_t index,
   touch(st, index);
 }
 
+// `ns` in a trace event's 32 bits (about 4.3 s at most).
+uint32_t saturated_ns(int64_t ns) {
+  return uint32_t(std::clamp<int64_t>(ns, 0, UINT32_MAX));
+}
+
 // Traces the launch of `r` on device `index` that `done` reports. It ended
 // when the device says it finished, for a device on the node's machine (the
 // same steady clock), else when its report reached the node (a relay's
@@ -2894,7 +2900,9 @@ void trace_launch(balancer_state& st, const balancer_state::record& r,
                  .tenant = r.tenant,
                  .kind = trace_kind::run,
                  .kernel = uint8_t(r.item.kernel),
-                 .flags = flags});
+                 .flags = flags,
+                 .copy_in_ns = saturated_ns(done.copy_in_ns),
+                 .copy_out_ns = saturated_ns(done.copy_out_ns)});
 }
 
 // Ends an item with the result its device reported, unless it already
@@ -3576,7 +3584,25 @@ bool cancel_admitted(self_ptr self, uint64_t ticket, const std::string& who) {
             (v.device.empty() ? "" : " on " + v.device) + " (job " +
             std::to_string(r.job) + ")");
   ++st.counters.cancelled;
-  if (waits && r.batch == 0 && r.slices.empty()) {
+  // A member of a merged launch not sent yet: the launch comes apart (its
+  // other members are placed again) and the member ends now.
+  if (r.batch != 0)
+    if (auto b = st.outstanding.find(r.batch);
+        b != st.outstanding.end() && !b->second.sent) {
+      auto& members = b->second.members;
+      members.erase(std::remove(members.begin(), members.end(), ticket),
+                    members.end());
+      r.batch = 0;
+      if (b->second.device >= 0)
+        unplace(self, b->second);
+      dissolve(self, b->first);
+    }
+  // A gang none of whose slices was sent ends now (its slices let go).
+  bool slice_sent = std::any_of(r.slices.begin(), r.slices.end(), [&](auto t) {
+    auto q = st.outstanding.find(t);
+    return q != st.outstanding.end() && q->second.sent;
+  });
+  if (waits && r.batch == 0 && !slice_sent) {
     end_failed(self, ticket,
                make_error(errc::cancelled, "cancelled by " + who));
   } else {

@@ -380,7 +380,7 @@ void gpu_device::release(launch_record& rec, bool synchronize) {
   }
   staging_.release(rec.staging);
   rec.staging = {};
-  for (auto* e : {&rec.start, &rec.stop})
+  for (auto* e : {&rec.start, &rec.stop, &rec.kernels_begin, &rec.kernels_end})
     if (*e != nullptr) {
       free_events_.push_back(*e);
       *e = nullptr;
@@ -544,6 +544,12 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
       release(rec, false);
       return err;
     }
+  if (time_copies_)
+    for (auto* e : {&rec.kernels_begin, &rec.kernels_end})
+      if (auto err = event(*e, __LINE__)) {
+        release(rec, false);
+        return err;
+      }
   if (rc = rt_->event_record(rec.start, s); rc.failed())
     return abort(rc, "recording the start event", __LINE__);
   void* previous_out = nullptr;
@@ -572,6 +578,10 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
                        "copying input " + std::to_string(i) + " to the device",
                        __LINE__);
     }
+    // The copies in are enqueued: the kernels begin.
+    if (j == 0 && rec.kernels_begin != nullptr)
+      if (rc = rt_->event_record(rec.kernels_begin, s); rc.failed())
+        return abort(rc, "recording the kernels' begin event", __LINE__);
     auto* out = at<char>(rec.block, sl.out_off);
     if (sl.registered) {
       cohort_gpu_call call{};
@@ -610,6 +620,9 @@ gpu_device::do_launch_chain(uint32_t stream, uint64_t ticket,
                    __LINE__);
     previous_out = out;
   }
+  if (rec.kernels_end != nullptr)
+    if (rc = rt_->event_record(rec.kernels_end, s); rc.failed())
+      return abort(rc, "recording the kernels' end event", __LINE__);
   if (final_stage.out_bytes() > 0)
     if (rc = rt_->copy_to_host(at<char>(rec.staging.data, l.stage_out),
                                previous_out, final_stage.out_bytes(), s);
@@ -667,6 +680,18 @@ caf::expected<launch_result> gpu_device::do_collect(uint64_t ticket) {
   }
   launch_result res;
   res.device_time = std::chrono::nanoseconds{ns};
+  // Its copies apart, when they were timed (a failed reading leaves them 0:
+  // the launch itself is fine).
+  if (rec.kernels_begin != nullptr && rec.kernels_end != nullptr) {
+    int64_t in = 0, out = 0;
+    if (!rt_->event_elapsed_ns(rec.start, rec.kernels_begin, in).failed() &&
+        !rt_->event_elapsed_ns(rec.kernels_end, rec.stop, out).failed()) {
+      in = std::clamp<int64_t>(in, 0, ns);
+      res.copy_in = std::chrono::nanoseconds{in};
+      res.copy_out =
+          std::chrono::nanoseconds{std::clamp<int64_t>(out, 0, ns - in)};
+    }
+  }
   if (rec.out_type == kernels::dtype::f32) {
     auto* values = at<float>(rec.staging.data, rec.stage_out);
     res.output.values.assign(values, values + rec.out_values);

@@ -83,6 +83,9 @@ public:
 
   bool asynchronous() const override { return true; }
 
+  /// Two more events per launch while on (launch_result::copy_in, copy_out).
+  void time_copies(bool on) override { time_copies_ = on; }
+
   /// The least busy stream.
   uint32_t pick_stream(uint32_t suggested) const override;
 
@@ -111,6 +114,10 @@ private:
     staging_block staging;
     event_t start = nullptr;
     event_t stop = nullptr;
+    /// With time_copies: recorded before the first kernel and after the
+    /// last (the copies in and out are on either side).
+    event_t kernels_begin = nullptr;
+    event_t kernels_end = nullptr;
     /// The last stage's output: its elements and type, and topk_cosine's
     /// row indices.
     uint64_t out_values = 0;
@@ -174,6 +181,7 @@ private:
   std::vector<stream_t> streams_;
   std::vector<uint32_t> inflight_;
   std::vector<event_t> free_events_;
+  bool time_copies_ = false;
   std::unordered_map<uint64_t, launch_record> records_;
   staging_pool staging_;
   /// Owned by memory_; kept to tear its events down with the context.

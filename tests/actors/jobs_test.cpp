@@ -207,3 +207,80 @@ TEST_CASE_METHOD(fixture,
   CHECK(v->detail.empty());
   CHECK((*rt)->items()->empty());
 }
+
+namespace {
+
+work_item axpy_item(uint64_t id, size_t n) {
+  work_item item;
+  item.id = id;
+  item.tenant = "t";
+  item.kernel = kernel_id::axpy;
+  item.args.alpha = 2.0f;
+  item.inputs.emplace_back(kernels::random_floats(id, n));
+  item.inputs.emplace_back(kernels::random_floats(id + 5000, n));
+  return item;
+}
+
+const item_view* find_id(const std::vector<item_view>& items, uint64_t id) {
+  for (auto& v : items)
+    if (v.id == id)
+      return &v;
+  return nullptr;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture,
+                 "a member of a merged launch not sent yet ends at once when "
+                 "cancelled; the others run",
+                 "[actors][jobs]") {
+  // Two GPUs of one stream and launches of 1 s: two blockers each fill
+  // what the balancer sends them, so what comes next waits here.
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  for (auto& g : *cfg.mutable_devices()->mutable_sim_gpu()) {
+    g.set_streams(1);
+    g.set_launch_latency_us(1'000'000);
+  }
+  auto* rule = cfg.mutable_placement()->add_batch();
+  rule->set_kernel("axpy");
+  rule->set_preferred_batch(3);
+  rule->set_max_item_elements(1000);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  std::vector<work_item> items;
+  // Blockers, too large to merge.
+  for (uint64_t id = 1; id <= 4; ++id)
+    items.push_back(axpy_item(id, 5000));
+  // Three small ones: one merged launch.
+  for (uint64_t id = 11; id <= 13; ++id)
+    items.push_back(axpy_item(id, 100));
+  // Merged (no longer waiting to be), not sent.
+  auto merged = [&](auto& xs) {
+    auto* m = find_id(xs, 12);
+    return m != nullptr && (m->state == "placed" || m->state == "queued") &&
+           m->detail.find("merged") == std::string::npos;
+  };
+  bool ended_at_once = false, blocker_ran = false;
+  auto e = test::submit_all(sys, r, items, [&] {
+    auto live = wait_items(r, merged);
+    REQUIRE(merged(live));
+    auto n = r.cancel_items({find_id(live, 12)->job, "", 0}, "the test");
+    REQUIRE(n);
+    CHECK(*n == 1);
+    // It ended already, while the blockers still run.
+    auto now = r.items();
+    REQUIRE(now);
+    ended_at_once = find_id(*now, 12) == nullptr;
+    blocker_ran = find_id(*now, 1) != nullptr;
+  });
+  CHECK(ended_at_once);
+  CHECK(blocker_ran);
+  test::check_exactly_once(items, e);
+  REQUIRE(e.errors.count(12) == 1);
+  CHECK(code_of(e.errors.at(12)) == errc::cancelled);
+  // The merged launch's other members ran, apart or merged again.
+  CHECK(e.results.count(11) == 1);
+  CHECK(e.results.count(13) == 1);
+  CHECK(e.results.size() == items.size() - 1);
+}

@@ -19,63 +19,11 @@ using fixture = test::actor_fixture;
 
 namespace {
 
-namespace gpb = google::protobuf;
 using test::field;
 using test::number_of;
 using test::parse_json;
 using test::text_of;
 using test::trace_events;
-
-// What a viewer needs of a Chrome trace: complete events that do not
-// overlap on a thread, async begins and ends in pairs, every event on a
-// named process. Returns the names of the complete events.
-std::multiset<std::string> check_viewable(const std::vector<gpb::Struct>& es) {
-  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> spans;
-  std::map<std::string, int> open;
-  std::set<int> named, used;
-  std::multiset<std::string> complete;
-  for (auto& e : es) {
-    auto ph = text_of(e, "ph");
-    auto pid = int(number_of(e, "pid"));
-    REQUIRE(pid >= 1);
-    if (ph == "M") {
-      if (text_of(e, "name") == "process_name")
-        named.insert(pid);
-      continue;
-    }
-    used.insert(pid);
-    CHECK(number_of(e, "ts") >= 0);
-    if (ph == "X") {
-      CHECK(number_of(e, "dur") >= 0);
-      spans[{pid, int(number_of(e, "tid"))}].emplace_back(
-          number_of(e, "ts"), number_of(e, "ts") + number_of(e, "dur"));
-      complete.insert(text_of(e, "name"));
-    } else if (ph == "b") {
-      ++open[text_of(e, "id")];
-    } else if (ph == "e") {
-      --open[text_of(e, "id")];
-    } else {
-      CHECK((ph == "i" || ph == "C"));
-    }
-  }
-  for (auto& [id, n] : open) {
-    INFO("async slice " << id);
-    CHECK(n == 0);
-  }
-  for (auto pid : used) {
-    INFO("process " << pid);
-    CHECK(named.count(pid) == 1);
-  }
-  for (auto& [track, xs] : spans) {
-    std::sort(xs.begin(), xs.end());
-    for (size_t i = 1; i < xs.size(); ++i) {
-      INFO("thread " << track.first << "/" << track.second);
-      // Printed to the nanosecond: equal ends may differ in the last digit.
-      CHECK(xs[i].first >= xs[i - 1].second - 0.0011);
-    }
-  }
-  return complete;
-}
 
 size_t count_kind(const trace_snapshot& x, trace_kind k) {
   return size_t(std::count_if(x.events.begin(), x.events.end(),
@@ -169,7 +117,7 @@ TEST_CASE_METHOD(fixture,
   CHECK(text_of(other, "producer") == "cohort");
   CHECK(number_of(other, "events") == double(x->events.size()));
   auto es = trace_events(doc);
-  auto names = check_viewable(es);
+  auto names = test::check_trace_viewable(es);
   // A launch that failed is a failover, not a launch drawn.
   CHECK(names.count("gemv") == launches);
   std::set<std::string> processes, threads;
@@ -269,7 +217,7 @@ TEST_CASE("a trace's JSON draws launches on one stream one after another "
                       .kernel = uint8_t(kernel_id::axpy)});
   auto doc = parse_json(chrome_trace_json(x));
   auto es = trace_events(doc);
-  auto names = check_viewable(es);
+  auto names = test::check_trace_viewable(es);
   CHECK(names.count("axpy") == 1);
   CHECK(names.count("axpy x3 (fallback)") == 1);
   bool second_moved = false, failed_said = false, named = false;

@@ -17,6 +17,7 @@
 #include "messages/system_config.hpp"
 #include "tests/devices/fake_gpu.hpp"
 #include "tests/devices/launch_sync.hpp"
+#include "tests/json_fixture.hpp"
 #include "tests/kernels/bundle/bundle_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
 
@@ -167,6 +168,33 @@ TEST_CASE("a GPU's pool makes one driver allocation for many launches",
   // The driver's fresh slab (filled with 0xA5 by the fake) was zeroed once,
   // and every freed block again before reuse.
   CHECK(r.fake->bytes_zeroed() >= s.held + 100 * 2 * 50000 * sizeof(float));
+}
+
+TEST_CASE("asked to, a GPU times a launch's copies apart from its kernels",
+          "[devices][gpu][trace]") {
+  rig r;
+  test::completions done{*r.dev};
+  // 16 MiB in, one float out: the copy in is most of the launch.
+  auto x = xs(12, 4u << 20);
+  std::vector<std::span<const float>> in{x};
+  kernels::kernel_args args;
+  args.n = x.size();
+  auto plain = done.run(1, kernel_id::reduce_sum, args, in);
+  REQUIRE(plain);
+  CHECK(plain->copy_in.count() == 0);
+  CHECK(plain->copy_out.count() == 0);
+  r.dev->time_copies(true);
+  auto timed = done.run(2, kernel_id::reduce_sum, args, in);
+  REQUIRE(timed);
+  CHECK(timed->copy_in.count() > 0);
+  CHECK(timed->copy_out.count() >= 0);
+  CHECK(timed->copy_in + timed->copy_out <= timed->device_time);
+  CHECK(timed->output.values.size() == 1);
+  // Off again: nothing timed apart.
+  r.dev->time_copies(false);
+  auto again = done.run(3, kernel_id::reduce_sum, args, in);
+  REQUIRE(again);
+  CHECK(again->copy_in.count() == 0);
 }
 
 TEST_CASE("reused memory waits for its zero fill, not for other launches",
@@ -427,6 +455,52 @@ TEST_CASE("the runtime places work on a GPU and gets every result once",
   // slabs, not once per launch.
   CHECK((*dev)->live_blocks() == 0);
   CHECK(fake->device_mallocs() < on_gpu);
+}
+
+TEST_CASE("a trace draws a GPU launch's copies and kernels inside it",
+          "[devices][gpu][trace]") {
+  test::temp_dir dir;
+  auto fake = std::make_shared<testing::fake_gpu_api>();
+  auto dev = gpu::gpu_device::open(fake, 0, device_kind::cuda_gpu, "fake0", {});
+  REQUIRE(dev);
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  // Tenant t may use the GPU only (the CPU worker has no copies to time).
+  auto config = test::make_config(dir, 1, {});
+  config.mutable_tenant(0)->clear_devices();
+  config.mutable_tenant(0)->add_devices("fake0");
+  auto rt = actors::runtime::start(sys, config, {*dev});
+  REQUIRE(rt);
+  REQUIRE_FALSE((*rt)->start_trace(10'000));
+  std::vector<work_item> items;
+  for (uint64_t i = 2; i <= 21; ++i)
+    items.push_back(test::gemv_item(i, "t", 512, 512));
+  auto e = test::submit_all(sys, **rt, items, [] {});
+  test::check_exactly_once(items, e);
+  auto x = (*rt)->trace(true);
+  REQUIRE(x);
+  size_t runs = 0, copied = 0;
+  for (auto& ev : x->events)
+    if (ev.kind == trace_kind::run) {
+      ++runs;
+      // 1 MiB in: its copy takes time on the fake GPU too.
+      copied += ev.copy_in_ns > 0;
+      CHECK(int64_t(ev.copy_in_ns) + ev.copy_out_ns <= ev.end_ns - ev.begin_ns);
+    }
+  CHECK(runs == items.size());
+  CHECK(copied == runs);
+  auto doc = test::parse_json(chrome_trace_json(*x));
+  auto es = test::trace_events(doc);
+  // Nested in their launches: the viewer's rules hold.
+  auto names = test::check_trace_viewable(es);
+  CHECK(names.count("gemv") == runs);
+  // A launch drawn with no length (it began when the one before it ended,
+  // and ended then too) has no parts to draw.
+  CHECK(names.count("copy in") > 0);
+  CHECK(names.count("copy in") <= runs);
+  CHECK(names.count("kernels") > 0);
+  CHECK(names.count("kernels") <= runs);
+  (*rt)->stop();
 }
 
 TEST_CASE("the real GPU runtimes on this machine", "[devices][gpu]") {
