@@ -332,6 +332,9 @@ caf::error apply_sim_fault(devices::sim::sim_device& dev, const sim_fault& f) {
   case pb::THERMAL:
     dev.warn("thermal throttling");
     break;
+  case pb::HEAT:
+    dev.heat(int32_t(f.factor));
+    break;
   default:
     return make_error(errc::invalid_fault,
                       "fault kind " + std::to_string(f.kind) +

@@ -48,6 +48,10 @@ public:
   /// bringing online one that is being reset); then nothing changed.
   caf::expected<device_status> apply(lifecycle_event ev);
 
+  /// Drops a drain a restart would carry over (one asked for by heat, on
+  /// a device that is being reset and cooled meanwhile).
+  void forget_drain() { drain_ = false; }
+
 private:
   device_status status_ = device_status::resetting;
   bool drain_ = false;

@@ -502,8 +502,9 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   // call may block).
   if (auto ms = cfg.supervision().telemetry_interval_ms(); ms > 0)
     rt->telemetry_interval_ = std::chrono::milliseconds{std::max(ms, 10u)};
-  rt->telemetry_ = sys.spawn<caf::detached>(telemetry_impl, rt->devs_,
-                                            rt->telemetry_interval_);
+  rt->telemetry_ = sys.spawn<caf::detached>(
+      telemetry_impl, rt->devs_, rt->telemetry_interval_, scfg.heat,
+      caf::actor_cast<heat_listener>(rt->supervisor_));
   rt->trust_ = settings->trust;
   rt->isolation_ = std::move(isolation);
   rt->bundle_timeout_ = settings->bundle_load_timeout;

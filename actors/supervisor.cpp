@@ -544,6 +544,46 @@ void schedule_quiet_tick(self_ptr self) {
                      tick_atom::value);
 }
 
+// Device `index`'s readings put it at `level` (the telemetry sampler's
+// word, docs/supervision.md "Health that acts"): critical drains it,
+// unless an operator drained it already; hot degrades it while it lasts;
+// coming down undoes what the heat did, a step at a time.
+void heat_changed(self_ptr self, uint32_t index, heat_level level,
+                  const std::string& why) {
+  auto& st = self->state;
+  auto& e = st.devices[index];
+  auto was = e.heat;
+  e.heat = level;
+  auto& name = e.dev->info().name;
+  device_event(self, name,
+               std::string{"heat "} + to_string(was) + " -> " +
+                   to_string(level) + ": " + why);
+  auto status = e.life.status();
+  if (level == heat_level::critical) {
+    if (!e.life.drain_requested() && status != device_status::offline &&
+        !transition_running(self, index, lifecycle_event::drain,
+                            "too hot: " + why))
+      e.heat_drained = true;
+    return;
+  }
+  if (was == heat_level::critical && e.heat_drained) {
+    e.heat_drained = false;
+    if (status == device_status::draining)
+      transition_running(self, index, lifecycle_event::online,
+                         "cooled: " + why);
+    else if (status == device_status::resetting)
+      e.life.forget_drain();
+  }
+  if (level == heat_level::hot) {
+    e.last_warning = clock::now();
+    transition_running(self, index, lifecycle_event::warning, "hot: " + why);
+  } else if (e.life.status() == device_status::degraded) {
+    // Cool: available again once quiet (its last warning was when it grew
+    // hot, so at the next tick unless a warning came since).
+    schedule_quiet_tick(self);
+  }
+}
+
 } // namespace
 
 bool host_registry::starting(int pid) {
@@ -734,6 +774,11 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         if (e.life.status() == device_status::degraded)
           schedule_quiet_tick(self);
       },
+      [=](heat_atom, uint32_t index, uint8_t level, std::string& why) {
+        if (index < self->state.devices.size() &&
+            level <= uint8_t(heat_level::critical))
+          heat_changed(self, index, heat_level(level), why);
+      },
       [=](tick_atom) {
         auto& st = self->state;
         st.quiet_tick_scheduled = false;
@@ -741,7 +786,9 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         auto now = clock::now();
         for (uint32_t i = 0; i < st.devices.size(); ++i) {
           auto& e = st.devices[i];
-          if (e.life.status() != device_status::degraded)
+          // A hot device stays degraded while it is hot.
+          if (e.life.status() != device_status::degraded ||
+              e.heat != heat_level::ok)
             continue;
           if (now - e.last_warning >= st.cfg.degraded_quiet)
             transition_running(
@@ -759,10 +806,11 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         if (i < 0)
           return unknown_device(name);
         // Drained while being reset: it comes back draining (its restart
-        // says so).
+        // says so). An operator's drain is the operator's to end.
         if (auto err = transition_running(self, uint32_t(i),
                                           lifecycle_event::drain, "operator"))
           return err;
+        self->state.devices[size_t(i)].heat_drained = false;
         return true;
       },
       [=](offline_atom, const std::string& name) -> caf::result<bool> {
@@ -775,6 +823,7 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         if (was == device_status::offline)
           return true;
         transition(self, uint32_t(i), lifecycle_event::offline, "operator");
+        e.heat_drained = false;
         if (e.handle) {
           e.by_operator = true;
           self->send_exit(e.handle, make_error(errc::device_offline,
@@ -800,6 +849,9 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         if (auto err = transition_running(self, uint32_t(i),
                                           lifecycle_event::online, "operator"))
           return err;
+        // Online over a drain for heat: the operator's word holds until
+        // the device's level changes again.
+        e.heat_drained = false;
         if (was == device_status::offline) {
           // An operator's restart does not count against the intensity, and
           // the operator starts it with a clean record.

@@ -24,6 +24,7 @@
 #include "actors/device_actor.hpp"
 #include "actors/device_host.hpp"
 #include "actors/device_lifecycle.hpp"
+#include "actors/heat_watch.hpp"
 
 namespace cohort::actors {
 
@@ -35,6 +36,10 @@ using supervisor_actor = health_listener::extend<
     caf::reacts_to<restart_atom, uint32_t>,
     /// Internal: degraded devices that stayed quiet become available.
     caf::reacts_to<tick_atom>,
+    /// The telemetry sampler: device `index`'s readings put it at a new
+    /// heat_level (hot: degraded while it lasts; critical: drained until it
+    /// is back below), with why (docs/supervision.md, "Health that acts").
+    caf::reacts_to<heat_atom, uint32_t, uint8_t, std::string>,
     /// Internal: start `n` of a host process for device `index` ended: its
     /// pid (held in the registry) and its gate's port, or (pid 0) why it
     /// did not start (docs/device-hosts.md).
@@ -75,6 +80,9 @@ struct supervisor_config {
   std::chrono::milliseconds max_restart_delay{1000};
   /// A degraded device with no warning for this long is available again.
   std::chrono::milliseconds degraded_quiet{2000};
+  /// Temperature and power that degrade or drain a device (the telemetry
+  /// sampler watches them; none set by default).
+  heat_limits heat;
   /// Watchdog: the default and per kernel id (0 = the default).
   std::chrono::milliseconds kernel_timeout{5000};
   std::vector<std::chrono::milliseconds> kernel_timeouts;
@@ -130,6 +138,10 @@ struct supervisor_state {
     device_lifecycle life;
     std::deque<std::chrono::steady_clock::time_point> restarts;
     std::chrono::steady_clock::time_point last_warning{};
+    /// Where its readings put it, and whether that drained it (not an
+    /// operator: it comes back by itself once it is cool).
+    heat_level heat = heat_level::ok;
+    bool heat_drained = false;
     /// Brought down by a sibling's loss (one_for_all) or an operator: not a
     /// loss of its own. Both are cleared by the next down of its actor.
     bool by_sibling = false;

@@ -7,14 +7,22 @@ namespace cohort::actors {
 telemetry_actor::behavior_type
 telemetry_impl(telemetry_actor::stateful_pointer<telemetry_state> self,
                std::vector<std::shared_ptr<devices::device>> devs,
-               std::chrono::milliseconds interval) {
-  self->state.devs = std::move(devs);
-  self->state.interval = interval;
+               std::chrono::milliseconds interval, heat_limits limits,
+               heat_listener listener) {
+  auto& state = self->state;
+  state.devs = std::move(devs);
+  state.interval = interval;
+  if (limits.any() && listener) {
+    state.heat.assign(state.devs.size(), heat_watch{limits});
+    state.listener = std::move(listener);
+  }
   self->send(self, tick_atom::value);
   return {
       [=](tick_atom) {
         auto& st = self->state;
-        for (auto& d : st.devs) {
+        auto now = std::chrono::steady_clock::now();
+        for (size_t i = 0; i < st.devs.size(); ++i) {
+          auto& d = st.devs[i];
           devices::health::gpu_sample s;
           try {
             s = d->telemetry();
@@ -24,6 +32,10 @@ telemetry_impl(telemetry_actor::stateful_pointer<telemetry_state> self,
           }
           if (!s.available)
             continue;
+          if (!st.heat.empty())
+            if (auto c = st.heat[i].observe(s, now))
+              self->send(st.listener, heat_atom::value, uint32_t(i),
+                         uint8_t(c->level), std::move(c->why));
           auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();

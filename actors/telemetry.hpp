@@ -1,8 +1,10 @@
 // The node's telemetry sampler: every interval it reads each device's health
 // counters (devices::device::telemetry: temperature, power, utilization,
 // memory, ECC) and keeps them in the device's history, which `cohort health`
-// and GET /v1/devices/NAME/health show. It runs on a thread of its own: a
-// vendor library's call may block for milliseconds.
+// and GET /v1/devices/NAME/health show, and tells the supervisor when a
+// device's temperature or power crosses the config's thresholds
+// (heat_watch). It runs on a thread of its own: a vendor library's call may
+// block for milliseconds.
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/heat_watch.hpp"
 #include "devices/device.hpp"
 #include "messages/atoms.hpp"
 
@@ -24,15 +27,21 @@ using telemetry_actor = caf::typed_actor<
 struct telemetry_state {
   std::vector<std::shared_ptr<devices::device>> devs;
   std::chrono::milliseconds interval{1000};
+  /// One per device, and who hears of their changes (none when no
+  /// threshold is set).
+  std::vector<heat_watch> heat;
+  heat_listener listener;
   static inline const char* name = "cohort.telemetry";
 };
 
 /// Samples `devs` every `interval`, the first time at once; devices
 /// without health counters (CPU workers, GPUs without their library) keep
-/// no history.
+/// no history. When `limits` sets a threshold, tells `listener` each time
+/// a device's heat_level changes (device indexes are `devs`').
 telemetry_actor::behavior_type
 telemetry_impl(telemetry_actor::stateful_pointer<telemetry_state> self,
                std::vector<std::shared_ptr<devices::device>> devs,
-               std::chrono::milliseconds interval);
+               std::chrono::milliseconds interval, heat_limits limits,
+               heat_listener listener);
 
 } // namespace cohort::actors

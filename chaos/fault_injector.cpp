@@ -92,6 +92,10 @@ caf::error check(const actors::runtime& rt, const fault& f) {
   if (f.kind == pb::SLOW_DOWN && !(f.factor > 0))
     return make_error(errc::invalid_fault,
                       "fault " + describe(f) + ": factor must be positive");
+  if (f.kind == pb::HEAT && (f.degrees < -100 || f.degrees > 200))
+    return make_error(errc::invalid_fault,
+                      "fault " + describe(f) +
+                          ": degrees are -100 to 200 above its model");
   if (f.kind == pb::RAISE_XID && f.xid == 0)
     return make_error(errc::invalid_fault,
                       "fault " + describe(f) + ": needs an xid");
@@ -137,7 +141,8 @@ caf::error inject(actors::runtime& rt, const fault& f) {
     s.kind = f.kind;
     s.xid = f.xid;
     s.allocations = f.allocations;
-    s.factor = f.factor;
+    // HEAT's degrees travel as the factor.
+    s.factor = f.kind == pb::HEAT ? double(f.degrees) : f.factor;
     s.stream = f.stream;
     return rt.inject_sim_fault(f.device, s);
   }
@@ -163,6 +168,10 @@ std::string describe(const fault& f) {
   }
   case pb::HANG_STREAM:
     out += " stream " + std::to_string(f.stream);
+    break;
+  case pb::HEAT:
+    out += " " + std::string{f.degrees >= 0 ? "+" : ""} +
+           std::to_string(f.degrees) + " C";
     break;
   case pb::CUT_CONNECTION:
     if (f.hold.count() > 0)

@@ -23,6 +23,8 @@ struct fault {
   uint32_t stream = 0;
   /// CUT_CONNECTION: how long a remote host's network stays down.
   std::chrono::milliseconds hold{0};
+  /// HEAT: degrees above the device's model (0: as modeled).
+  int32_t degrees = 0;
 };
 
 /// True for the kinds that take a device down (their recovery is timed).

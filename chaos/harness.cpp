@@ -213,6 +213,7 @@ fault fault_of(const pb::ChaosEvent& ev) {
   f.factor = ev.factor() > 0 ? ev.factor() : 1.0;
   f.stream = ev.stream();
   f.hold = std::chrono::milliseconds{ev.hold_ms()};
+  f.degrees = ev.degrees();
   return f;
 }
 
@@ -433,6 +434,8 @@ std::vector<timed_fault> expand_timeline(const pb::ChaosScenario& s,
       f.allocations = 1 + uint32_t(rng() % 8);
       f.factor = double(2 + rng() % 9);
       f.stream = 0;
+      // Not a draw of its own: the other faults' draws stay as they were.
+      f.degrees = 20 + int32_t(f.allocations) * 8;
       out.push_back({ms{int64_t(rng() % over)}, f});
     }
   }

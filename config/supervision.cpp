@@ -1,5 +1,6 @@
 #include "config/supervision.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/catalog.hpp"
@@ -8,6 +9,60 @@
 namespace cohort::config {
 
 using namespace actors;
+
+namespace {
+
+// supervision.heat: thresholds in order (degrade below drain, recover below
+// both), temperatures a GPU can read, power fractions of its limit.
+caf::error heat_of(const pb::HeatLimits& h, heat_limits& out) {
+  auto bad = [](const std::string& what) {
+    return make_error(errc::malformed_config, "supervision.heat: " + what);
+  };
+  for (auto c : {h.degrade_temperature_c(), h.drain_temperature_c(),
+                 h.recover_temperature_c()})
+    if (c > 200)
+      return bad("temperatures are at most 200 C, not " + std::to_string(c));
+  for (auto f : {h.degrade_power_fraction(), h.drain_power_fraction(),
+                 h.recover_power_fraction()})
+    if (!(f >= 0 && f <= 2))
+      return bad("power fractions are 0 to 2 of the device's limit, not " +
+                 std::to_string(f));
+  if (h.recover_ms() > 3'600'000)
+    return bad("recover_ms is at most an hour");
+  out.degrade_c = int32_t(h.degrade_temperature_c());
+  out.drain_c = int32_t(h.drain_temperature_c());
+  out.degrade_power = h.degrade_power_fraction();
+  out.drain_power = h.drain_power_fraction();
+  if (out.degrade_c > 0 && out.drain_c > 0 && out.drain_c <= out.degrade_c)
+    return bad("drain_temperature_c must be above degrade_temperature_c");
+  if (out.degrade_power > 0 && out.drain_power > 0 &&
+      out.drain_power <= out.degrade_power)
+    return bad("drain_power_fraction must be above degrade_power_fraction");
+  // The lowest threshold of each kind set; recover below it.
+  auto lowest_c = out.degrade_c > 0 ? out.degrade_c : out.drain_c;
+  auto lowest_p = out.degrade_power > 0 ? out.degrade_power : out.drain_power;
+  if (h.recover_temperature_c() > 0 && lowest_c == 0)
+    return bad("recover_temperature_c without a temperature threshold");
+  if (h.recover_power_fraction() > 0 && lowest_p == 0)
+    return bad("recover_power_fraction without a power threshold");
+  out.recover_c = h.recover_temperature_c() > 0
+                      ? int32_t(h.recover_temperature_c())
+                      : lowest_c - 5;
+  out.recover_power = h.recover_power_fraction() > 0
+                          ? h.recover_power_fraction()
+                          : std::max(0.0, lowest_p - 0.05);
+  if (lowest_c > 0 && out.recover_c >= lowest_c)
+    return bad("recover_temperature_c must be below " +
+               std::to_string(lowest_c) + " C, the lowest threshold");
+  if (lowest_p > 0 && out.recover_power >= lowest_p)
+    return bad("recover_power_fraction must be below the lowest power "
+               "threshold");
+  if (h.recover_ms() > 0)
+    out.recover_for = std::chrono::milliseconds{h.recover_ms()};
+  return caf::none;
+}
+
+} // namespace
 
 caf::expected<std::pair<balancer_config, supervisor_config>>
 supervision_of(const pb::RuntimeConfig& cfg) {
@@ -41,6 +96,8 @@ supervision_of(const pb::RuntimeConfig& cfg) {
     return bad("degraded_penalty must be at least 1");
   if (sv.degraded_penalty() >= 1)
     b.degraded_penalty = sv.degraded_penalty();
+  if (auto err = heat_of(sv.heat(), s.heat))
+    return err;
   auto& pl = cfg.placement();
   switch (pl.policy()) {
   case pb::EARLIEST_COMPLETION:

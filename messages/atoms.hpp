@@ -60,5 +60,6 @@ using launched_atom = caf::atom_constant<caf::atom("launched")>;
 using code_atom = caf::atom_constant<caf::atom("code")>;
 using jobs_atom = caf::atom_constant<caf::atom("jobs")>;
 using trace_atom = caf::atom_constant<caf::atom("trace")>;
+using heat_atom = caf::atom_constant<caf::atom("heat")>;
 
 } // namespace cohort

@@ -326,6 +326,7 @@ chaos::fault fault_of(const pb::Fault& f) {
   out.allocations = std::max(1u, f.count());
   out.factor = f.factor() > 0 ? f.factor() : 1.0;
   out.stream = f.count();
+  out.degrees = f.degrees();
   return out;
 }
 
