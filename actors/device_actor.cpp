@@ -340,6 +340,8 @@ device_impl(device_actor::stateful_pointer<device_state> self,
   st.listener = std::move(listener);
   st.cfg = cfg;
   st.stream_free_at.assign(std::max(1u, st.dev->info().streams), clock::now());
+  // An earlier actor of the device may have left copy timing on.
+  st.dev->time_copies(false);
   // Objects a previous actor of the device kept were forgotten by the
   // balancer when it ended: their memory goes back now.
   st.dev->drop_all_objects();

@@ -53,13 +53,21 @@ caf::error transition(self_ptr self, uint32_t index, lifecycle_event ev,
   auto after = e.life.apply(ev);
   if (!after)
     return after.error();
-  if (changed != nullptr)
-    *changed = *after != before;
   if (*after != before)
     device_event(self, e.dev->info().name,
                  std::string{"supervisor: "} + to_string(before) + " -> " +
                      to_string(*after) + " (" + to_string(ev) + ": " + why +
                      ")");
+  // A device that is still hot comes back degraded (restarted, online, at
+  // start): its heat level changes only when its readings do.
+  if (*after == device_status::available && e.heat == heat_level::hot) {
+    e.last_warning = std::chrono::steady_clock::now();
+    after = e.life.apply(lifecycle_event::warning);
+    device_event(self, e.dev->info().name,
+                 "supervisor: available -> degraded (warning: still hot)");
+  }
+  if (changed != nullptr)
+    *changed = *after != before;
   return caf::none;
 }
 
@@ -547,7 +555,7 @@ void schedule_quiet_tick(self_ptr self) {
 // Device `index`'s readings put it at `level` (the telemetry sampler's
 // word, docs/supervision.md "Health that acts"): critical drains it,
 // unless an operator drained it already; hot degrades it while it lasts;
-// coming down undoes what the heat did, a step at a time.
+// back to ok undoes what the heat did.
 void heat_changed(self_ptr self, uint32_t index, heat_level level,
                   const std::string& why) {
   auto& st = self->state;

@@ -92,6 +92,11 @@ caf::error check(const actors::runtime& rt, const fault& f) {
   if (f.kind == pb::SLOW_DOWN && !(f.factor > 0))
     return make_error(errc::invalid_fault,
                       "fault " + describe(f) + ": factor must be positive");
+  if (f.kind == pb::HEAT && location(rt, f.device) != 0)
+    return make_error(errc::invalid_fault,
+                      "fault " + describe(f) + ": " + f.device +
+                          " does not run in the node's process, which reads "
+                          "no temperature from it");
   if (f.kind == pb::HEAT && (f.degrees < -100 || f.degrees > 200))
     return make_error(errc::invalid_fault,
                       "fault " + describe(f) +

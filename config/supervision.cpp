@@ -51,6 +51,12 @@ caf::error heat_of(const pb::HeatLimits& h, heat_limits& out) {
   out.recover_power = h.recover_power_fraction() > 0
                           ? h.recover_power_fraction()
                           : std::max(0.0, lowest_p - 0.05);
+  if (lowest_c > 0 && out.recover_c < 1)
+    return bad("the lowest temperature threshold leaves no room to recover "
+               "below it: set recover_temperature_c, at least 1 C");
+  if (lowest_p > 0 && !(out.recover_power > 0))
+    return bad("the lowest power threshold leaves no room to recover below "
+               "it: set recover_power_fraction above 0");
   if (lowest_c > 0 && out.recover_c >= lowest_c)
     return bad("recover_temperature_c must be below " +
                std::to_string(lowest_c) + " C, the lowest threshold");

@@ -3593,8 +3593,11 @@ bool cancel_admitted(self_ptr self, uint64_t ticket, const std::string& who) {
       members.erase(std::remove(members.begin(), members.end(), ticket),
                     members.end());
       r.batch = 0;
-      if (b->second.device >= 0)
+      if (b->second.device >= 0) {
+        // A half-open circuit's probe slot it held goes back.
+        st.devices[size_t(b->second.device)].breaker.abandoned();
         unplace(self, b->second);
+      }
       dissolve(self, b->first);
     }
   // A gang none of whose slices was sent ends now (its slices let go).

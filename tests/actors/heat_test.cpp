@@ -158,6 +158,20 @@ TEST_CASE_METHOD(fixture,
   std::this_thread::sleep_for(300ms);
   CHECK(test::wait_status(r, 1, device_status::degraded, 10ms) ==
         device_status::degraded);
+  // Lost while hot: it comes back degraded, not available.
+  sim1->lose();
+  auto until = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    auto st = r.placement_stats();
+    REQUIRE(st);
+    if (st->devices[1].restarts >= 1 ||
+        std::chrono::steady_clock::now() >= until)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(test::wait_status(r, 1, device_status::degraded) ==
+        device_status::degraded);
+  REQUIRE(r.placement_stats()->devices[1].restarts >= 1);
   sim1->heat(0);
   CHECK(test::wait_status(r, 1, device_status::available) ==
         device_status::available);
@@ -167,6 +181,8 @@ TEST_CASE_METHOD(fixture,
                                     "95 C"));
   CHECK_THAT(audit, Catch::Contains("heat critical -> ok"));
   CHECK_THAT(audit, Catch::Contains("heat ok -> hot: 90 C, at or above 85 C"));
+  CHECK_THAT(audit, Catch::Contains("available -> degraded (warning: still "
+                                    "hot)"));
 }
 
 TEST_CASE_METHOD(fixture,
