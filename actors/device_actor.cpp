@@ -20,9 +20,12 @@ using clock = std::chrono::steady_clock;
 // Completions closer than this are delivered at once instead of by timer.
 constexpr auto timer_threshold = std::chrono::microseconds{100};
 
+// device_offline: the Xid policy isolated the device (an operator's offline
+// never comes back as a launch's error).
 bool is_device_loss(const caf::error& err) {
   auto code = code_of(err);
-  return code == errc::device_lost || code == errc::kernel_timeout;
+  return code == errc::device_lost || code == errc::kernel_timeout ||
+         code == errc::device_offline;
 }
 
 using self_ptr = device_actor::stateful_pointer<device_state>;

@@ -661,6 +661,13 @@ device_actor spawn_device(gate_ptr self, uint32_t d, const host_hello& hello,
     cfg.kernel_timeouts.emplace_back(ms);
   if (hello.health_interval_ms > 0)
     cfg.health_interval = std::chrono::milliseconds{hello.health_interval_ms};
+  // The node's Xid policy; a rule with an action out of range is left out.
+  devices::xid_policy policy;
+  for (size_t i = 0;
+       i < std::min(hello.xid_codes.size(), hello.xid_actions.size()); ++i)
+    if (hello.xid_actions[i] <= uint8_t(devices::xid_action::isolate))
+      policy.set(hello.xid_codes[i], devices::xid_action(hello.xid_actions[i]));
+  dev->set_xid_policy(std::move(policy));
   cfg.health = caf::actor_cast<health_listener>(health);
   auto to = caf::actor_cast<device_listener>(listener);
   device_actor a;

@@ -12,12 +12,13 @@ namespace cohort::actors {
 
 /// What can happen to a device.
 enum class lifecycle_event : uint8_t {
-  /// A warning that does not take it down (application-level Xid, corrected
-  /// ECC error, thermal throttling).
+  /// A warning that does not take it down (an Xid the policy degrades on,
+  /// a corrected ECC error, thermal throttling).
   warning,
   /// No warning for the quiet period.
   quiet,
-  /// Lost: a device-level Xid, a sticky error, a hang, a crashed actor.
+  /// Lost: an Xid the policy resets on, a sticky error, a hang, a crashed
+  /// actor.
   lost,
   /// Reset and restarted with a new actor.
   restarted,

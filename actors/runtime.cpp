@@ -481,6 +481,7 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
       sys.spawn(balancer_impl, rt->infos_, *lease, rt->audit_, bcfg);
   rt->quota_ = sys.spawn(quota_impl, std::move(*lease), rt->balancer_);
   rt->hub_ = std::make_unique<client_hub>(sys, rt->balancer_);
+  rt->xid_policy_ = scfg.xid_policy;
   rt->supervisor_ =
       sys.spawn(supervisor_impl, rt->devs_, rt->balancer_, rt->audit_, scfg);
   // The balancer hears when the audit log stops or starts being writable.

@@ -333,6 +333,9 @@ public:
   /// Xid errors per device, by index: how many, and the last code (0: none).
   std::vector<std::pair<uint64_t, uint32_t>> xid_errors() const;
 
+  /// The Xid policy it started with (supervision { xid }).
+  const devices::xid_policy& xid_policy() const { return xid_policy_; }
+
   /// Device `name`'s health as the node kept it: its newest sample (or
   /// why there is none), the samples its sampler kept every
   /// `supervision { telemetry_interval_ms }` (the last
@@ -395,6 +398,7 @@ private:
   alert_actor alerts_;
   telemetry_actor telemetry_;
   std::chrono::milliseconds telemetry_interval_{1000};
+  devices::xid_policy xid_policy_;
   /// The config as started, with the limits operators changed since.
   std::mutex cfg_mtx_;
   pb::RuntimeConfig cfg_;

@@ -439,6 +439,10 @@ void greet_host(self_ptr self, uint32_t index, uint64_t n,
             hello.kernel_timeout_ms = st.cfg.kernel_timeout.count();
             for (auto t : st.cfg.kernel_timeouts)
               hello.kernel_timeouts_ms.push_back(t.count());
+            for (auto& [code, action] : st.cfg.xid_policy.rules()) {
+              hello.xid_codes.push_back(code);
+              hello.xid_actions.push_back(uint8_t(action));
+            }
             self->request(caf::actor_cast<host_gate_actor>(gate), timeout,
                           hello_atom::value, e.token, hello,
                           caf::actor_cast<caf::actor>(e.relay),
@@ -506,6 +510,14 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& down) {
       return;
     }
     tell(self, index, device_cause::offline, std::move(why));
+    return;
+  }
+  // The Xid policy isolated it (its device ended with device_offline): out
+  // of service, not restarted, until an operator brings it online. Also when
+  // a sibling's restart (one_for_all) asked it to go at the same time: a
+  // sibling's exit is device_restarted, a dropped connection device_lost.
+  if (code_of(reason) == errc::device_offline) {
+    give_up(self, index, reason);
     return;
   }
   if (!sibling && !dropped && recent_restarts(st, e) >= st.cfg.max_restarts) {
@@ -649,6 +661,7 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
   auto& st = self->state;
   for (auto& dev : devices) {
     auto& e = st.devices.emplace_back();
+    dev->set_xid_policy(cfg.xid_policy);
     e.hosted = std::dynamic_pointer_cast<hosted_device>(dev);
     e.dev = std::move(dev);
   }
@@ -723,6 +736,7 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         if (e.life.status() != device_status::resetting || e.handle ||
             e.launching)
           return;
+        auto by_operator = std::exchange(e.operator_restart, false);
         if (e.hosted) {
           // Its old process is gone: a new one is its reset. A remote
           // host resets the device when it is greeted again.
@@ -739,6 +753,14 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
                          std::to_string(cfg.max_restarts) + " in its period"
                    : std::string{"restart not counted"});
           start_hosted(self, index);
+          return;
+        }
+        // An Xid its policy isolates on may have come while the device was
+        // down (a reset would drop it): it is read first, unless this is an
+        // operator's online, which ends an isolation.
+        if (auto err = e.dev->health();
+            !by_operator && code_of(err) == errc::device_offline) {
+          give_up(self, index, std::move(err));
           return;
         }
         auto err = e.dev->reset();
@@ -865,6 +887,7 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           // the operator starts it with a clean record.
           e.restarts.clear();
           e.own_loss = false;
+          e.operator_restart = true;
           self->send(self, restart_atom::value, uint32_t(i));
         }
         return true;

@@ -83,6 +83,9 @@ struct supervisor_config {
   /// Temperature and power that degrade or drain a device (the telemetry
   /// sampler watches them; none set by default).
   heat_limits heat;
+  /// What an Xid does to its GPU, per code; every device of the node gets
+  /// it at start, a host process's with its hello.
+  devices::xid_policy xid_policy;
   /// Watchdog: the default and per kernel id (0 = the default).
   std::chrono::milliseconds kernel_timeout{5000};
   std::vector<std::chrono::milliseconds> kernel_timeouts;
@@ -149,6 +152,9 @@ struct supervisor_state {
     /// The pending restart follows a loss of its own: it counts against
     /// the restart intensity.
     bool own_loss = false;
+    /// The pending restart is an operator's online: an isolation the
+    /// device still reports is what the operator is ending.
+    bool operator_restart = false;
     /// Starts of its actor so far.
     uint32_t generation = 0;
     /// A device in a host process (else null), its process now (0: none;

@@ -32,7 +32,7 @@ int location(const actors::runtime& rt, const std::string& name) {
 
 } // namespace
 
-bool is_loss(const fault& f) {
+bool is_loss(const fault& f, const devices::xid_policy& xids) {
   switch (f.kind) {
   case pb::LOSE:
   case pb::LOSE_PERMANENTLY:
@@ -45,7 +45,7 @@ bool is_loss(const fault& f) {
   case pb::CUT_CONNECTION:
     return true;
   case pb::RAISE_XID:
-    return devices::is_device_level_xid(f.xid);
+    return xids.action(f.xid) >= devices::xid_action::reset;
   default:
     return false;
   }

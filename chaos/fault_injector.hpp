@@ -27,8 +27,9 @@ struct fault {
   int32_t degrees = 0;
 };
 
-/// True for the kinds that take a device down (their recovery is timed).
-bool is_loss(const fault& f);
+/// True for the kinds that take a device down (their recovery is timed):
+/// an Xid when `xids` resets or isolates its device.
+bool is_loss(const fault& f, const devices::xid_policy& xids);
 
 /// Checks that `f` names a device of `rt` it can apply to (faults need a
 /// simulated GPU; operator actions take any device); invalid_fault or

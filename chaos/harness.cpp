@@ -519,7 +519,7 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
         refused.push_back(describe(tf.f) + ": " + describe(err));
         continue;
       }
-      if (is_loss(tf.f))
+      if (is_loss(tf.f, (*rt)->xid_policy()))
         losses.push_back(
             {tf.f.device, at, describe(tf.f), tf.f.kind == pb::HANG_STREAM});
     }

@@ -12,6 +12,9 @@ using namespace actors;
 
 namespace {
 
+/// Codes with a rule, in all rules together.
+constexpr size_t max_xid_codes = 1024;
+
 // supervision.heat: thresholds in order (degrade below drain, recover below
 // both), temperatures a GPU can read, power fractions of its limit.
 caf::error heat_of(const pb::HeatLimits& h, heat_limits& out) {
@@ -68,6 +71,47 @@ caf::error heat_of(const pb::HeatLimits& h, heat_limits& out) {
   return caf::none;
 }
 
+// supervision.xid: each code once, 1 to 65535, every rule with an action.
+caf::error xid_policy_of(const pb::Supervision& sv, devices::xid_policy& out) {
+  auto bad = [](const std::string& what) {
+    return make_error(errc::malformed_config, "supervision.xid: " + what);
+  };
+  size_t codes = 0;
+  for (auto& rule : sv.xid()) {
+    devices::xid_action action;
+    switch (rule.action()) {
+    case pb::XID_IGNORE:
+      action = devices::xid_action::ignore;
+      break;
+    case pb::XID_DEGRADE:
+      action = devices::xid_action::degrade;
+      break;
+    case pb::XID_RESET:
+      action = devices::xid_action::reset;
+      break;
+    case pb::XID_ISOLATE:
+      action = devices::xid_action::isolate;
+      break;
+    default:
+      return bad("a rule has no action (XID_IGNORE, XID_DEGRADE, XID_RESET "
+                 "or XID_ISOLATE)");
+    }
+    if (rule.codes().empty())
+      return bad(std::string{"a rule "} + to_string(action) + " has no codes");
+    codes += size_t(rule.codes_size());
+    if (codes > max_xid_codes)
+      return bad("at most " + std::to_string(max_xid_codes) + " codes in all");
+    for (auto code : rule.codes()) {
+      if (code == 0 || code > 65535)
+        return bad("Xid codes are 1 to 65535, not " + std::to_string(code));
+      if (out.rules().count(code) != 0)
+        return bad("Xid " + std::to_string(code) + " is in two rules");
+      out.set(code, action);
+    }
+  }
+  return caf::none;
+}
+
 } // namespace
 
 caf::expected<std::pair<balancer_config, supervisor_config>>
@@ -103,6 +147,8 @@ supervision_of(const pb::RuntimeConfig& cfg) {
   if (sv.degraded_penalty() >= 1)
     b.degraded_penalty = sv.degraded_penalty();
   if (auto err = heat_of(sv.heat(), s.heat))
+    return err;
+  if (auto err = xid_policy_of(sv, s.xid_policy))
     return err;
   auto& pl = cfg.placement();
   switch (pl.policy()) {

@@ -7,20 +7,21 @@
 
 namespace cohort::devices {
 
-bool is_device_level_xid(uint32_t xid) {
-  switch (xid) {
-  case 48: // double-bit ECC error
-  case 63: // ECC page retirement / row remapping event
-  case 64: // ECC page retirement / row remapping failure
-  case 74: // NVLink error
-  case 79: // fallen off the bus
-  case 92: // high single-bit ECC error rate
-  case 94: // contained ECC error
-  case 95: // uncontained ECC error
-    return true;
-  default:
-    return false;
-  }
+void device::set_xid_policy(xid_policy policy) {
+  std::lock_guard<std::mutex> guard{xid_policy_mtx_};
+  xid_policy_ = std::move(policy);
+}
+
+xid_action device::xid_action_of(uint32_t xid) const {
+  std::lock_guard<std::mutex> guard{xid_policy_mtx_};
+  return xid_policy_.action(xid);
+}
+
+caf::error device::isolated_by_xid(const std::string& what) const {
+  return make_error(errc::device_offline,
+                    info_.name + ": " + what +
+                        ": isolated by the Xid policy; it stays offline "
+                        "until an operator brings it online");
 }
 
 caf::error device::host_memory_exhausted() const {

@@ -18,6 +18,7 @@
 
 #include "devices/health/health.hpp"
 #include "devices/memory/memory_resource.hpp"
+#include "devices/xid_policy.hpp"
 #include "kernels/catalog.hpp"
 #include "messages/device_info.hpp"
 
@@ -26,10 +27,6 @@ namespace cohort::devices {
 namespace memory {
 class device_memory;
 } // namespace memory
-
-/// Xid codes that take a whole GPU down (as opposed to application faults
-/// such as 13, 31 and 43 that fail only the kernel that caused them).
-bool is_device_level_xid(uint32_t xid);
 
 /// What one launch produced.
 struct launch_result {
@@ -284,6 +281,13 @@ public:
   std::vector<health::timed_xid> recent_xids() const;
   static constexpr size_t xids_kept = 64;
 
+  /// The node's Xid policy (supervision { xid }); the defaults until set.
+  /// The runtime sets it before the device's actor runs, a host process
+  /// when its node greets the device. Thread-safe.
+  void set_xid_policy(xid_policy policy);
+  /// What the policy does on `xid`. Thread-safe.
+  xid_action xid_action_of(uint32_t xid) const;
+
 protected:
   /// Backends call this for every Xid they see.
   void note_xid(uint32_t xid) {
@@ -291,6 +295,11 @@ protected:
     xid_errors_.fetch_add(1);
     keep_xid(xid);
   }
+
+  /// The error a device that the Xid policy isolates ends with:
+  /// device_offline, which its supervisor does not restart. `what` names
+  /// the Xid ("NVML reported Xid 48").
+  caf::error isolated_by_xid(const std::string& what) const;
 
   explicit device(device_info info) : info_(std::move(info)) {
     // nop
@@ -318,6 +327,8 @@ private:
   std::atomic<uint64_t> xid_errors_{0};
   std::atomic<uint32_t> last_xid_{0};
   mutable std::mutex history_mtx_;
+  mutable std::mutex xid_policy_mtx_;
+  xid_policy xid_policy_;
   std::deque<health::timed_sample> telemetry_;
   std::deque<health::timed_xid> xids_;
 

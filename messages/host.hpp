@@ -26,12 +26,17 @@ struct host_hello {
   /// Per kernel id (0 = the default).
   std::vector<int64_t> kernel_timeouts_ms;
   int64_t health_interval_ms = 50;
+  /// The node's Xid policy: the codes that have a rule and their actions
+  /// (devices::xid_action), pairwise.
+  std::vector<uint32_t> xid_codes;
+  std::vector<uint8_t> xid_actions;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, host_hello& x) {
   return f(caf::meta::type_name("host_hello"), x.index, x.device, x.name,
-           x.kernel_timeout_ms, x.kernel_timeouts_ms, x.health_interval_ms);
+           x.kernel_timeout_ms, x.kernel_timeouts_ms, x.health_interval_ms,
+           x.xid_codes, x.xid_actions);
 }
 
 /// A kernel registered in the node's process (by the application or from a

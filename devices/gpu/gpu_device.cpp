@@ -718,23 +718,33 @@ caf::error gpu_device::drain_health_events() {
     // Xid 79 (fallen off the bus) comes as a loss, with its code.
     if (ev.xid != 0)
       note_xid(ev.xid);
-    bool fatal = ev.what == kind::lost || ev.what == kind::ecc_uncorrectable ||
-                 (ev.what == kind::xid && is_device_level_xid(ev.xid));
-    if (!fatal) {
-      warnings_.push_back(std::string{opts_.monitor->library()} + " reported " +
-                          (ev.what == kind::xid
-                               ? "Xid " + std::to_string(ev.xid)
-                               : std::string{"a corrected ECC error"}) +
-                          (ev.detail.empty() ? "" : ": " + ev.detail));
-      continue;
+    // An Xid acts as the policy says; a GPU that is gone (a loss, an
+    // uncorrectable ECC error) is at least reset whatever its code's rule.
+    auto action = ev.xid != 0 ? xid_action_of(ev.xid) : xid_action::degrade;
+    if (ev.what == kind::lost || ev.what == kind::ecc_uncorrectable)
+      action = std::max(action, xid_action::reset);
+    auto reported = std::string{opts_.monitor->library()} + " reported " +
+                    (ev.xid != 0 ? "Xid " + std::to_string(ev.xid)
+                     : ev.what == kind::ecc_corrected
+                         ? std::string{"a corrected ECC error"}
+                         : std::string{"a device-level error"}) +
+                    (ev.detail.empty() ? "" : ": " + ev.detail);
+    switch (action) {
+    case xid_action::ignore:
+      break;
+    case xid_action::degrade:
+      warnings_.push_back(std::move(reported));
+      break;
+    case xid_action::reset:
+      if (!lost_)
+        lost_ = make_error(errc::device_lost, info().name + ": " + reported);
+      break;
+    case xid_action::isolate:
+      // Isolation wins over a reset asked for by an earlier event.
+      if (code_of(lost_) != errc::device_offline)
+        lost_ = isolated_by_xid(reported);
+      break;
     }
-    if (!lost_)
-      lost_ = make_error(
-          errc::device_lost,
-          info().name + ": " + opts_.monitor->library() + " reported " +
-              (ev.xid != 0 ? "Xid " + std::to_string(ev.xid)
-                           : std::string{"a device-level error"}) +
-              (ev.detail.empty() ? "" : ": " + ev.detail));
   }
   return lost_;
 }

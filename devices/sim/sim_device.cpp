@@ -87,16 +87,35 @@ void sim_device::fail_next_allocations(uint32_t n) {
 
 void sim_device::raise_xid(uint32_t xid) {
   note_xid(xid);
+  auto action = xid_action_of(xid);
+  auto what = "Xid " + std::to_string(xid) +
+              (is_device_level_xid(xid) ? " (device-level, injected)"
+                                        : " (application-level, injected)");
   std::lock_guard<std::mutex> guard{mtx_};
-  if (is_device_level_xid(xid)) {
-    lost_ = true;
-    lost_reason_ = "Xid " + std::to_string(xid) + " (device-level, injected)";
-  } else {
-    // Each Xid fails one launch; a storm past the cap is already a storm.
-    if (pending_xids_.size() < max_pending_xids)
-      pending_xids_.push_back(xid);
-    warnings_.push_back("Xid " + std::to_string(xid) +
-                        " (application-level, injected)");
+  // An application's fault fails its launch whatever the policy does with
+  // the device; each Xid fails one, and a storm past the cap is already a
+  // storm.
+  if (!is_device_level_xid(xid) && pending_xids_.size() < max_pending_xids)
+    pending_xids_.push_back(xid);
+  switch (action) {
+  case xid_action::ignore:
+    break;
+  case xid_action::degrade:
+    warnings_.push_back(std::move(what));
+    break;
+  case xid_action::reset:
+    if (!lost_) {
+      lost_ = true;
+      lost_reason_ = std::move(what);
+    }
+    break;
+  case xid_action::isolate:
+    if (!isolated_) {
+      lost_ = true;
+      isolated_ = true;
+      lost_reason_ = std::move(what);
+    }
+    break;
   }
 }
 
@@ -136,6 +155,8 @@ caf::error sim_device::lost_error_locked() {
   }
   if (!lost_)
     return caf::none;
+  if (isolated_)
+    return isolated_by_xid(lost_reason_);
   return make_error(errc::device_lost, info().name + ": " + lost_reason_);
 }
 
@@ -302,6 +323,7 @@ caf::error sim_device::do_reset() {
                       info().name + ": a sticky error survived the reset; "
                                     "only a new context clears it");
   lost_ = false;
+  isolated_ = false;
   lost_reason_.clear();
   pending_xids_.clear();
   hung_streams_.clear();

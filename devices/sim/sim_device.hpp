@@ -75,9 +75,11 @@ public:
   /// Fails the next `n` allocations with out_of_memory.
   void fail_next_allocations(uint32_t n);
 
-  /// Raises an Xid: device-level codes lose the device, others fail a
-  /// launch with kernel_fault: N raised fail the next N launches (at most
-  /// max_pending_xids wait; a reset clears them).
+  /// Raises an Xid, counted. Application-level codes fail a launch with
+  /// kernel_fault: N raised fail the next N launches (at most
+  /// max_pending_xids wait; a reset clears them). Then the Xid policy acts:
+  /// a warning (degrade), a loss (reset), an isolation (the device ends
+  /// with device_offline), or nothing (ignore).
   void raise_xid(uint32_t xid);
   static constexpr size_t max_pending_xids = 4096;
 
@@ -152,6 +154,8 @@ private:
   bool lost_ = false;
   bool permanent_ = false;
   bool poisoned_ = false;
+  /// Lost because the Xid policy isolates it: health says device_offline.
+  bool isolated_ = false;
   std::vector<std::string> warnings_;
   std::string lost_reason_;
   std::chrono::steady_clock::time_point lose_at_ =

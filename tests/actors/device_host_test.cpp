@@ -1110,3 +1110,46 @@ TEST_CASE("cohort device-host refuses input that is not a host spec",
   framed = std::string{char(bytes.size()), 0, 0, 0};
   CHECK(device_host_status(framed + bytes) == 2);
 }
+
+TEST_CASE_METHOD(host_fixture,
+                 "the node's Xid policy reaches a device in a host process",
+                 "[actors][host][xid]") {
+  auto cfg = hosted_config(dir);
+  auto* rule = cfg.mutable_supervision()->add_xid();
+  rule->add_codes(13);
+  rule->set_action(pb::XID_ISOLATE);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  REQUIRE(wait_status(r, 1, device_status::available) ==
+          device_status::available);
+  auto first = r.host_pid("sim1");
+  REQUIRE(first > 0);
+  // The host's device isolates on Xid 13 as the node's rule says: its
+  // process ends, and no new one starts.
+  sim_fault f;
+  f.kind = pb::RAISE_XID;
+  f.xid = 13;
+  REQUIRE_FALSE(r.inject_sim_fault("sim1", f));
+  CHECK(wait_status(r, 1, device_status::offline) == device_status::offline);
+  INFO(device_events(r));
+  CHECK_THAT(audit_text(r), Catch::Contains("isolated by the Xid policy"));
+  for (int i = 0; i < 500 && !gone(first); ++i)
+    std::this_thread::sleep_for(10ms);
+  CHECK(gone(first));
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[1].restarts == 0);
+  // An operator brings it back in a new process, which has the policy
+  // too; a code without a rule keeps its default (31: degrade).
+  REQUIRE_FALSE(r.set_online("sim1"));
+  auto second = wait_new_host(r, "sim1", 1, first);
+  REQUIRE(second > 0);
+  f.xid = 31;
+  REQUIRE_FALSE(r.inject_sim_fault("sim1", f));
+  CHECK(wait_status(r, 1, device_status::degraded) == device_status::degraded);
+  CHECK(r.host_pid("sim1") == second);
+  f.xid = 13;
+  REQUIRE_FALSE(r.inject_sim_fault("sim1", f));
+  CHECK(wait_status(r, 1, device_status::offline) == device_status::offline);
+}

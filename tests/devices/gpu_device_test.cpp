@@ -1186,3 +1186,49 @@ TEST_CASE("a device actor in a host registers the node's kernel and runs it "
   CHECK(r.fake->function_launches().size() == 1);
   self->send_exit(act, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("the Xid policy acts on a GPU's Xids as configured",
+          "[devices][gpu]") {
+  rig r;
+  devices::xid_policy policy;
+  policy.set(13, devices::xid_action::ignore);
+  policy.set(48, devices::xid_action::degrade);
+  policy.set(31, devices::xid_action::isolate);
+  r.dev->set_xid_policy(policy);
+  auto raise = [&](health::gpu_event::kind what, uint32_t xid) {
+    health::gpu_event ev;
+    ev.what = what;
+    ev.xid = xid;
+    r.monitor->raise("0000:99:00.0", ev);
+  };
+  // Ignored: counted, no warning.
+  raise(health::gpu_event::kind::xid, 13);
+  CHECK_FALSE(r.dev->health());
+  CHECK(r.dev->take_warnings().empty());
+  // A device-level code the policy degrades on: a warning, not a loss.
+  raise(health::gpu_event::kind::xid, 48);
+  CHECK_FALSE(r.dev->health());
+  auto warnings = r.dev->take_warnings();
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("Xid 48"));
+  SECTION("isolated: device_offline, which no restart follows") {
+    raise(health::gpu_event::kind::xid, 31);
+    auto err = r.dev->health();
+    CHECK(code_of(err) == errc::device_offline);
+    CHECK_THAT(describe(err), Catch::Contains("fake NVML reported Xid 31"));
+    CHECK_THAT(describe(err), Catch::Contains("isolated by the Xid policy"));
+    // A reset asked for later does not undo the isolation.
+    raise(health::gpu_event::kind::xid, 79);
+    CHECK(code_of(r.dev->health()) == errc::device_offline);
+    // An operator's online resets the device: it runs again.
+    CHECK_FALSE(r.dev->reset());
+    CHECK_FALSE(r.dev->health());
+    // Every Xid counted, whatever its action.
+    CHECK(r.dev->xid_errors() == 4);
+  }
+  SECTION("a GPU that is gone is reset at least, whatever the code's rule") {
+    raise(health::gpu_event::kind::lost, 13);
+    CHECK(code_of(r.dev->health()) == errc::device_lost);
+    CHECK(r.dev->xid_errors() == 3);
+  }
+}
