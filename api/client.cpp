@@ -30,7 +30,7 @@ namespace {
 }
 
 errc code_named(const std::string& name) {
-  for (int i = 0; i <= int(errc::unknown_item); ++i)
+  for (int i = 0; i <= int(errc::over_fallback_budget); ++i)
     if (to_string(errc(i)) == name)
       return errc(i);
   return errc::io_error;

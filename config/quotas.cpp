@@ -91,8 +91,8 @@ caf::error compile_one(const pb::TenantGrant& g,
       return bad("device_quota for '" + q.device() +
                  "': a CPU worker has no device memory");
     if (q.memory_quota_bytes() > budgets[i].capacity)
-      return bad("quota of " + quota::bytes_text(q.memory_quota_bytes()) + " on " +
-                 q.device() + " is above its memory (" +
+      return bad("quota of " + quota::bytes_text(q.memory_quota_bytes()) +
+                 " on " + q.device() + " is above its memory (" +
                  quota::bytes_text(budgets[i].capacity) + ")");
     if (q.memory_quota_bytes() > 0 &&
         q.reserve_bytes() > q.memory_quota_bytes())
@@ -130,6 +130,25 @@ caf::error compile_one(const pb::TenantGrant& g,
   if (g.queue_timeout_ms() > 0)
     out.queue_timeout_ms = g.queue_timeout_ms();
   out.fallback_budget_ms = g.fallback_budget_ms();
+  switch (g.on_over_budget()) {
+  case pb::FALLBACK_ALLOW:
+    out.on_over_budget = fallback_policy::allow;
+    break;
+  case pb::FALLBACK_WAIT:
+    out.on_over_budget = fallback_policy::wait;
+    break;
+  case pb::FALLBACK_FAIL:
+    out.on_over_budget = fallback_policy::fail;
+    break;
+  default:
+    return bad("unknown on_over_budget policy " +
+               std::to_string(g.on_over_budget()));
+  }
+  if (out.on_over_budget != fallback_policy::allow &&
+      g.fallback_budget_ms() == 0)
+    return bad(std::string{"on_over_budget: FALLBACK_"} +
+               (out.on_over_budget == fallback_policy::wait ? "WAIT" : "FAIL") +
+               " needs a fallback_budget_ms");
   if (g.weight() < 0 || !std::isfinite(g.weight()))
     return bad("weight must be a positive number, not " +
                std::to_string(g.weight()));

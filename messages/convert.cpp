@@ -77,6 +77,18 @@ const char* to_string(limit_policy x) {
   return "unknown";
 }
 
+const char* to_string(fallback_policy x) {
+  switch (x) {
+  case fallback_policy::allow:
+    return "allow";
+  case fallback_policy::wait:
+    return "wait";
+  case fallback_policy::fail:
+    return "fail";
+  }
+  return "unknown";
+}
+
 const char* to_string(device_status x) {
   switch (x) {
   case device_status::available:

@@ -79,6 +79,8 @@ std::string to_string(errc x) {
     return "object_lost";
   case errc::unknown_item:
     return "unknown_item";
+  case errc::over_fallback_budget:
+    return "over_fallback_budget";
   }
   return "errc(" + std::to_string(static_cast<int>(x)) + ")";
 }

@@ -31,6 +31,20 @@ enum class limit_policy : uint8_t {
 /// Returns "reject", "queue" or "cpu_fallback".
 const char* to_string(limit_policy x);
 
+/// What a fallback to a CPU worker predicted to end past the tenant's
+/// fallback budget does; values match `cohort.pb.FallbackPolicy`.
+enum class fallback_policy : uint8_t {
+  /// Falls back all the same (counted and audited past the budget).
+  allow = 0,
+  /// Waits for a GPU, at most the tenant's queue timeout.
+  wait = 1,
+  /// Ends at once with over_fallback_budget.
+  fail = 2,
+};
+
+/// Returns "allow", "wait" or "fail".
+const char* to_string(fallback_policy x);
+
 /// One device as quotas see it.
 struct device_budget {
   std::string name;
@@ -95,6 +109,8 @@ struct tenant_policy {
   uint32_t queue_timeout_ms = 10000;
   /// Latency budget of one CPU fallback item (admission to end); 0: none.
   uint32_t fallback_budget_ms = 0;
+  /// What a fallback predicted past the budget does.
+  fallback_policy on_over_budget = fallback_policy::allow;
   /// Share of the devices when work waits (weighted fair queuing).
   double weight = 1.0;
 };
@@ -102,15 +118,17 @@ struct tenant_policy {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tenant_policy& x) {
   auto policy = static_cast<uint8_t>(x.on_limit);
+  auto over_budget = static_cast<uint8_t>(x.on_over_budget);
   auto load = caf::meta::load_callback([&]() -> caf::error {
     x.on_limit = static_cast<limit_policy>(policy);
+    x.on_over_budget = static_cast<fallback_policy>(over_budget);
     return caf::none;
   });
   return f(caf::meta::type_name("tenant_policy"), x.tenant, x.kernels,
            x.device_mask, x.max_inflight, x.memory_quota, x.device_quota,
            x.device_reserve, x.max_item_bytes, x.rate, x.burst, policy,
-           x.queue_limit, x.queue_timeout_ms, x.fallback_budget_ms, x.weight,
-           load);
+           x.queue_limit, x.queue_timeout_ms, x.fallback_budget_ms, over_budget,
+           x.weight, load);
 }
 
 /// The terms under which the balancer admits on its own: every tenant's

@@ -169,12 +169,15 @@ struct fallback_stats {
   /// The tenant's budget per fallback item (0: none) and items past it.
   int64_t budget_ns = 0;
   uint64_t over_budget = 0;
+  /// Items the budget kept off the CPU workers (their predicted end there
+  /// was past it, under FALLBACK_WAIT or FALLBACK_FAIL), each once.
+  uint64_t held_back = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fallback_stats& x) {
   return f(caf::meta::type_name("fallback_stats"), x.items, x.total_ns,
-           x.max_ns, x.budget_ns, x.over_budget);
+           x.max_ns, x.budget_ns, x.over_budget, x.held_back);
 }
 
 /// Balancer-wide counters.

@@ -167,6 +167,7 @@ void fill_tenant(pb::TenantView& v, const tenant_headroom& t,
       i != st.fallback_by_tenant.end()) {
     v.set_fallbacks(i->second.items);
     v.set_fallbacks_over_budget(i->second.over_budget);
+    v.set_fallbacks_held_back(i->second.held_back);
   }
 }
 

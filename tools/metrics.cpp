@@ -420,11 +420,15 @@ metrics_exporter::render(const metrics_input& in,
     family over{out, "cohort_tenant_fallbacks_over_budget_total",
                 "Fallback items that took longer than the tenant's budget",
                 MetricType::Counter};
+    family held{out, "cohort_tenant_fallbacks_held_back_total",
+                "Items the tenant's fallback budget kept off the CPU workers",
+                MetricType::Counter};
     for (auto& [tenant, f] : st.fallback_by_tenant) {
       labels tl{{"tenant", tenant}};
       fb.add(tl, double(f.items));
       fb_s.add(tl, double(f.total_ns) / 1e9);
       over.add(tl, double(f.over_budget));
+      held.add(tl, double(f.held_back));
     }
   }
   if (in.audit) {

@@ -1742,6 +1742,36 @@ uint64_t holders_of(const balancer_state& st, const balancer_state::record& r) {
   return out;
 }
 
+// The tenant's fallback budget kept item `ticket` off the CPU workers: the
+// soonest of them, `on`, would have ended it `end_ns` after its admission.
+// Counted and audited once per item. Under FALLBACK_FAIL it ends here
+// (true); under FALLBACK_WAIT the caller keeps it waiting (false).
+bool hold_for_budget(self_ptr self, uint64_t ticket, size_t on, double end_ns) {
+  auto& st = self->state;
+  auto& r = st.outstanding.at(ticket);
+  auto& terms = st.acct.book().policy(r.tenant);
+  bool fail = terms.on_over_budget == fallback_policy::fail;
+  auto what = "predicted to end on " + st.devices[on].info.name + " " +
+              std::to_string(int64_t(end_ns / 1e6)) +
+              " ms after its admission, past tenant '" + r.item.tenant +
+              "''s fallback budget of " +
+              std::to_string(terms.fallback_budget_ms) + " ms";
+  if (!std::exchange(r.budget_held, true)) {
+    ++st.counters.fallback_by_tenant[r.item.tenant].held_back;
+    audit(self, audit_kind::fallback, r.item, "",
+          "held back: " + what +
+              (fail ? "; it fails (FALLBACK_FAIL)"
+                    : "; it waits for a GPU (FALLBACK_WAIT)"));
+  }
+  if (!fail)
+    return false;
+  end_failed(self, ticket,
+             make_error(errc::over_fallback_budget,
+                        what + " (on_over_budget: FALLBACK_FAIL)" +
+                            (r.why.empty() ? "" : "; last failure: " + r.why)));
+  return true;
+}
+
 // Earliest-completion placement without a scan of the fleet, for the
 // common case: the fleet index names the device where a typical item of
 // `r`'s cell would finish first, overall and among devices with room; the
@@ -2002,6 +2032,31 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
     if (now >= r.retry_at)
       r.memory_refused = 0;
   }
+  // The tenant's fallback budget (FALLBACK_WAIT, FALLBACK_FAIL): a CPU
+  // worker where the item, falling back, would end past it counted from
+  // its admission is no candidate. The soonest such end is kept for the
+  // item's audit and error.
+  auto& terms = st.acct.book().policy(r.tenant);
+  bool budget_binds = terms.on_over_budget != fallback_policy::allow &&
+                      terms.fallback_budget_ms > 0;
+  double held_end_ns = std::numeric_limits<double>::infinity();
+  size_t held_on = 0;
+  auto past_budget = [&](size_t i, double finish) {
+    if (!budget_binds)
+      return false;
+    if (now == clock::time_point{})
+      now = clock::now();
+    double end =
+        std::chrono::duration<double, std::nano>(now - r.admitted_at).count() +
+        finish;
+    if (end <= double(terms.fallback_budget_ms) * 1e6)
+      return false;
+    if (end < held_end_ns) {
+      held_end_ns = end;
+      held_on = i;
+    }
+    return true;
+  };
   // Devices that already failed this item are a last resort.
   for (int pass = 0; pass < 2 && fit.empty(); ++pass) {
     for (size_t i = 0; i < st.devices.size(); ++i) {
@@ -2019,6 +2074,9 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
       }
       bool explore = false;
       double t = finish_ns(st, i, r, &explore, true);
+      // A fallback the tenant's budget keeps off this CPU worker.
+      if (r.on_gpu_before && !is_gpu(s.info) && past_budget(i, t))
+        continue;
       bool metered = st.acct.metered(i);
       if (metered) {
         memory_online = true;
@@ -2074,15 +2132,32 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
       r.device = -1;
       wait_for_memory(self, ticket, memory_why);
       return placement::elsewhere;
-    case limit_policy::cpu_fallback:
+    case limit_policy::cpu_fallback: {
+      // The CPU workers within the tenant's fallback budget.
+      size_t kept = 0;
+      for (size_t k = 0; k < fit.n; ++k)
+        if (!past_budget(fit.at[k].index, fit.at[k].completion))
+          fit.at[kept++] = fit.at[k];
+      fit.n = kept;
       if (!fit.empty()) {
         memory_fallback = true;
         break;
       }
+      if (held_end_ns < std::numeric_limits<double>::infinity() &&
+          hold_for_budget(self, ticket, held_on, held_end_ns))
+        return placement::elsewhere;
       r.device = -1;
       wait_for_memory(self, ticket, memory_why);
       return placement::elsewhere;
     }
+    }
+  }
+  if (fit.empty() && held_end_ns < std::numeric_limits<double>::infinity()) {
+    // Only CPU workers past the budget were left: under FALLBACK_FAIL it
+    // ends here; under FALLBACK_WAIT it waits for a GPU as a parked item.
+    if (hold_for_budget(self, ticket, held_on, held_end_ns))
+      return placement::elsewhere;
+    may_return = true;
   }
   if (fit.empty()) {
     if (may_return) {
@@ -2103,6 +2178,10 @@ placement place(self_ptr self, uint64_t ticket, bool strict = false) {
                            " ms (its queue timeout): offline by an "
                            "operator, draining, being reset or behind "
                            "an open circuit" +
+                           (r.budget_held
+                                ? std::string{"; its fallback budget kept it "
+                                              "off the CPU workers"}
+                                : std::string{}) +
                            (r.why.empty() ? "" : "; last failure: " + r.why)));
         return placement::elsewhere;
       }

@@ -132,6 +132,9 @@ struct balancer_state {
     /// left).
     uint64_t failed_on = 0;
     bool on_gpu_before = false;
+    /// Its tenant's fallback budget kept it off the CPU workers (counted
+    /// and audited once).
+    bool budget_held = false;
     /// What made its last placement fail (none before the first failure),
     /// in words for the audit log.
     errc last_failure = errc::none;

@@ -99,6 +99,10 @@ enum class errc : uint8_t {
   /// No live item, nor one that ended lately, has this job number
   /// (docs/jobs.md).
   unknown_item,
+  /// The item would have fallen back to a CPU worker, its predicted end
+  /// there was past its tenant's fallback budget, and the tenant's policy
+  /// is FALLBACK_FAIL (docs/supervision.md).
+  over_fallback_budget,
 };
 
 /// Returns the enumerator's name ("cancelled", ...).

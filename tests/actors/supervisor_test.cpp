@@ -239,30 +239,107 @@ TEST_CASE_METHOD(fixture, "one_for_all restarts every device with the lost one",
   test::check_exactly_once(items, e);
 }
 
-TEST_CASE_METHOD(fixture, "fallbacks are timed against the tenant's budget",
+TEST_CASE_METHOD(fixture,
+                 "a tenant's fallback budget keeps items off the CPU workers: "
+                 "they wait for a GPU or fail, as its policy says",
                  "[actors][supervisor]") {
   auto cfg = test::make_config(dir, 1, {{"sim0", 100}});
-  cfg.mutable_tenant(0)->set_fallback_budget_ms(20);
-  auto rt = runtime::start(sys, cfg);
-  REQUIRE(rt);
-  auto sim = (*rt)->sim_device("sim0");
-  sim->slow_down(20000);
-  // Once the GPU is lost for good its items end on the CPU, more than 20 ms
-  // after they were admitted.
-  auto items = gemv_items(10);
-  auto e = test::submit_all(sys, **rt, items, [&] {
-    std::this_thread::sleep_for(40ms);
-    sim->lose(true);
-  });
-  test::check_exactly_once(items, e);
-  auto stats = (*rt)->placement_stats();
-  REQUIRE(stats);
-  auto& fb = stats->fallback_by_tenant["t"];
-  CHECK(fb.items > 0);
-  CHECK(fb.budget_ns == 20'000'000);
-  CHECK(fb.over_budget > 0);
-  CHECK(fb.max_ns > fb.budget_ns);
-  CHECK(audit_mentions(**rt, "over the fallback latency budget"));
+  auto& grant = *cfg.mutable_tenant(0);
+  grant.set_fallback_budget_ms(20);
+  grant.set_queue_timeout_ms(300);
+  // Items that fell back, and those whose end was an error of `code`.
+  auto count = [](const test::ends& e, errc code) {
+    size_t fell_back = 0, failed = 0;
+    for (auto& [id, res] : e.results)
+      fell_back += res.fallback ? 1 : 0;
+    for (auto& [id, err] : e.errors)
+      failed += code_of(err) == code ? 1 : 0;
+    return std::pair{fell_back, failed};
+  };
+  // The GPU is lost 40 ms after the items were admitted: on the CPU worker
+  // each would end past the 20 ms budget.
+  auto run = [&](bool permanent) {
+    auto rt = runtime::start(sys, cfg);
+    REQUIRE(rt);
+    auto sim = (*rt)->sim_device("sim0");
+    sim->slow_down(20000);
+    auto items = gemv_items(10);
+    auto e = test::submit_all(sys, **rt, items, [&] {
+      std::this_thread::sleep_for(40ms);
+      sim->lose(permanent);
+      sim->slow_down(1);
+    });
+    test::check_exactly_once(items, e);
+    auto stats = (*rt)->placement_stats();
+    REQUIRE(stats);
+    auto fb = stats->fallback_by_tenant["t"];
+    auto audit = test::audit_text(**rt);
+    return std::tuple{std::move(e), fb, std::move(audit)};
+  };
+  SECTION("FALLBACK_ALLOW: they fall back, timed against the budget") {
+    auto [e, fb, audit] = run(true);
+    CHECK(e.errors.empty());
+    CHECK(fb.items > 0);
+    CHECK(fb.budget_ns == 20'000'000);
+    CHECK(fb.over_budget > 0);
+    CHECK(fb.max_ns > fb.budget_ns);
+    CHECK(fb.held_back == 0);
+    CHECK_THAT(audit, Catch::Contains("over the fallback latency budget"));
+  }
+  SECTION("FALLBACK_FAIL: over_fallback_budget at once") {
+    grant.set_on_over_budget(pb::FALLBACK_FAIL);
+    auto [e, fb, audit] = run(true);
+    auto [fell_back, failed] = count(e, errc::over_fallback_budget);
+    CHECK(fell_back == 0);
+    CHECK(failed > 0);
+    CHECK(failed + e.results.size() == 10);
+    CHECK(fb.held_back == failed);
+    for (auto& [id, err] : e.errors)
+      CHECK_THAT(describe(err),
+                 Catch::Contains("past tenant 't''s fallback budget of 20 ms"));
+    CHECK_THAT(audit, Catch::Contains("held back: predicted to end on cpu0"));
+  }
+  SECTION("FALLBACK_WAIT: the GPU comes back and runs them") {
+    grant.set_on_over_budget(pb::FALLBACK_WAIT);
+    auto [e, fb, audit] = run(false);
+    CHECK(e.errors.empty());
+    CHECK(count(e, errc::none).first == 0);
+    CHECK(fb.held_back > 0);
+    size_t on_gpu = 0;
+    for (auto& [id, res] : e.results)
+      on_gpu += res.device == "sim0" ? 1 : 0;
+    CHECK(on_gpu >= fb.held_back);
+    CHECK_THAT(audit, Catch::Contains("it waits for a GPU (FALLBACK_WAIT)"));
+  }
+  SECTION("FALLBACK_WAIT: no GPU comes back within the queue timeout") {
+    grant.set_on_over_budget(pb::FALLBACK_WAIT);
+    auto [e, fb, audit] = run(true);
+    auto [fell_back, failed] = count(e, errc::no_device_available);
+    CHECK(fell_back == 0);
+    CHECK(failed > 0);
+    CHECK(fb.held_back == failed);
+    for (auto& [id, err] : e.errors)
+      CHECK_THAT(describe(err),
+                 Catch::Contains("its fallback budget kept it off the CPU "
+                                 "workers"));
+  }
+  SECTION("a fallback predicted within the budget is made") {
+    grant.set_fallback_budget_ms(60'000);
+    grant.set_on_over_budget(pb::FALLBACK_FAIL);
+    auto [e, fb, audit] = run(true);
+    CHECK(e.errors.empty());
+    CHECK(count(e, errc::none).first > 0);
+    CHECK(fb.held_back == 0);
+  }
+  SECTION("FALLBACK_WAIT and FALLBACK_FAIL need a budget") {
+    grant.set_fallback_budget_ms(0);
+    grant.set_on_over_budget(pb::FALLBACK_WAIT);
+    auto rt = runtime::start(sys, cfg);
+    REQUIRE_FALSE(rt);
+    CHECK(code_of(rt.error()) == errc::malformed_config);
+    CHECK_THAT(describe(rt.error()),
+               Catch::Contains("FALLBACK_WAIT needs a fallback_budget_ms"));
+  }
 }
 
 TEST_CASE("supervision settings are checked at start", "[actors][supervisor]") {
