@@ -46,24 +46,23 @@ heat_level heat_watch::reading(const gpu_sample& s, std::string& why) const {
   auto p =
       power ? watts(s.power_w) + " of its " + watts(s.power_limit_w) + " limit"
             : std::string{};
-  if (temp && l.drain_c > 0 && s.temperature_c >= l.drain_c) {
-    why = t + ", at or above " + std::to_string(l.drain_c) + " C";
+  // At or above a level's temperature `c` or power `fraction` (0: unset),
+  // the temperature first; `why` says which.
+  auto past = [&](int32_t c, double fraction) {
+    if (temp && c > 0 && s.temperature_c >= c) {
+      why = t + ", at or above " + std::to_string(c) + " C";
+      return true;
+    }
+    if (power && fraction > 0 && s.power_w >= fraction * s.power_limit_w) {
+      why = p + ", at or above " + percent(fraction) + " of it";
+      return true;
+    }
+    return false;
+  };
+  if (past(l.drain_c, l.drain_power))
     return heat_level::critical;
-  }
-  if (power && l.drain_power > 0 &&
-      s.power_w >= l.drain_power * s.power_limit_w) {
-    why = p + ", at or above " + percent(l.drain_power) + " of it";
-    return heat_level::critical;
-  }
-  if (temp && l.degrade_c > 0 && s.temperature_c >= l.degrade_c) {
-    why = t + ", at or above " + std::to_string(l.degrade_c) + " C";
+  if (past(l.degrade_c, l.degrade_power))
     return heat_level::hot;
-  }
-  if (power && l.degrade_power > 0 &&
-      s.power_w >= l.degrade_power * s.power_limit_w) {
-    why = p + ", at or above " + percent(l.degrade_power) + " of it";
-    return heat_level::hot;
-  }
   why = (temp ? t : std::string{"no temperature"}) +
         (power ? ", " + p : std::string{});
   return heat_level::ok;
