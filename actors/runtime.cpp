@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -113,6 +114,44 @@ bool gpu_in_host(const pb::RuntimeConfig& cfg, const std::string& name,
   return true;
 }
 
+namespace {
+
+// Sets on `devs` the `links` between them (of the GPU backends' health
+// libraries, and as simulated GPUs' configs name them), both ways; the
+// better kind where a pair is named twice. A simulated GPU's link to a
+// device that is not another simulated GPU of the config is refused.
+caf::error set_links(std::vector<std::shared_ptr<devices::device>>& devs,
+                     const std::vector<devices::gpu::discovery::link>& links) {
+  std::map<std::string, devices::device*> by_name;
+  for (auto& d : devs)
+    by_name[d->info().name] = d.get();
+  std::map<std::string, std::map<std::string, link_kind>> table;
+  for (auto& l : links) {
+    auto a = by_name.find(l.a);
+    auto b = by_name.find(l.b);
+    if (a == by_name.end() || b == by_name.end() || l.a == l.b ||
+        a->second->info().kind != b->second->info().kind ||
+        a->second->info().kind == device_kind::cpu)
+      return make_error(errc::malformed_config,
+                        "simulated GPU '" + l.a + "' is linked to '" +
+                            l.b.substr(0, 64) +
+                            "', which is not another simulated GPU of "
+                            "the config");
+    auto& ab = table[l.a][l.b];
+    ab = std::max(ab, l.kind);
+    table[l.b][l.a] = ab;
+  }
+  for (auto& [name, peers] : table) {
+    std::vector<device_link> out;
+    for (auto& [peer, kind] : peers)
+      out.push_back({peer, kind});
+    by_name[name]->set_links(std::move(out));
+  }
+  return {};
+}
+
+} // namespace
+
 caf::expected<std::vector<std::shared_ptr<devices::device>>>
 make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
              devices::gpu::discovery* found) {
@@ -120,6 +159,7 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
     return make_error(errc::malformed_config, what);
   };
   std::vector<std::shared_ptr<devices::device>> out;
+  std::vector<devices::gpu::discovery::link> links;
   auto topo = devices::discover_cpu_topology();
   uint32_t workers = cfg.devices().has_cpu_workers()
                          ? cfg.devices().cpu_workers()
@@ -178,6 +218,8 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
         dev->watch_health(p.monitor);
       out.push_back(std::move(dev));
     }
+    for (auto& l : gpus.links)
+      links.push_back({l.a, l.b, l.kind});
     if (found != nullptr)
       *found = std::move(gpus);
   }
@@ -191,6 +233,10 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
     auto p = sim_params_of(g);
     if (!p)
       return p.error();
+    for (auto& peer : g.nvlink())
+      links.push_back({g.name(), peer, link_kind::fabric});
+    for (auto& peer : g.p2p())
+      links.push_back({g.name(), peer, link_kind::pcie});
     if (g.host_process()) {
       pb::HostSpec spec;
       *spec.mutable_sim_gpu() = g;
@@ -205,6 +251,8 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
       return dev.error();
     out.push_back(std::move(*dev));
   }
+  if (auto err = set_links(out, links))
+    return err;
   // A node may have no devices of its own when it joins remote hosts
   // (each of which serves one at least).
   if (out.empty() && cfg.network().join_size() == 0)

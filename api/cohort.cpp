@@ -654,6 +654,8 @@ std::vector<device_view> runtime::devices() const {
     v.memory_bytes = d.memory_bytes;
     v.streams = d.streams;
     v.numa_node = d.numa_node;
+    for (auto& l : d.links)
+      v.links.push_back({l.peer, cohort::to_string(l.kind, d.kind)});
     out.push_back(std::move(v));
   }
   return out;

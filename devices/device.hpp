@@ -97,6 +97,12 @@ public:
   /// Static facts about the device.
   const device_info& info() const { return info_; }
 
+  /// Sets the other GPUs it reaches directly (`device_info::links`). Once,
+  /// before its actor starts.
+  void set_links(std::vector<device_link> links) {
+    info_.links = std::move(links);
+  }
+
   /// Runs one kernel on `stream` (0 <= stream < info().streams), or enqueues
   /// it there (`pending` in the result). `ticket` names the launch in the
   /// completion handler and in `collect` / `finish`. Device memory for it

@@ -31,6 +31,18 @@ const char* to_string(device_kind kind) {
   return "unknown";
 }
 
+const char* to_string(link_kind kind, device_kind of) {
+  switch (kind) {
+  case link_kind::none:
+    return "none";
+  case link_kind::pcie:
+    return "PCIe P2P";
+  case link_kind::fabric:
+    return of == device_kind::hip_gpu ? "xGMI" : "NVLink";
+  }
+  return "unknown";
+}
+
 const char* to_string(audit_kind kind) {
   switch (kind) {
   case audit_kind::admitted:

@@ -3,10 +3,14 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/sec.hpp>
+
+#include "messages/link_kind.hpp"
 
 namespace cohort {
 
@@ -24,6 +28,30 @@ enum class device_kind : uint8_t {
 
 /// Returns "cpu", "sim", "cuda" or "hip".
 const char* to_string(device_kind kind);
+
+/// Returns "NVLink" or "xGMI" for a fabric (by the GPUs' vendor: xGMI on
+/// HIP GPUs), "PCIe P2P", or "none".
+const char* to_string(link_kind kind, device_kind of);
+
+/// Another GPU of the same machine that a GPU reaches directly
+/// (docs/placement.md, "Links between GPUs").
+struct device_link {
+  /// The other GPU's device name.
+  std::string peer;
+  link_kind kind = link_kind::none;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, device_link& x) {
+  auto kind = static_cast<uint8_t>(x.kind);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (kind > static_cast<uint8_t>(link_kind::fabric))
+      return caf::make_error(caf::sec::invalid_argument, "bad link kind");
+    x.kind = static_cast<link_kind>(kind);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("device_link"), x.peer, kind, load);
+}
 
 /// Static facts about a device.
 struct device_info {
@@ -54,6 +82,18 @@ struct device_info {
   /// --listen`: its HOST:PORT (docs/device-hosts.md). Empty: on this
   /// machine.
   std::string remote;
+  /// GPUs: the other GPUs of its machine it reaches directly, by NVML or
+  /// ROCm SMI (simulated GPUs: as configured). Gang placement prefers sets
+  /// linked by a fabric (docs/placement.md). Set before its actor starts.
+  std::vector<device_link> links;
+
+  /// How it reaches `peer`: `link_kind::none` when not directly.
+  link_kind link_to(const std::string& peer) const {
+    for (auto& l : links)
+      if (l.peer == peer)
+        return l.kind;
+    return link_kind::none;
+  }
 
   /// Runs outside the node's process (a host process or a remote host):
   /// its memory cannot be mapped here.
@@ -70,7 +110,7 @@ typename Inspector::result_type inspect(Inspector& f, device_info& x) {
   return f(caf::meta::type_name("device_info"), x.name, kind, x.simulated,
            x.model, x.memory_bytes, x.streams, x.speed, x.cores, x.numa_node,
            x.pci_bus_id, x.uuid, x.arch, x.multiprocessors, x.input_cache_bytes,
-           x.host_process, x.remote, load);
+           x.host_process, x.remote, x.links, load);
 }
 
 } // namespace cohort

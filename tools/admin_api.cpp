@@ -116,6 +116,11 @@ pb::DeviceList device_list(actors::runtime& rt, const balancer_stats& st,
                     : d.host_process  ? "host process"
                                       : "node");
     v->set_remote(d.remote);
+    for (auto& l : d.links) {
+      auto* link = v->add_links();
+      link->set_peer(l.peer);
+      link->set_kind(to_string(l.kind, d.kind));
+    }
     if (d.host_process)
       v->set_host_pid(rt.host_pid(d.name));
     if (i < st.devices.size()) {

@@ -143,6 +143,18 @@ int cmd_devices(const std::string& config_path) {
         x.streams, x.speed, cores.c_str(), numa.c_str(),
         x.host_process ? "a host process" : "the node's process");
   }
+  // Each pair once; gang placement prefers linked sets.
+  std::string links;
+  for (auto& d : *devs)
+    for (auto& l : d->info().links)
+      if (d->info().name < l.peer)
+        links += "  " + d->info().name + " <-> " + l.peer + ": " +
+                 to_string(l.kind, d->info().kind) +
+                 (d->info().simulated ? " (SIMULATED)" : "") + "\n";
+  if (!links.empty())
+    std::printf("\nLinks between GPUs (gang placement prefers linked "
+                "sets):\n%s",
+                links.c_str());
   // Remote hosts are reached by a running node only (the devices it
   // joined: `cohort admin devices`).
   for (auto& j : cfg.network().join())

@@ -2279,6 +2279,22 @@ void place_again(self_ptr self, std::vector<uint64_t> tickets,
     enqueue(self, *i, true);
 }
 
+// Device `i` as a gang candidate: its NUMA node and the devices it is
+// linked to (by index), finishing at `finish`.
+gang_candidate gang_candidate_of(const balancer_state& st, size_t i,
+                                 double finish) {
+  auto& info = st.devices[i].info;
+  gang_candidate out{i, info.numa_node, finish};
+  for (auto& l : info.links)
+    for (size_t j = 0; j < st.devices.size() && j < 64; ++j)
+      if (st.devices[j].info.name == l.peer) {
+        out.direct |= uint64_t{1} << j;
+        if (l.kind == link_kind::fabric)
+          out.fabric |= uint64_t{1} << j;
+      }
+  return out;
+}
+
 // Device sets for a gang of `k` on `r` (pick_gang over the devices free
 // for a slice now). Empty when no set is free now.
 std::vector<size_t> gang_devices(balancer_state& st,
@@ -2299,7 +2315,7 @@ std::vector<size_t> gang_devices(balancer_state& st,
     if (st.acct.metered(i) &&
         st.acct.book().check_place(r.tenant, i, slice.bytes))
       continue;
-    free.push_back({i, s.info.numa_node, finish_ns(st, i, slice)});
+    free.push_back(gang_candidate_of(st, i, finish_ns(st, i, slice)));
   }
   return pick_gang(free, k, st.cfg.gang_cross_numa);
 }
@@ -2308,14 +2324,22 @@ std::vector<size_t> gang_devices(balancer_state& st,
 // GPUs not out of service for good); empty when it can.
 std::string gang_impossible(const balancer_state& st,
                             const balancer_state::record& r) {
-  std::vector<int32_t> nodes;
+  std::vector<gang_candidate> gpus;
   for (size_t i = 0; i < st.devices.size(); ++i) {
     auto& s = st.devices[i];
     if ((r.device_mask & (uint64_t{1} << i)) && is_gpu(s.info) &&
         s.status != device_status::offline)
-      nodes.push_back(s.info.numa_node);
+      gpus.push_back(gang_candidate_of(st, i, 0));
   }
-  return gang_impossible(capacity_of(nodes), r.item.gang, r.item.tenant,
+  // Links to GPUs outside the set do not count.
+  uint64_t in_set = 0;
+  for (auto& g : gpus)
+    in_set |= uint64_t{1} << g.device;
+  for (auto& g : gpus) {
+    g.direct &= in_set;
+    g.fabric &= in_set;
+  }
+  return gang_impossible(capacity_of(gpus), r.item.gang, r.item.tenant,
                          st.cfg.gang_cross_numa);
 }
 

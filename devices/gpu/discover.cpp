@@ -62,6 +62,8 @@ void open_backend(discovery& out, const plugin_load& loaded,
   opts.monitor = monitor_of(loaded, kind);
   if (opts.monitor && !opts.monitor->available())
     st.note = "health unavailable: " + opts.monitor->unavailable_reason();
+  // Name and bus id of each GPU found, for the links between them.
+  std::vector<std::pair<std::string, std::string>> found;
   for (int i = 0; i < n; ++i) {
     auto name = prefix + std::to_string(i);
     if (open_here && !open_here(name)) {
@@ -70,6 +72,7 @@ void open_backend(discovery& out, const plugin_load& loaded,
         st.note += (st.note.empty() ? "" : "; ") + describe(probed.error());
         continue;
       }
+      found.emplace_back(name, probed->first.pci_bus_id);
       out.probed.push_back(
           {std::move(probed->first), loaded.vendor, i, opts.monitor});
       out.order.push_back(name);
@@ -81,11 +84,25 @@ void open_backend(discovery& out, const plugin_load& loaded,
       st.note += (st.note.empty() ? "" : "; ") + describe(dev.error());
       continue;
     }
+    found.emplace_back(name, (*dev)->info().pci_bus_id);
     out.devices.push_back(std::move(*dev));
     out.order.push_back(name);
     ++st.count;
   }
   out.backends.push_back(std::move(st));
+  if (!opts.monitor || !opts.monitor->available())
+    return;
+  for (size_t i = 0; i < found.size(); ++i)
+    for (size_t j = i + 1; j < found.size(); ++j) {
+      auto& [a, a_bus] = found[i];
+      auto& [b, b_bus] = found[j];
+      // Instances of one card (MIG) share its bus id.
+      if (a_bus.empty() || b_bus.empty() || a_bus == b_bus)
+        continue;
+      if (auto kind = opts.monitor->link_between(a_bus, b_bus);
+          kind != link_kind::none)
+        out.links.push_back({a, b, kind});
+    }
 }
 
 } // namespace

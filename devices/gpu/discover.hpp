@@ -46,6 +46,14 @@ struct discovery {
   /// Every GPU found (opened or probed) by name, in order.
   std::vector<std::string> order;
   std::vector<backend_status> backends;
+  /// The direct paths between GPUs of one backend that its health library
+  /// reports (NVML, ROCm SMI), one entry per pair.
+  struct link {
+    std::string a;
+    std::string b;
+    link_kind kind = link_kind::none;
+  };
+  std::vector<link> links;
 };
 
 /// The CUDA plugin's runtime, or null when the plugin did not load.

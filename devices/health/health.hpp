@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "messages/link_kind.hpp"
+
 namespace cohort::devices::health {
 
 /// One reading of a GPU's health counters.
@@ -89,6 +91,14 @@ public:
 
   /// Stops delivering events of the GPU at `pci_bus_id`.
   virtual void unwatch(const std::string& pci_bus_id) = 0;
+
+  /// The fastest direct path between the GPUs at bus ids `a` and `b`:
+  /// `link_kind::none` when there is none, or when the library cannot say.
+  virtual link_kind link_between(const std::string& a, const std::string& b) {
+    (void)a;
+    (void)b;
+    return link_kind::none;
+  }
 };
 
 /// Opens NVML with dlopen(`library`). Never fails: without the library the

@@ -65,6 +65,10 @@ constexpr int NVML_TEMPERATURE_GPU = 0;
 constexpr int NVML_MEMORY_ERROR_TYPE_CORRECTED = 0;
 constexpr int NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1;
 constexpr int NVML_VOLATILE_ECC = 0;
+// nvmlGpuP2PCapsIndex_t and nvmlGpuP2PStatus_t.
+constexpr int NVML_P2P_CAPS_INDEX_READ = 0;
+constexpr int NVML_P2P_CAPS_INDEX_NVLINK = 2;
+constexpr int NVML_P2P_STATUS_OK = 0;
 
 constexpr unsigned long long nvmlEventTypeSingleBitEccError = 0x1;
 constexpr unsigned long long nvmlEventTypeDoubleBitEccError = 0x2;
@@ -101,6 +105,8 @@ struct nvml_api {
   /// Optional: without them power is unknown.
   nvmlReturn_t (*power_usage)(nvmlDevice_t, unsigned int*);
   nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned int*);
+  /// Optional: without it no GPU is linked to another.
+  nvmlReturn_t (*p2p_status)(nvmlDevice_t, nvmlDevice_t, int, int*);
 };
 
 template <class F>
@@ -395,6 +401,26 @@ public:
     }
   }
 
+  link_kind link_between(const std::string& a, const std::string& b) override {
+    auto& api = s_->api;
+    nvmlDevice_t x = nullptr, y = nullptr;
+    if (api.p2p_status == nullptr ||
+        api.handle_by_pci(a.c_str(), &x) != NVML_SUCCESS ||
+        api.handle_by_pci(b.c_str(), &y) != NVML_SUCCESS || x == y)
+      return link_kind::none;
+    // NVLink whether direct or through NVSwitch; else PCIe peer reads.
+    auto ok = [&](int caps) {
+      int status = -1;
+      return api.p2p_status(x, y, caps, &status) == NVML_SUCCESS &&
+             status == NVML_P2P_STATUS_OK;
+    };
+    if (ok(NVML_P2P_CAPS_INDEX_NVLINK))
+      return link_kind::fabric;
+    if (ok(NVML_P2P_CAPS_INDEX_READ))
+      return link_kind::pcie;
+    return link_kind::none;
+  }
+
 private:
   std::shared_ptr<nvml_session> s_;
   std::thread thread_; // guarded by s_->mtx
@@ -434,6 +460,7 @@ std::shared_ptr<gpu_monitor> open_nvml(const std::string& library) {
           optional);
   resolve(lib, "nvmlDeviceGetPowerUsage", api.power_usage, optional);
   resolve(lib, "nvmlDeviceGetEnforcedPowerLimit", api.power_limit, optional);
+  resolve(lib, "nvmlDeviceGetP2PStatus", api.p2p_status, optional);
   if (auto rc = api.init(); rc != NVML_SUCCESS) {
     const char* text = api.error_string(rc);
     std::string reason = std::string{"NVML: nvmlInit_v2 failed: "} +

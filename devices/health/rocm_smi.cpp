@@ -318,6 +318,22 @@ public:
     }
   }
 
+  link_kind link_between(const std::string& a, const std::string& b) override {
+    auto x = device_index(a);
+    auto y = device_index(b);
+    if (!x || !y || *x == *y)
+      return link_kind::none;
+    uint64_t hops = 0;
+    RSMI_IO_LINK_TYPE type = RSMI_IOLINK_TYPE_UNDEFINED;
+    if (rsmi_topo_get_link_type(*x, *y, &hops, &type) == RSMI_STATUS_SUCCESS &&
+        type == RSMI_IOLINK_TYPE_XGMI)
+      return link_kind::fabric;
+    bool peer = false;
+    if (rsmi_is_P2P_accessible(*x, *y, &peer) == RSMI_STATUS_SUCCESS && peer)
+      return link_kind::pcie;
+    return link_kind::none;
+  }
+
 private:
   static std::optional<uint32_t> device_index(const std::string& pci_bus_id) {
     auto wanted = bdfid_of(pci_bus_id);

@@ -529,6 +529,13 @@ struct device_view {
   uint64_t memory_bytes = 0; ///< 0 for CPU workers (host memory)
   uint32_t streams = 0;
   int32_t numa_node = -1;
+  /// GPUs: the other GPUs it reaches directly (docs/placement.md, "Links
+  /// between GPUs"), by name, with how: "NVLink", "xGMI" or "PCIe P2P".
+  struct link {
+    std::string peer;
+    std::string kind;
+  };
+  std::vector<link> links;
 };
 
 /// A live device-resident object, as `runtime::objects` lists it.

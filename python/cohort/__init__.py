@@ -223,7 +223,8 @@ class Runtime:
 
     def devices(self):
         """The devices, as dicts (name, kind, model, simulated, memory_bytes,
-        streams, numa_node)."""
+        streams, numa_node, links: the GPUs it reaches directly, as dicts of
+        peer and kind, "NVLink", "xGMI" or "PCIe P2P")."""
         return self._rt.devices()
 
     def stats(self):

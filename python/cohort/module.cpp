@@ -369,6 +369,14 @@ public:
       x["memory_bytes"] = d.memory_bytes;
       x["streams"] = d.streams;
       x["numa_node"] = d.numa_node;
+      py::list links;
+      for (auto& l : d.links) {
+        py::dict link;
+        link["peer"] = l.peer;
+        link["kind"] = l.kind;
+        links.append(link);
+      }
+      x["links"] = links;
       out.append(x);
     }
     return out;

@@ -318,6 +318,41 @@ TEST_CASE("the public runtime refuses bad options and ends work after stop",
   CHECK(rt.stats().completed == 1);
 }
 
+TEST_CASE("a device view lists the GPUs it reaches directly", "[api]") {
+  scratch_dir dir;
+  cohort::options opts;
+  opts.config_text = "devices { cpu_workers: 0 gpus: false "
+                     "sim_gpu { name: \"sim0\" memory_mib: 64 streams: 1 "
+                     "speed: 1 nvlink: \"sim1\" p2p: \"sim2\" } "
+                     "sim_gpu { name: \"sim1\" memory_mib: 64 streams: 1 "
+                     "speed: 1 } "
+                     "sim_gpu { name: \"sim2\" memory_mib: 64 streams: 1 "
+                     "speed: 1 } }";
+  opts.audit_path = (dir.path / "audit.log").string();
+  auto rt = cohort::runtime::start(opts);
+  auto devices = rt.devices();
+  REQUIRE(devices.size() == 3);
+  REQUIRE(devices[0].links.size() == 2);
+  CHECK(devices[0].links[0].peer == "sim1");
+  CHECK(devices[0].links[0].kind == "NVLink");
+  CHECK(devices[0].links[1].peer == "sim2");
+  CHECK(devices[0].links[1].kind == "PCIe P2P");
+  REQUIRE(devices[1].links.size() == 1);
+  CHECK(devices[1].links[0].peer == "sim0");
+  CHECK(devices[2].links.size() == 1);
+  // A link to a device the config does not have is refused.
+  opts.config_text = "devices { cpu_workers: 0 gpus: false "
+                     "sim_gpu { name: \"sim0\" memory_mib: 64 streams: 1 "
+                     "speed: 1 nvlink: \"sim7\" } }";
+  try {
+    cohort::runtime::start(opts);
+    FAIL("started");
+  } catch (const cohort::error& e) {
+    CHECK(e.code() == cohort::errc::malformed_config);
+    CHECK_THAT(e.what(), Catch::Contains("'sim7'"));
+  }
+}
+
 TEST_CASE("kernels by name and the version", "[api]") {
   CHECK(cohort::kernel_named("gemm") == cohort::kernel::gemm);
   CHECK_FALSE(cohort::kernel_named("conv2d").has_value());

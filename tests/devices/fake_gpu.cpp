@@ -669,6 +669,20 @@ void fake_monitor::raise_on_watch(devices::health::gpu_event ev) {
   on_watch_ = std::move(ev);
 }
 
+link_kind fake_monitor::link_between(const std::string& a,
+                                     const std::string& b) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = links_.find({a, b});
+  return i == links_.end() ? link_kind::none : i->second;
+}
+
+void fake_monitor::set_link(const std::string& a, const std::string& b,
+                            link_kind kind) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  links_[{a, b}] = kind;
+  links_[{b, a}] = kind;
+}
+
 void fake_monitor::unwatch(const std::string& pci_bus_id) {
   std::lock_guard<std::mutex> guard{mtx_};
   watchers_.erase(pci_bus_id);

@@ -227,6 +227,10 @@ public:
   bool watch(const std::string& pci_bus_id,
              std::function<void(devices::health::gpu_event)> on_event) override;
   void unwatch(const std::string& pci_bus_id) override;
+  link_kind link_between(const std::string& a, const std::string& b) override;
+
+  /// Links the GPUs at bus ids `a` and `b` both ways.
+  void set_link(const std::string& a, const std::string& b, link_kind kind);
 
   /// Delivers an event to the watcher of `pci_bus_id`.
   void raise(const std::string& pci_bus_id, devices::health::gpu_event ev);
@@ -242,6 +246,7 @@ private:
   std::optional<devices::health::gpu_event> on_watch_;
   std::map<std::string, std::function<void(devices::health::gpu_event)>>
       watchers_;
+  std::map<std::pair<std::string, std::string>, link_kind> links_;
 };
 
 } // namespace cohort::testing

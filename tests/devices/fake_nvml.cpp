@@ -31,6 +31,9 @@ struct fake_gpu {
   /// What the queries of this GPU return besides its handle lookup: by
   /// function name, "" for all.
   std::map<std::string, nvmlReturn_t> results;
+  /// Links to other GPUs by their canonical bus id: 2 NVLink, 1 PCIe peer
+  /// reads only.
+  std::map<std::string, int> links;
 };
 
 } // namespace
@@ -163,6 +166,18 @@ void fake_nvml_set_power(const char* pci, unsigned mw, unsigned limit_mw) {
   }
 }
 
+/// Links the GPUs at `a` and `b` both ways: `kind` 2 by NVLink, 1 by PCIe
+/// peer-to-peer only, 0 not at all.
+void fake_nvml_set_link(const char* a, const char* b, int kind) {
+  std::lock_guard<std::mutex> guard{mtx};
+  auto* x = find(a);
+  auto* y = find(b);
+  if (x == nullptr || y == nullptr)
+    return;
+  x->gpu.links[canonical(b)] = kind;
+  y->gpu.links[canonical(a)] = kind;
+}
+
 /// Makes NVML function `call` (nullptr: every query) of the GPU at `pci`
 /// return `rc`; 0 makes it answer again.
 void fake_nvml_set_result(const char* pci, const char* call, int rc) {
@@ -279,6 +294,25 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_st* d,
   if (auto rc = query(d, "nvmlDeviceGetUtilizationRates"); rc != NVML_SUCCESS)
     return rc;
   *out = {d->gpu.gpu_util, d->gpu.mem_util};
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_st* d, nvmlDevice_st* peer,
+                                    int caps, int* status) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetP2PStatus"); rc != NVML_SUCCESS)
+    return rc;
+  if (peer == nullptr || status == nullptr || caps < 0 || caps > 4)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  int kind = 0;
+  for (auto& [k, g] : gpus)
+    if (&g == peer)
+      if (auto i = d->gpu.links.find(k); i != d->gpu.links.end())
+        kind = i->second;
+  // NVLink answers the NVLink index and peer reads; PCIe only the reads.
+  // nvmlGpuP2PStatus_t: 0 OK, 5 NVML_P2P_STATUS_NOT_SUPPORTED.
+  bool ok = caps == 2 ? kind == 2 : caps == 0 && kind >= 1;
+  *status = ok ? 0 : 5;
   return NVML_SUCCESS;
 }
 

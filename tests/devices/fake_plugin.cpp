@@ -80,6 +80,13 @@ std::shared_ptr<cohort::devices::health::gpu_monitor> make_fake_monitor() {
     ev.detail = "raised by the test plugin";
     m->raise_on_watch(std::move(ev));
   }
+  // With COHORT_FAKE_GPU_LINK=nvlink (or pcie), the two GPUs are linked.
+  if (auto* link = std::getenv("COHORT_FAKE_GPU_LINK"); link != nullptr) {
+    auto kind = std::string{link} == "nvlink" ? cohort::link_kind::fabric
+                : std::string{link} == "pcie" ? cohort::link_kind::pcie
+                                              : cohort::link_kind::none;
+    m->set_link("0000:98:00.0", "0000:99:00.0", kind);
+  }
   return m;
 }
 

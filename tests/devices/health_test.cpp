@@ -32,6 +32,7 @@ struct fake_nvml {
   int (*raise)(const char*, unsigned long long, unsigned long long) = nullptr;
   int (*raise_xid)(const char*, unsigned long long) = nullptr;
   int (*init_count)() = nullptr;
+  void (*set_link)(const char*, const char*, int) = nullptr;
 
   fake_nvml() {
     lib = dlopen(COHORT_FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
@@ -45,6 +46,7 @@ struct fake_nvml {
     bind("fake_nvml_raise", raise);
     bind("fake_nvml_raise_xid", raise_xid);
     bind("fake_nvml_init_count", init_count);
+    bind("fake_nvml_set_link", set_link);
     reset();
   }
 
@@ -193,6 +195,29 @@ TEST_CASE("NVML samples a GPU's counters", "[devices]") {
   }
   // Destruction shuts NVML down.
   CHECK(fake.init_count() == 0);
+}
+
+TEST_CASE("NVML tells NVLink from PCIe peer-to-peer between two GPUs",
+          "[devices]") {
+  fake_nvml fake;
+  constexpr const char* gpu2 = "0000:d8:00.0";
+  for (auto id : {gpu0, gpu1, gpu2})
+    fake.set(id, 0, 0, 0, 80ull << 30, 40, 0, 0);
+  fake.set_link(gpu0, gpu1, 2);
+  fake.set_link(gpu1, gpu2, 1);
+  auto m = open_nvml(COHORT_FAKE_NVML);
+  REQUIRE(m->available());
+  CHECK(m->link_between(gpu0, gpu1) == cohort::link_kind::fabric);
+  CHECK(m->link_between("00000000:AF:00.0", gpu0) == cohort::link_kind::fabric);
+  CHECK(m->link_between(gpu1, gpu2) == cohort::link_kind::pcie);
+  CHECK(m->link_between(gpu0, gpu2) == cohort::link_kind::none);
+  // Itself, a GPU NVML does not know, a bad bus id: no link.
+  CHECK(m->link_between(gpu0, gpu0) == cohort::link_kind::none);
+  CHECK(m->link_between(gpu0, "0000:01:00.0") == cohort::link_kind::none);
+  CHECK(m->link_between(gpu0, "not a bus id") == cohort::link_kind::none);
+  // A driver that cannot answer: no link, not an error.
+  fake.set_result(gpu0, "nvmlDeviceGetP2PStatus", 3);
+  CHECK(m->link_between(gpu0, gpu1) == cohort::link_kind::none);
 }
 
 TEST_CASE("NVML delivers Xid and ECC events of watched GPUs", "[devices]") {

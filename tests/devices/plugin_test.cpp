@@ -117,6 +117,29 @@ TEST_CASE("cohort devices says which GPU plugins loaded and why one did not",
   CHECK_THAT(bad.output, Catch::Contains("refused: plugin ABI 999"));
 }
 
+TEST_CASE("cohort devices shows the links between GPUs that the health "
+          "library reports",
+          "[tools][plugin]") {
+  auto devices = [](const std::string& link) {
+    return test::run_command(
+        (link.empty() ? "" : "COHORT_FAKE_GPU_LINK=" + link + " ") +
+        "COHORT_PLUGIN_PATH=" + COHORT_FAKE_PLUGIN_DIR + " " + COHORT_BINARY +
+        " devices");
+  };
+  auto nvlink = devices("nvlink");
+  INFO(nvlink.output);
+  CHECK(nvlink.status == 0);
+  CHECK_THAT(nvlink.output, Catch::Contains("Links between GPUs") &&
+                                Catch::Contains("cuda0 <-> cuda1: NVLink\n"));
+  auto pcie = devices("pcie");
+  INFO(pcie.output);
+  CHECK_THAT(pcie.output, Catch::Contains("cuda0 <-> cuda1: PCIe P2P\n"));
+  auto none = devices("");
+  INFO(none.output);
+  CHECK(none.status == 0);
+  CHECK_THAT(none.output, !Catch::Contains("Links between GPUs"));
+}
+
 TEST_CASE("a program found on PATH still finds the plugin folders",
           "[tools][plugin]") {
   // argv[0] is then a bare name: the folders come from the program's file.

@@ -166,6 +166,20 @@ def test_cancel_and_timeout(rt):
     assert e.value.errc == "timed_out"
 
 
+def test_devices_list_their_links(tmp_path):
+    config = """
+      devices { cpu_workers: 0 gpus: false
+                sim_gpu { name: "sim0" memory_mib: 64 streams: 1 speed: 1
+                          nvlink: "sim1" }
+                sim_gpu { name: "sim1" memory_mib: 64 streams: 1 speed: 1 } }
+    """
+    with cohort.Runtime(config_text=config,
+                        audit_path=tmp_path / "a.log") as rt:
+        links = {d["name"]: d["links"] for d in rt.devices()}
+        assert links["sim0"] == [{"peer": "sim1", "kind": "NVLink"}]
+        assert links["sim1"] == [{"peer": "sim0", "kind": "NVLink"}]
+
+
 def test_views_headroom_and_dry_run(tmp_path):
     config = """
       devices { cpu_workers: 1 gpus: false
@@ -178,6 +192,7 @@ def test_views_headroom_and_dry_run(tmp_path):
         names = [d["name"] for d in rt.devices()]
         assert names == ["cpu0", "sim0"]
         assert rt.devices()[1]["simulated"]
+        assert rt.devices()[1]["links"] == []
         h = rt.headroom("t")
         assert h[0]["memory_quota"] == 16 << 20
         assert h[0]["devices"][0]["device"] == "sim0"

@@ -25,17 +25,68 @@ TEST_CASE("pick_gang takes the earliest set within one NUMA node",
   CHECK(pick_gang({}, 2, true).empty());
 }
 
+TEST_CASE("pick_gang prefers a set linked by a fabric, then by PCIe, "
+          "to one NUMA node",
+          "[actors][balancer][gang]") {
+  // Node 0: devices 0-3, node 1: devices 4-7. NVLink pairs 0-1, 2-3 and
+  // the four of node 1 on a switch; PCIe peer-to-peer among 0-3.
+  auto with = [](size_t dev, int32_t node, double t, uint64_t fabric,
+                 uint64_t pcie) {
+    gang_candidate c{dev, node, t};
+    c.fabric = fabric;
+    c.direct = fabric | pcie;
+    return c;
+  };
+  std::vector<gang_candidate> free{
+      with(0, 0, 1, 0b10, 0b1100),   with(1, 0, 2, 0b01, 0b1100),
+      with(2, 0, 9, 0b1000, 0b0011), with(3, 0, 9, 0b0100, 0b0011),
+      with(4, 1, 50, 0xE0, 0),       with(5, 1, 60, 0xD0, 0),
+      with(6, 1, 70, 0xB0, 0),       with(7, 1, 80, 0x70, 0)};
+  // A pair: the NVLinked pair that finishes first, 0-1.
+  CHECK(pick_gang(free, 2, false) == std::vector<size_t>{0, 1});
+  // Three: only node 1's switch links three by NVLink, though node 0's
+  // PCIe-linked four finish far earlier.
+  CHECK(pick_gang(free, 3, false) == std::vector<size_t>{4, 5, 6});
+  CHECK(pick_gang(free, 4, false) == std::vector<size_t>{4, 5, 6, 7});
+  // Without node 1, four are linked by PCIe at least: node 0's.
+  std::vector<gang_candidate> node0(free.begin(), free.begin() + 4);
+  CHECK(pick_gang(node0, 3, false) == std::vector<size_t>{0, 1, 2});
+  // No links: one NUMA node, as before; a linked set across nodes counts
+  // as one place even without gang_cross_numa.
+  std::vector<gang_candidate> spread{
+      with(0, 0, 1, 0b10, 0), with(1, 1, 1, 0b01, 0), with(2, 1, 5, 0, 0)};
+  CHECK(pick_gang(spread, 2, false) == std::vector<size_t>{0, 1});
+  spread[0].fabric = spread[1].fabric = 0;
+  spread[0].direct = spread[1].direct = 0;
+  CHECK(pick_gang(spread, 2, false) == std::vector<size_t>{1, 2});
+  // Capacity: the most linked directly to each other.
+  auto cap = capacity_of(free);
+  CHECK(cap.linked == 4);
+  CHECK(cap.one_node == 4);
+  CHECK(capacity_of(spread).linked == 0);
+}
+
 TEST_CASE("gang capacity and the reasons a gang can never be placed",
           "[actors][balancer][gang]") {
-  std::vector<int32_t> nodes{0, 0, 1, 1, 1};
-  auto cap = capacity_of(nodes);
+  std::vector<gang_candidate> gpus{
+      {0, 0, 0}, {1, 0, 0}, {2, 1, 0}, {3, 1, 0}, {4, 1, 0}};
+  auto cap = capacity_of(gpus);
   CHECK(cap.total == 5);
   CHECK(cap.one_node == 3);
+  CHECK(cap.linked == 0);
   CHECK(gang_impossible(cap, 3, "t", false).empty());
   auto why = gang_impossible(cap, 4, "t", false);
   CHECK(why.find("one NUMA node") != std::string::npos);
   CHECK(why.find("gang_cross_numa") != std::string::npos);
   CHECK(gang_impossible(cap, 4, "t", true).empty());
+  // Four linked across the nodes can hold a gang of four.
+  for (size_t i = 1; i < 5; ++i)
+    gpus[i].direct = 0b11110 & ~(uint64_t{1} << i);
+  cap = capacity_of(gpus);
+  CHECK(cap.linked == 4);
+  CHECK(gang_impossible(cap, 4, "t", false).empty());
+  why = gang_impossible(cap, 5, "t", false);
+  CHECK(why.find("the most linked 4") != std::string::npos);
   why = gang_impossible(cap, 6, "t", true);
   CHECK(why.find("tenant 't' has 5 granted") != std::string::npos);
   CHECK(capacity_of({}).total == 0);

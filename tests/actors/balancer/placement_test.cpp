@@ -556,6 +556,86 @@ TEST_CASE_METHOD(fixture, "a gang that can never be placed is refused clearly",
 }
 
 TEST_CASE_METHOD(fixture,
+                 "gangs go to GPUs linked by NVLink before GPUs of one NUMA "
+                 "node",
+                 "[actors][placement][gang]") {
+  // sim0 (node 0) and sim2 (node 1) are NVLinked; sim1-sim3 only by PCIe.
+  auto cfg = gang_config(dir, false);
+  cfg.mutable_devices()->mutable_sim_gpu(0)->add_nvlink("sim2");
+  cfg.mutable_devices()->mutable_sim_gpu(1)->add_p2p("sim3");
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& infos = (*rt)->devices();
+  auto named = [&](const std::string& name) -> const device_info& {
+    for (auto& d : infos)
+      if (d.name == name)
+        return d;
+    FAIL("no device " << name);
+    return infos.front();
+  };
+  CHECK(named("sim0").link_to("sim2") == link_kind::fabric);
+  CHECK(named("sim2").link_to("sim0") == link_kind::fabric);
+  CHECK(named("sim3").link_to("sim1") == link_kind::pcie);
+  CHECK(named("sim0").link_to("sim1") == link_kind::none);
+  // One gang at a time: each finds every GPU free and takes the NVLinked
+  // pair, though its GPUs sit on two NUMA nodes.
+  for (uint64_t id = 1; id <= 6; ++id) {
+    auto g = gemm_item(id, 24, 24, 24);
+    g.gang = 2;
+    auto e = test::submit_all(sys, **rt, {g}, [] {});
+    REQUIRE(e.results.size() == 1);
+    CHECK(e.results.at(id).device == "sim0+sim2");
+  }
+  // A gang of 3 has no NUMA node with three GPUs, nor three linked GPUs.
+  auto three = gemm_item(7, 24, 24, 24);
+  three.gang = 3;
+  auto e = test::submit_all(sys, **rt, {three}, [] {});
+  REQUIRE(e.errors.size() == 1);
+  CHECK_THAT(describe(e.errors.at(7)), Catch::Contains("the most linked 2"));
+}
+
+TEST_CASE_METHOD(fixture,
+                 "three GPUs linked to each other across NUMA nodes hold a "
+                 "gang of three",
+                 "[actors][placement][gang]") {
+  auto cfg = gang_config(dir, false);
+  auto* sims = cfg.mutable_devices()->mutable_sim_gpu();
+  sims->Mutable(0)->add_nvlink("sim2");
+  sims->Mutable(0)->add_nvlink("sim3");
+  sims->Mutable(3)->add_nvlink("sim2");
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto three = gemm_item(1, 24, 24, 24);
+  three.gang = 3;
+  auto e = test::submit_all(sys, **rt, {three}, [] {});
+  test::check_exactly_once({three}, e);
+  REQUIRE(e.results.size() == 1);
+  CHECK(e.results.at(1).device == "sim0+sim2+sim3");
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a simulated link to a device that is not another simulated "
+                 "GPU is refused",
+                 "[actors][placement][gang]") {
+  for (auto peer : {"sim9", "sim0", "cpu0", "simcpu"}) {
+    INFO(peer);
+    auto cfg = gang_config(dir, false);
+    auto* cpu = cfg.mutable_devices()->add_sim_gpu();
+    cpu->set_name("simcpu");
+    cpu->set_memory_mib(64);
+    cpu->set_streams(1);
+    cpu->set_speed(1);
+    cpu->set_cpu(true);
+    cfg.mutable_devices()->mutable_sim_gpu(0)->add_nvlink(peer);
+    auto rt = runtime::start(sys, cfg);
+    REQUIRE_FALSE(rt);
+    CHECK(code_of(rt.error()) == errc::malformed_config);
+    CHECK_THAT(describe(rt.error()),
+               Catch::Contains("not another simulated GPU"));
+  }
+}
+
+TEST_CASE_METHOD(fixture,
                  "one tenant's flood does not starve another, and weights "
                  "set the shares",
                  "[actors][placement][fairness]") {
