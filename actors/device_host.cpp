@@ -202,6 +202,9 @@ join_remote_hosts(caf::actor_system& sys, const network_settings& net) {
       auto info = std::move(listed[i]);
       info.host_process = false;
       info.remote = name;
+      // Its host's links are to GPUs of that machine, which gangs here do
+      // not reach directly (docs/placement.md, "Links between GPUs").
+      info.links.clear();
       out.push_back(std::make_shared<hosted_device>(std::move(info), where, i));
     }
   }

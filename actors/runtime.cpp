@@ -223,13 +223,17 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
     if (found != nullptr)
       *found = std::move(gpus);
   }
+  // Names are unique in the fleet: the real GPUs' are taken.
   std::set<std::string> names;
+  for (auto& d : out)
+    names.insert(d->info().name);
   for (auto& g : cfg.devices().sim_gpu()) {
     if (g.name().empty())
       return bad("a simulated GPU has no name");
     if (!names.insert(g.name()).second || g.name().rfind("cpu", 0) == 0)
       return bad("simulated GPU name '" + g.name() +
-                 "' is used twice or clashes with a CPU worker");
+                 "' is used twice or clashes with a CPU worker or a GPU of "
+                 "this machine");
     auto p = sim_params_of(g);
     if (!p)
       return p.error();

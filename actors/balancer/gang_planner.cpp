@@ -1,6 +1,8 @@
 #include "actors/balancer/gang_planner.hpp"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <map>
 #include <utility>
 
@@ -10,41 +12,58 @@ namespace cohort::actors::balancer {
 
 namespace {
 
-/// A set of `k` of `free` in which every pair is linked (`peers` of each
-/// names the others), greedily: from each device in turn, the earliest
-/// devices linked to all picked so far. The set whose slowest pick
-/// finishes first, as indices into `free`; empty when there is none.
+/// Steps one search for linked sets may take: far more than a real
+/// topology needs (a switch's clique is found in K steps, bridged pairs
+/// fail at once), a bound on a contrived one.
+constexpr size_t search_budget = 100'000;
+
+/// Device masks (bit i: device i) by device.
+using peer_table = std::array<uint64_t, 64>;
+
+/// Whether the devices of `cand` hold `k` linked to each other (by
+/// `peers`, which are both ways), appending them to `out`. Stops, false,
+/// when `budget` steps are spent.
+bool find_linked(uint64_t cand, uint32_t k, const peer_table& peers,
+                 std::vector<size_t>& out, size_t& budget) {
+  if (k == 0)
+    return true;
+  while (std::popcount(cand) >= int(k) && budget > 0) {
+    --budget;
+    auto v = size_t(std::countr_zero(cand));
+    cand &= cand - 1;
+    out.push_back(v);
+    if (find_linked(cand & peers[v], k - 1, peers, out, budget))
+      return true;
+    out.pop_back();
+  }
+  return false;
+}
+
+/// The `k` devices of `free` linked to each other by `peers` whose slowest
+/// finishes first: with `free` by finish, the first device that completes
+/// a set with earlier ones. Device indices; empty when there is none.
 template <class Peers>
 std::vector<size_t> linked_set(std::span<const gang_candidate> free, uint32_t k,
                                Peers peers) {
-  std::vector<size_t> order(free.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return free[a].finish_ns < free[b].finish_ns;
+  peer_table table{};
+  std::vector<const gang_candidate*> order;
+  for (auto& c : free)
+    if (c.device < 64) {
+      table[c.device] = peers(c);
+      order.push_back(&c);
+    }
+  std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) {
+    return a->finish_ns < b->finish_ns;
   });
-  std::vector<size_t> best;
-  double best_t = 0;
-  for (auto seed : order) {
-    std::vector<size_t> set{seed};
-    uint64_t common = peers(free[seed]);
-    double t = free[seed].finish_ns;
-    for (auto c : order) {
-      if (set.size() == k)
-        break;
-      if (c == seed || free[c].device >= 64 ||
-          !(common & (uint64_t{1} << free[c].device)))
-        continue;
-      set.push_back(c);
-      common &= peers(free[c]);
-      t = std::max(t, free[c].finish_ns);
-    }
-    if (set.size() == k && (best.empty() || t < best_t)) {
-      best = std::move(set);
-      best_t = t;
-    }
+  uint64_t earlier = 0;
+  size_t budget = search_budget;
+  for (auto* c : order) {
+    std::vector<size_t> out{c->device};
+    if (find_linked(earlier & table[c->device], k - 1, table, out, budget))
+      return out;
+    earlier |= uint64_t{1} << c->device;
   }
-  return best;
+  return {};
 }
 
 } // namespace
@@ -59,11 +78,9 @@ std::vector<size_t> pick_gang(std::span<const gang_candidate> free, uint32_t k,
                      +[](const gang_candidate& c) { return c.direct; }}) {
     if (k < 2)
       break;
-    auto set = linked_set(free, k, peers);
-    if (set.empty())
+    out = linked_set(free, k, peers);
+    if (out.empty())
       continue;
-    for (auto i : set)
-      out.push_back(free[i].device);
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -108,18 +125,27 @@ gang_capacity capacity_of(std::span<const gang_candidate> gpus) {
     ++out.total;
     out.one_node = std::max(out.one_node, ++per_node[g.numa_node]);
   }
-  // The largest linked set, greedily from each GPU in turn.
-  for (auto& seed : gpus) {
-    uint64_t common = seed.direct;
-    uint32_t size = 1;
-    for (auto& c : gpus)
-      if (&c != &seed && c.device < 64 &&
-          (common & (uint64_t{1} << c.device))) {
-        ++size;
-        common &= c.direct;
-      }
-    if (size >= 2)
-      out.linked = std::max(out.linked, size);
+  // The largest set linked to each other. A search that runs out of steps
+  // (a contrived topology) counts every GPU: a gang then waits for its
+  // devices rather than being refused for want of a set that may exist.
+  peer_table table{};
+  uint64_t all = 0;
+  for (auto& g : gpus)
+    if (g.device < 64) {
+      table[g.device] = g.direct;
+      all |= uint64_t{1} << g.device;
+    }
+  size_t budget = search_budget;
+  for (auto k = uint32_t(std::popcount(all)); k >= 2; --k) {
+    std::vector<size_t> set;
+    if (find_linked(all, k, table, set, budget)) {
+      out.linked = k;
+      break;
+    }
+    if (budget == 0) {
+      out.linked = out.total;
+      break;
+    }
   }
   return out;
 }

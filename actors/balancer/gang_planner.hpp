@@ -33,15 +33,15 @@ struct gang_candidate {
 /// which every pair is linked directly (PCIe peer-to-peer), then a set
 /// within one NUMA node; across nodes only when `cross_numa` and none of
 /// those is free. Within each, the set whose slowest pick finishes first
-/// (linked sets are found greedily: from each device, the earliest devices
-/// linked to all picked so far). Empty when no such set is free now (the
-/// gang waits).
+/// (linked sets by an exact search, bounded in steps). Empty when no such
+/// set is free now (the gang waits).
 std::vector<size_t> pick_gang(std::span<const gang_candidate> free, uint32_t k,
                               bool cross_numa);
 
 /// The GPUs a gang of a tenant could ever get: granted and not out of
 /// service for good, in all, the most on one NUMA node, and the most linked
-/// directly to each other (found greedily, as `pick_gang` does).
+/// directly to each other (by the search `pick_gang` makes; all of them
+/// when the search runs out of steps).
 struct gang_capacity {
   uint32_t total = 0;
   uint32_t one_node = 0;

@@ -138,6 +138,19 @@ TEST_CASE("cohort devices shows the links between GPUs that the health "
   INFO(none.output);
   CHECK(none.status == 0);
   CHECK_THAT(none.output, !Catch::Contains("Links between GPUs"));
+  // A simulated GPU may not take a real GPU's name.
+  test::temp_dir dir;
+  auto cfg = dir.file("c.textproto");
+  std::ofstream{cfg} << "devices { cpu_workers: 0 sim_gpu { name: \"cuda1\" "
+                        "memory_mib: 64 streams: 1 speed: 1 } }\n";
+  auto clash = test::run_command(std::string{"COHORT_PLUGIN_PATH="} +
+                                 COHORT_FAKE_PLUGIN_DIR + " " + COHORT_BINARY +
+                                 " devices --config " + cfg);
+  INFO(clash.output);
+  CHECK(clash.status == 2);
+  CHECK_THAT(clash.output,
+             Catch::Contains("simulated GPU name 'cuda1' is used twice or "
+                             "clashes with a CPU worker or a GPU"));
 }
 
 TEST_CASE("a program found on PATH still finds the plugin folders",

@@ -66,6 +66,55 @@ TEST_CASE("pick_gang prefers a set linked by a fabric, then by PCIe, "
   CHECK(capacity_of(spread).linked == 0);
 }
 
+TEST_CASE("pick_gang takes a PCIe-linked pair over a faster pair of one "
+          "NUMA node",
+          "[actors][balancer][gang]") {
+  // Devices 0 and 1 (node 0) are the fastest, unlinked; 2 (node 0) and 3
+  // (node 1) are linked by PCIe only.
+  std::vector<gang_candidate> free{{0, 0, 1}, {1, 0, 2}, {2, 0, 9}, {3, 1, 9}};
+  free[2].direct = 0b1000;
+  free[3].direct = 0b0100;
+  CHECK(pick_gang(free, 2, false) == std::vector<size_t>{2, 3});
+  free[2].direct = free[3].direct = 0;
+  CHECK(pick_gang(free, 2, false) == std::vector<size_t>{0, 1});
+}
+
+TEST_CASE("the check at submission and the pick find the same linked sets",
+          "[actors][balancer][gang]") {
+  // Devices 0-3 linked to each other; 4 (fastest) to 0 and 1, 5 to 2 and
+  // 3. No NUMA node has four. A search that starts from the fast devices
+  // must still find 0-3, and the capacity says four.
+  std::vector<gang_candidate> a{{0, 0, 10}, {1, 0, 11}, {2, 1, 12},
+                                {3, 1, 13}, {4, 0, 1},  {5, 1, 2}};
+  uint64_t peers_a[] = {0x1E, 0x1D, 0x2B, 0x27, 0x03, 0x0C};
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i].direct = a[i].fabric = peers_a[i];
+  CHECK(pick_gang(a, 4, false) == std::vector<size_t>{0, 1, 2, 3});
+  CHECK(capacity_of(a).linked == 4);
+  CHECK(gang_impossible(capacity_of(a), 4, "t", false).empty());
+  CHECK(pick_gang(a, 5, false).empty());
+  // 0 is linked to 2 and 3, 1 to 4 and 5, and 2-5 to each other: four
+  // are linked (2-5), though the search from device 0 finds three.
+  std::vector<gang_candidate> b{{0, 0, 1}, {1, 0, 2}, {2, 1, 3},
+                                {3, 1, 4}, {4, 2, 5}, {5, 2, 6}};
+  uint64_t peers_b[] = {0x0C, 0x30, 0x39, 0x35, 0x2E, 0x1E};
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i].direct = b[i].fabric = peers_b[i];
+  CHECK(capacity_of(b).linked == 4);
+  CHECK(gang_impossible(capacity_of(b), 4, "t", false).empty());
+  CHECK(pick_gang(b, 4, false) == std::vector<size_t>{2, 3, 4, 5});
+  // Every GPU linked to every other: all 64 in one set, found at once.
+  std::vector<gang_candidate> all;
+  for (size_t i = 0; i < 64; ++i) {
+    all.push_back({i, int32_t(i % 4), double(i)});
+    all.back().direct = all.back().fabric = ~(uint64_t{1} << i);
+  }
+  CHECK(capacity_of(all).linked == 64);
+  CHECK(pick_gang(all, 64, false).size() == 64);
+  CHECK(pick_gang(all, 8, false) ==
+        std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7});
+}
+
 TEST_CASE("gang capacity and the reasons a gang can never be placed",
           "[actors][balancer][gang]") {
   std::vector<gang_candidate> gpus{
