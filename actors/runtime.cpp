@@ -218,8 +218,7 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
         dev->watch_health(p.monitor);
       out.push_back(std::move(dev));
     }
-    for (auto& l : gpus.links)
-      links.push_back({l.a, l.b, l.kind});
+    links = gpus.links;
     if (found != nullptr)
       *found = std::move(gpus);
   }
