@@ -63,12 +63,14 @@ hosted_device::~hosted_device() {
 }
 
 void hosted_device::watch_health(
-    std::shared_ptr<devices::health::gpu_monitor> monitor) {
+    std::shared_ptr<devices::health::gpu_monitor> monitor, bool events) {
   // A remote host's GPU is on another machine: its bus id names nothing
   // here.
   if (!monitor || monitor_ || remote() || info().pci_bus_id.empty())
     return;
   monitor_ = std::move(monitor);
+  if (!events)
+    return;
   // From the library's event thread; the counters are atomic. An Xid that
   // means the GPU fell off the bus (79) comes as a loss, and counts too.
   watching_ =
@@ -84,7 +86,7 @@ devices::health::gpu_sample hosted_device::telemetry() const {
     s.unavailable_reason = "no health monitor for " + info().name + " here";
     return s;
   }
-  return monitor_->sample(info().pci_bus_id);
+  return monitor_->sample_device(info().pci_bus_id, info().uuid);
 }
 
 caf::expected<devices::launch_result>
@@ -864,6 +866,21 @@ host_device(const pb::HostSpec& spec) {
     return make_error(errc::malformed_config,
                       "the host spec's GPU has no name or " +
                           std::to_string(g.streams()) + " streams");
+  if (!g.visible().empty()) {
+    if (g.vendor() != "CUDA" || g.visible().size() > 128 ||
+        g.visible().find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklm"
+                                      "nopqrstuvwxyz0123456789-") !=
+            std::string::npos)
+      return make_error(errc::malformed_config,
+                        "the host spec's GPU names a bad MIG instance to see "
+                        "(CUDA only, a UUID)");
+    // Before the plugin loads: CUDA reads it as it initializes.
+    if (devices::gpu::cuda_runtime_made())
+      return make_error(errc::malformed_config,
+                        "CUDA is already in use in this host process: it "
+                        "cannot be limited to one MIG instance");
+    ::setenv("CUDA_VISIBLE_DEVICES", g.visible().c_str(), 1);
+  }
   devices::gpu::gpu_options opts;
   opts.streams = g.streams();
   opts.expect_uuid = g.uuid();

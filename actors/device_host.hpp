@@ -75,8 +75,11 @@ public:
   /// backend's health library, to count its Xids (`xid_errors`) and read
   /// its health (`telemetry`); its host acts on the events (a device-level
   /// Xid loses the device there). Call once, before the runtime starts;
-  /// a remote device or one without a PCI bus id is not watched.
-  void watch_health(std::shared_ptr<devices::health::gpu_monitor> monitor);
+  /// a remote device or one without a PCI bus id is not watched. Without
+  /// `events`, its health is read and its Xids are not counted (a library
+  /// watches a bus once: the second MIG instance of a card on).
+  void watch_health(std::shared_ptr<devices::health::gpu_monitor> monitor,
+                    bool events = true);
 
   /// The GPU's health read in the node (unavailable, with why, for a
   /// simulated device, a remote one, or without a health library).

@@ -190,6 +190,7 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
       return !gpu_in_host(cfg, name, hosting);
     });
     size_t opened = 0, probed = 0;
+    std::set<std::string> watched;
     for (auto& name : gpus.order) {
       if (opened < gpus.devices.size() &&
           gpus.devices[opened]->info().name == name) {
@@ -203,19 +204,23 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
       g->set_ordinal(uint32_t(p.ordinal));
       g->set_name(p.info.name);
       g->set_streams(p.info.streams);
-      g->set_uuid(p.info.uuid);
+      // A MIG instance is named by CUDA_VISIBLE_DEVICES; the runtime there
+      // may spell its UUID as the GPU's, so it is not checked.
+      g->set_uuid(p.visible.empty() ? p.info.uuid : "");
+      g->set_visible(p.visible);
       auto info = p.info;
       info.host_process = true;
       auto dev =
           std::make_shared<hosted_device>(std::move(info), std::move(spec));
       // A health library watches a bus id once: a GPU of the node's
-      // process on the same card (MIG instances share one) keeps its watch.
+      // process on the same card keeps its watch, and of the MIG instances
+      // of one GPU the first watches (the others read its health).
       bool shared = std::any_of(
           gpus.devices.begin(), gpus.devices.end(), [&](const auto& g) {
             return g->info().pci_bus_id == p.info.pci_bus_id;
           });
       if (!shared)
-        dev->watch_health(p.monitor);
+        dev->watch_health(p.monitor, watched.insert(p.info.pci_bus_id).second);
       out.push_back(std::move(dev));
     }
     links = gpus.links;
@@ -329,7 +334,14 @@ configure_memory(const std::vector<std::shared_ptr<devices::device>>& devs,
       // global quotas are kept by the balancer's books there, not by a
       // ledger shared with the node's other devices.
       auto& spec = hosted->mutable_spec();
-      spec.set_memory_limit(lease.devices[i].limit);
+      auto limit = lease.devices[i].limit;
+      // A MIG compute instance's host sees its whole GPU instance, which
+      // other compute instances share: it is held to its part.
+      if (!spec.gpu().visible().empty()) {
+        auto part = devs[i]->info().memory_bytes;
+        limit = limit == 0 ? part : std::min(limit, part);
+      }
+      spec.set_memory_limit(limit);
       *spec.mutable_pool() = cfg.pool();
       for (auto& p : lease.policies) {
         if (p.device_quota[i] > 0)

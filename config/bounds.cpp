@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 #include "messages/errc.hpp"
@@ -46,6 +47,8 @@ caf::error check_sim_gpu(const pb::SimGpu& g) {
       return bad(where + name + " must be a finite number in 0..1e9");
   if (!within(g.spike_fraction(), 0, 1))
     return bad(where + "spike_fraction must be in 0..1");
+  if (g.nvlink_size() > 64 || g.p2p_size() > 64)
+    return bad(where + "at most 64 links of each kind (nvlink, p2p)");
   return caf::none;
 }
 
@@ -112,14 +115,23 @@ caf::error check_scheduler(const pb::Scheduler& s) {
 }
 
 // A real GPU's name: its backend and its ordinal ("cuda0", "hip12").
-bool is_gpu_name(const std::string& name) {
-  for (std::string prefix : {"cuda", "hip"})
-    if (name.size() > prefix.size() && name.size() <= prefix.size() + 3 &&
-        name.compare(0, prefix.size(), prefix) == 0 &&
-        std::all_of(name.begin() + std::ptrdiff_t(prefix.size()), name.end(),
-                    [](char c) { return c >= '0' && c <= '9'; }))
+// 1 to 3 digits.
+bool is_index(std::string_view s) {
+  return !s.empty() && s.size() <= 3 &&
+         std::all_of(s.begin(), s.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// cuda0, hip1, or a MIG instance: mig0.1 (docs/device-hosts.md).
+bool is_gpu_name(std::string_view name) {
+  for (std::string_view prefix : {"cuda", "hip"})
+    if (name.starts_with(prefix) && is_index(name.substr(prefix.size())))
       return true;
-  return false;
+  if (!name.starts_with("mig"))
+    return false;
+  auto dot = name.find('.');
+  return dot != std::string_view::npos && is_index(name.substr(3, dot - 3)) &&
+         is_index(name.substr(dot + 1));
 }
 
 } // namespace
@@ -149,7 +161,8 @@ caf::error check_bounds(const pb::RuntimeConfig& cfg) {
   for (auto& [name, hosted] : d.gpu_host_process())
     if (!is_gpu_name(name))
       return bad("devices.gpu_host_process: '" + name.substr(0, 64) +
-                 "' is not a GPU's name (cuda0, cuda1, ..., hip0, ...)");
+                 "' is not a GPU's name (cuda0, cuda1, ..., hip0, ..., "
+                 "mig0.0, ...)");
   if (cfg.tenant_size() > bounds::max_tenants)
     return bad("the config has " + std::to_string(cfg.tenant_size()) +
                " tenants, at most " + std::to_string(bounds::max_tenants));

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 namespace cohort::devices {
 
@@ -77,15 +78,44 @@ cpu_topology discover_cpu_topology() {
   return out;
 }
 
-int32_t numa_node_of_pci(const std::string& pci_bus_id) {
+namespace {
+
+struct bus_address {
   unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+};
+
+std::optional<bus_address> parse_bus_id(const std::string& pci_bus_id) {
+  bus_address a;
   char tail = 0;
   const char* id = pci_bus_id.c_str();
-  if (std::sscanf(id, "%x:%x:%x.%x%c", &domain, &bus, &dev, &fn, &tail) != 4) {
-    domain = 0;
-    if (std::sscanf(id, "%x:%x.%x%c", &bus, &dev, &fn, &tail) != 3)
-      return -1;
-  }
+  if (std::sscanf(id, "%x:%x:%x.%x%c", &a.domain, &a.bus, &a.dev, &a.fn,
+                  &tail) == 4)
+    return a;
+  a.domain = 0;
+  if (std::sscanf(id, "%x:%x.%x%c", &a.bus, &a.dev, &a.fn, &tail) == 3)
+    return a;
+  return std::nullopt;
+}
+
+std::string format_bus_id(unsigned domain, unsigned bus, unsigned dev,
+                          unsigned fn) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%x", domain, bus, dev, fn);
+  return buf;
+}
+
+} // namespace
+
+std::string canonical_pci_bus_id(const std::string& pci_bus_id) {
+  auto a = parse_bus_id(pci_bus_id);
+  return a ? format_bus_id(a->domain, a->bus, a->dev, a->fn) : std::string{};
+}
+
+int32_t numa_node_of_pci(const std::string& pci_bus_id) {
+  auto parsed = parse_bus_id(pci_bus_id);
+  if (!parsed)
+    return -1;
+  auto [domain, bus, dev, fn] = *parsed;
   auto* topo = io_topology();
   if (topo == nullptr)
     return -1;
@@ -115,10 +145,8 @@ std::vector<std::string> list_pci_bus_ids() {
   for (auto* obj = hwloc_get_next_pcidev(topo, nullptr); obj != nullptr;
        obj = hwloc_get_next_pcidev(topo, obj)) {
     auto& pci = obj->attr->pcidev;
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%x", unsigned(pci.domain),
-                  unsigned(pci.bus), unsigned(pci.dev), unsigned(pci.func));
-    out.emplace_back(buf);
+    out.push_back(format_bus_id(unsigned(pci.domain), unsigned(pci.bus),
+                                unsigned(pci.dev), unsigned(pci.func)));
   }
   return out;
 }

@@ -34,6 +34,11 @@ cpu_topology discover_cpu_topology();
 /// can only attach to the whole machine while the machine has several nodes.
 int32_t numa_node_of_pci(const std::string& pci_bus_id);
 
+/// `pci_bus_id` ("0000:3B:00.0", CUDA's "00000000:3B:00.0", "3b:00.0" for
+/// domain 0) spelled one way: "0000:3b:00.0". Empty when it is not a bus
+/// id.
+std::string canonical_pci_bus_id(const std::string& pci_bus_id);
+
 /// The bus ids ("0000:3b:00.0") of the PCI devices hwloc lists.
 std::vector<std::string> list_pci_bus_ids();
 

@@ -539,6 +539,7 @@ void fill(pb::HealthSample& out, int64_t wall_ns,
   out.set_power_limit_w(s.power_limit_w);
   out.set_gpu_util_percent(s.gpu_util_percent);
   out.set_memory_util_percent(s.memory_util_percent);
+  out.set_utilization_unknown(!s.utilization_known);
   out.set_memory_used_bytes(s.memory_used_bytes);
   out.set_memory_total_bytes(s.memory_total_bytes);
   out.set_ecc_corrected(s.ecc_corrected);

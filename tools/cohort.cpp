@@ -85,9 +85,12 @@ caf::expected<pb::RuntimeConfig> config_arg(const std::string& path,
 // One GPU's health line of `cohort devices`.
 void print_health(const devices::health::gpu_sample& h) {
   if (h.available)
-    std::printf("    health: %u%% busy, %s of %s used, %d C, ECC %llu "
+    std::printf("    health: %s busy, %s of %s used, %d C, ECC %llu "
                 "corrected / %llu uncorrected\n",
-                h.gpu_util_percent, human_bytes(h.memory_used_bytes).c_str(),
+                h.utilization_known
+                    ? (std::to_string(h.gpu_util_percent) + "%").c_str()
+                    : "n/a (MIG)",
+                human_bytes(h.memory_used_bytes).c_str(),
                 human_bytes(h.memory_total_bytes).c_str(), h.temperature_c,
                 (unsigned long long)h.ecc_corrected,
                 (unsigned long long)h.ecc_uncorrected);
@@ -195,7 +198,7 @@ int cmd_devices(const std::string& config_path) {
                                  : "unknown",
                 x.uuid.c_str());
     if (p.monitor)
-      print_health(p.monitor->sample(x.pci_bus_id));
+      print_health(p.monitor->sample_device(x.pci_bus_id, x.uuid));
     else
       std::printf("    health: unavailable (no health library for %s)\n",
                   p.vendor.c_str());

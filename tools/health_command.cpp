@@ -26,6 +26,12 @@ std::string power_text(double w) {
   return buf;
 }
 
+// "42%", or "n/a" where the library reports no utilization (MIG).
+std::string busy_text(const pb::HealthSample& s) {
+  return s.utilization_unknown() ? std::string{"n/a"}
+                                 : std::to_string(s.gpu_util_percent()) + "%";
+}
+
 // The least and most of `values`, and a line of their trend.
 void add_trend(std::string& out, const char* what,
                const std::vector<double>& values, const char* unit,
@@ -87,9 +93,9 @@ std::string health_report(const pb::DeviceHealth& h, int samples) {
       std::string power = power_text(n.power_w());
       if (n.power_limit_w() > 0)
         power += " of " + power_text(n.power_limit_w());
-      appendf(out, "latest      %s, %s, %u%% busy",
+      appendf(out, "latest      %s, %s, %s busy",
               temperature_text(n.temperature_c()).c_str(), power.c_str(),
-              n.gpu_util_percent());
+              busy_text(n).c_str());
       if (n.memory_total_bytes() > 0)
         appendf(out, ", memory %s of %s",
                 human_bytes(n.memory_used_bytes()).c_str(),
@@ -121,7 +127,8 @@ std::string health_report(const pb::DeviceHealth& h, int samples) {
       temps.push_back(s.temperature_c());
     if (s.power_w() >= 0)
       power.push_back(s.power_w());
-    busy.push_back(s.gpu_util_percent());
+    if (!s.utilization_unknown())
+      busy.push_back(s.gpu_util_percent());
   }
   auto span_s = double(h.samples(h.samples_size() - 1).time_ns() -
                        h.samples(0).time_ns()) /
@@ -140,9 +147,9 @@ std::string health_report(const pb::DeviceHealth& h, int samples) {
                       ? human_bytes(s.memory_used_bytes()) + " of " +
                             human_bytes(s.memory_total_bytes())
                       : std::string{"-"};
-    appendf(out, "%-24s %6s %9s %4u%%  %s\n", s.time().c_str(),
+    appendf(out, "%-24s %6s %9s %5s  %s\n", s.time().c_str(),
             temperature_text(s.temperature_c()).c_str(),
-            power_text(s.power_w()).c_str(), s.gpu_util_percent(),
+            power_text(s.power_w()).c_str(), busy_text(s).c_str(),
             memory.c_str());
   }
   return out;

@@ -32,6 +32,9 @@ struct probed_gpu {
   /// "CUDA" or "HIP", and its ordinal in that runtime.
   std::string vendor;
   int ordinal = 0;
+  /// What the host process's CUDA_VISIBLE_DEVICES must be for `ordinal` to
+  /// be this GPU: a MIG instance's UUID. Empty: the node's own.
+  std::string visible;
   /// The backend's health library (NVML, ROCm SMI; null when the backend
   /// has none): the node reads the GPU's health and counts its Xids here
   /// while its host process watches it too.
@@ -58,6 +61,10 @@ struct discovery {
 
 /// The CUDA plugin's runtime, or null when the plugin did not load.
 std::shared_ptr<api> cuda_runtime();
+
+/// Whether `cuda_runtime` was called in this process: from then on
+/// CUDA_VISIBLE_DEVICES no longer changes what CUDA shows.
+bool cuda_runtime_made();
 
 /// The HIP plugin's runtime, or null when the plugin did not load.
 std::shared_ptr<api> hip_runtime();

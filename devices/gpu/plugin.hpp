@@ -18,12 +18,12 @@ namespace cohort::devices::gpu {
 /// Bumped whenever `api`, `launch_args`, `properties`, `plugin_entry` or
 /// `health::gpu_monitor` change shape: a plugin built against another value
 /// is refused.
-inline constexpr uint32_t plugin_abi = 4;
+inline constexpr uint32_t plugin_abi = 5;
 
 /// The build a plugin and the core must share: the C++ types cross the
 /// boundary (std::string, std::shared_ptr), so the compiler must match.
 inline const char* plugin_build_id() {
-  return "cohort gpu plugin abi 4, C++ " __VERSION__;
+  return "cohort gpu plugin abi 5, C++ " __VERSION__;
 }
 
 /// The name of the function a plugin exports.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "messages/link_kind.hpp"
 
@@ -19,6 +20,9 @@ struct gpu_sample {
   /// `unavailable_reason` is meaningful.
   bool available = false;
   std::string unavailable_reason;
+  /// False when the library does not report utilization (NVML on a GPU in
+  /// MIG mode and its instances); the two percentages are then 0.
+  bool utilization_known = true;
   uint32_t gpu_util_percent = 0;
   uint32_t memory_util_percent = 0;
   uint64_t memory_used_bytes = 0;
@@ -66,6 +70,47 @@ struct gpu_event {
   std::string detail;
 };
 
+/// One MIG instance of a GPU in MIG mode (a GPU instance and the compute
+/// instance in it), as NVML reports it. CUDA runs on it in a process whose
+/// CUDA_VISIBLE_DEVICES names its UUID.
+struct mig_instance {
+  /// Its index on its GPU (nvidia-smi's "MIG Device N").
+  uint32_t index = 0;
+  /// "MIG-" and a UUID.
+  std::string uuid;
+  /// The library's name for it, with its profile ("NVIDIA A100-SXM4-40GB
+  /// MIG 1c.3g.20gb"); empty when it cannot say.
+  std::string name;
+  uint32_t gpu_instance_id = 0;
+  uint32_t compute_instance_id = 0;
+  /// Its GPU instance's memory, shared with the other compute instances of
+  /// that GPU instance.
+  uint64_t memory_bytes = 0;
+  uint32_t multiprocessors = 0;
+  /// Its share of the GPU: GPU instance slices (of 7 on A100 and H100),
+  /// and compute instance slices.
+  uint32_t gpu_slices = 0;
+  uint32_t compute_slices = 0;
+};
+
+/// A GPU in MIG mode, with its instances.
+struct mig_gpu {
+  /// The library's index of the GPU (nvidia-smi's "GPU N").
+  uint32_t index = 0;
+  /// "0000:3b:00.0"; empty when it could not be read (then `problems`
+  /// says why and `instances` is empty).
+  std::string pci_bus_id;
+  /// "GPU-" and a UUID; empty when unknown.
+  std::string uuid;
+  std::string model;
+  /// "sm_90"; empty when the library cannot say.
+  std::string arch;
+  std::vector<mig_instance> instances;
+  /// Why an instance of it was left out, one line each ("MIG device 2:
+  /// nvmlDeviceGetAttributes_v2 failed: ...").
+  std::vector<std::string> problems;
+};
+
 /// Health of the GPUs of one vendor. Thread-safe.
 class gpu_monitor {
 public:
@@ -98,6 +143,19 @@ public:
     (void)a;
     (void)b;
     return link_kind::none;
+  }
+
+  /// The GPUs in MIG mode and their instances: empty when none is, or when
+  /// the library cannot tell (it has no MIG, or lacks the calls).
+  virtual std::vector<mig_gpu> mig_gpus() { return {}; }
+
+  /// Reads a device's counters: the GPU at `pci_bus_id`, or when `uuid`
+  /// names a MIG instance of it ("MIG-..."), that instance: its own memory,
+  /// its GPU's temperature, power and ECC counts.
+  virtual gpu_sample sample_device(const std::string& pci_bus_id,
+                                   const std::string& uuid) {
+    (void)uuid;
+    return sample(pci_bus_id);
   }
 };
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 
 #include "devices/health/health.hpp"
 #include "devices/health/unavailable.hpp"
+#include "devices/topology.hpp"
 
 // -- The NVML ABI, as far as it is used -------------------------------------
 
@@ -38,6 +40,28 @@ struct nvmlMemory_t {
   unsigned long long used;
 };
 
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];
+};
+
+struct nvmlDeviceAttributes_t {
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+};
+
 struct nvmlEventData_t {
   nvmlDevice_st* device;
   unsigned long long eventType;
@@ -56,6 +80,7 @@ using nvmlEventSet_t = nvmlEventSet_st*;
 
 constexpr nvmlReturn_t NVML_SUCCESS = 0;
 constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
+constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
 constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
 constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
 
@@ -69,6 +94,10 @@ constexpr int NVML_VOLATILE_ECC = 0;
 constexpr int NVML_P2P_CAPS_INDEX_READ = 0;
 constexpr int NVML_P2P_CAPS_INDEX_NVLINK = 2;
 constexpr int NVML_P2P_STATUS_OK = 0;
+constexpr unsigned int NVML_DEVICE_MIG_ENABLE = 1;
+/// NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_DEVICE_NAME_V2_BUFFER_SIZE.
+constexpr unsigned int uuid_buffer = 96;
+constexpr unsigned int name_buffer = 96;
 
 constexpr unsigned long long nvmlEventTypeSingleBitEccError = 0x1;
 constexpr unsigned long long nvmlEventTypeDoubleBitEccError = 0x2;
@@ -107,6 +136,24 @@ struct nvml_api {
   nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned int*);
   /// Optional: without it no GPU is linked to another.
   nvmlReturn_t (*p2p_status)(nvmlDevice_t, nvmlDevice_t, int, int*);
+  /// Optional, all or none: without them no GPU is in MIG mode.
+  struct mig_calls {
+    nvmlReturn_t (*count)(unsigned int*);
+    nvmlReturn_t (*handle_by_index)(unsigned int, nvmlDevice_t*);
+    nvmlReturn_t (*pci_info)(nvmlDevice_t, nvmlPciInfo_t*);
+    nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned int);
+    nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned int*, unsigned int*);
+    nvmlReturn_t (*max_mig_devices)(nvmlDevice_t, unsigned int*);
+    nvmlReturn_t (*mig_handle)(nvmlDevice_t, unsigned int, nvmlDevice_t*);
+    nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned int);
+    nvmlReturn_t (*attributes)(nvmlDevice_t, nvmlDeviceAttributes_t*);
+    nvmlReturn_t (*gpu_instance_id)(nvmlDevice_t, unsigned int*);
+    nvmlReturn_t (*compute_instance_id)(nvmlDevice_t, unsigned int*);
+    nvmlReturn_t (*handle_by_uuid)(const char*, nvmlDevice_t*);
+  } mig;
+  bool has_mig = false;
+  /// Optional: without it a MIG GPU's architecture comes from CUDA's view.
+  nvmlReturn_t (*compute_capability)(nvmlDevice_t, int*, int*);
 };
 
 template <class F>
@@ -314,11 +361,16 @@ public:
     if (auto rc = api.handle_by_pci(pci_bus_id.c_str(), &dev);
         rc != NVML_SUCCESS)
       return fail("nvmlDeviceGetHandleByPciBusId_v2", rc);
+    // A GPU in MIG mode reports no utilization.
     nvmlUtilization_t util{};
-    if (auto rc = api.utilization(dev, &util); rc != NVML_SUCCESS)
+    if (auto rc = api.utilization(dev, &util); rc == NVML_SUCCESS) {
+      out.gpu_util_percent = util.gpu;
+      out.memory_util_percent = util.memory;
+    } else if (rc == NVML_ERROR_NOT_SUPPORTED) {
+      out.utilization_known = false;
+    } else {
       return fail("nvmlDeviceGetUtilizationRates", rc);
-    out.gpu_util_percent = util.gpu;
-    out.memory_util_percent = util.memory;
+    }
     nvmlMemory_t mem{};
     if (auto rc = api.memory(dev, &mem); rc != NVML_SUCCESS)
       return fail("nvmlDeviceGetMemoryInfo", rc);
@@ -421,7 +473,140 @@ public:
     return link_kind::none;
   }
 
+  std::vector<mig_gpu> mig_gpus() override {
+    std::vector<mig_gpu> out;
+    auto& api = s_->api;
+    if (!api.has_mig)
+      return out;
+    auto& m = api.mig;
+    unsigned int count = 0;
+    if (m.count(&count) != NVML_SUCCESS)
+      return out;
+    for (unsigned int i = 0; i < count && i < 64; ++i) {
+      nvmlDevice_t dev = nullptr;
+      unsigned int current = 0, pending = 0;
+      // A GPU whose MIG mode cannot be read is taken as not in it: CUDA
+      // shows it as a whole.
+      if (m.handle_by_index(i, &dev) != NVML_SUCCESS ||
+          m.mig_mode(dev, &current, &pending) != NVML_SUCCESS ||
+          current != NVML_DEVICE_MIG_ENABLE)
+        continue;
+      out.push_back(read_mig_gpu(i, dev));
+    }
+    return out;
+  }
+
+  gpu_sample sample_device(const std::string& pci_bus_id,
+                           const std::string& uuid) override {
+    if (!uuid.starts_with("MIG-"))
+      return sample(pci_bus_id);
+    // Temperature, power and ECC are the GPU's; memory is the instance's.
+    auto out = sample(pci_bus_id);
+    if (!out.available)
+      return out;
+    auto& api = s_->api;
+    if (!api.has_mig) {
+      out.available = false;
+      out.unavailable_reason =
+          "NVML lacks the MIG calls: " + uuid + " cannot be read";
+      return out;
+    }
+    nvmlDevice_t mig = nullptr;
+    nvmlMemory_t mem{};
+    auto rc = api.mig.handle_by_uuid(uuid.c_str(), &mig);
+    if (rc == NVML_SUCCESS)
+      rc = api.memory(mig, &mem);
+    if (rc != NVML_SUCCESS) {
+      out.available = false;
+      out.unavailable_reason = s_->error("nvmlDeviceGetMemoryInfo", uuid, rc);
+      return out;
+    }
+    out.memory_used_bytes = mem.used;
+    out.memory_total_bytes = mem.total;
+    return out;
+  }
+
 private:
+  /// GPU `index` (handle `dev`), in MIG mode, with its instances.
+  mig_gpu read_mig_gpu(unsigned int index, nvmlDevice_t dev) {
+    auto& api = s_->api;
+    auto& m = api.mig;
+    mig_gpu g;
+    g.index = index;
+    auto gpu = "GPU " + std::to_string(index);
+    nvmlPciInfo_t pci{};
+    unsigned int slots = 0;
+    if (auto rc = m.pci_info(dev, &pci); rc != NVML_SUCCESS) {
+      g.problems.push_back(s_->error("nvmlDeviceGetPciInfo_v3", gpu, rc));
+      return g;
+    }
+    pci.busId[sizeof(pci.busId) - 1] = '\0';
+    g.pci_bus_id = canonical_pci_bus_id(pci.busId);
+    char text[name_buffer] = {};
+    if (m.name(dev, text, name_buffer) == NVML_SUCCESS)
+      g.model = std::string{text, strnlen(text, name_buffer)};
+    char uuid[uuid_buffer] = {};
+    if (m.uuid(dev, uuid, uuid_buffer) == NVML_SUCCESS)
+      g.uuid = std::string{uuid, strnlen(uuid, uuid_buffer)};
+    int major = 0, minor = 0;
+    if (api.compute_capability != nullptr &&
+        api.compute_capability(dev, &major, &minor) == NVML_SUCCESS &&
+        major > 0)
+      g.arch = "sm_" + std::to_string(major) + std::to_string(minor);
+    if (auto rc = m.max_mig_devices(dev, &slots); rc != NVML_SUCCESS) {
+      g.problems.push_back(
+          s_->error("nvmlDeviceGetMaxMigDeviceCount", g.pci_bus_id, rc));
+      return g;
+    }
+    for (unsigned int j = 0; j < slots && j < 64; ++j) {
+      nvmlDevice_t mig = nullptr;
+      auto slot = "MIG device " + std::to_string(j) + " of " + g.pci_bus_id;
+      // Slots without an instance answer NVML_ERROR_NOT_FOUND.
+      auto rc = m.mig_handle(dev, j, &mig);
+      if (rc == NVML_ERROR_NOT_FOUND)
+        continue;
+      mig_instance x;
+      x.index = j;
+      nvmlDeviceAttributes_t attrs{};
+      const char* call = "nvmlDeviceGetMigDeviceHandleByIndex";
+      if (rc == NVML_SUCCESS &&
+          (rc = m.uuid(mig, uuid, uuid_buffer)) == NVML_SUCCESS) {
+        call = "nvmlDeviceGetGpuInstanceId";
+        rc = m.gpu_instance_id(mig, &x.gpu_instance_id);
+      } else if (rc == NVML_SUCCESS) {
+        call = "nvmlDeviceGetUUID";
+      }
+      if (rc == NVML_SUCCESS) {
+        call = "nvmlDeviceGetComputeInstanceId";
+        rc = m.compute_instance_id(mig, &x.compute_instance_id);
+      }
+      if (rc == NVML_SUCCESS) {
+        call = "nvmlDeviceGetAttributes_v2";
+        rc = m.attributes(mig, &attrs);
+      }
+      if (rc != NVML_SUCCESS) {
+        g.problems.push_back(s_->error(call, slot, rc));
+        continue;
+      }
+      x.uuid = std::string{uuid, strnlen(uuid, uuid_buffer)};
+      x.multiprocessors = attrs.multiprocessorCount;
+      x.gpu_slices = attrs.gpuInstanceSliceCount;
+      x.compute_slices = attrs.computeInstanceSliceCount;
+      x.memory_bytes = attrs.memorySizeMB << 20;
+      nvmlMemory_t mem{};
+      if (api.memory(mig, &mem) == NVML_SUCCESS && mem.total > 0)
+        x.memory_bytes = mem.total;
+      if (m.name(mig, text, name_buffer) == NVML_SUCCESS)
+        x.name = std::string{text, strnlen(text, name_buffer)};
+      if (x.uuid.empty() || x.memory_bytes == 0 || x.multiprocessors == 0) {
+        g.problems.push_back(slot + ": NVML gave it no UUID, memory or SMs");
+        continue;
+      }
+      g.instances.push_back(std::move(x));
+    }
+    return g;
+  }
+
   std::shared_ptr<nvml_session> s_;
   std::thread thread_; // guarded by s_->mtx
 };
@@ -461,6 +646,23 @@ std::shared_ptr<gpu_monitor> open_nvml(const std::string& library) {
   resolve(lib, "nvmlDeviceGetPowerUsage", api.power_usage, optional);
   resolve(lib, "nvmlDeviceGetEnforcedPowerLimit", api.power_limit, optional);
   resolve(lib, "nvmlDeviceGetP2PStatus", api.p2p_status, optional);
+  std::string no_mig;
+  auto& m = api.mig;
+  resolve(lib, "nvmlDeviceGetCount_v2", m.count, no_mig);
+  resolve(lib, "nvmlDeviceGetHandleByIndex_v2", m.handle_by_index, no_mig);
+  resolve(lib, "nvmlDeviceGetPciInfo_v3", m.pci_info, no_mig);
+  resolve(lib, "nvmlDeviceGetName", m.name, no_mig);
+  resolve(lib, "nvmlDeviceGetMigMode", m.mig_mode, no_mig);
+  resolve(lib, "nvmlDeviceGetMaxMigDeviceCount", m.max_mig_devices, no_mig);
+  resolve(lib, "nvmlDeviceGetMigDeviceHandleByIndex", m.mig_handle, no_mig);
+  resolve(lib, "nvmlDeviceGetUUID", m.uuid, no_mig);
+  resolve(lib, "nvmlDeviceGetAttributes_v2", m.attributes, no_mig);
+  resolve(lib, "nvmlDeviceGetGpuInstanceId", m.gpu_instance_id, no_mig);
+  resolve(lib, "nvmlDeviceGetComputeInstanceId", m.compute_instance_id, no_mig);
+  resolve(lib, "nvmlDeviceGetHandleByUUID", m.handle_by_uuid, no_mig);
+  resolve(lib, "nvmlDeviceGetCudaComputeCapability", api.compute_capability,
+          optional);
+  api.has_mig = no_mig.empty();
   if (auto rc = api.init(); rc != NVML_SUCCESS) {
     const char* text = api.error_string(rc);
     std::string reason = std::string{"NVML: nvmlInit_v2 failed: "} +

@@ -1057,6 +1057,170 @@ TEST_CASE("cohort devices says where each real GPU runs",
   CHECK_THAT(bad.output, Catch::Contains("'gpu0' is not a GPU's name"));
 }
 
+TEST_CASE("the instances of a GPU in MIG mode are devices of their own, "
+          "each in a host process that sees it alone",
+          "[actors][host][gpu]") {
+  // The fake plugin's first GPU (0000:98:00.0) is in MIG mode with two
+  // instances; CUDA in the node shows it as cuda0, a view of one instance.
+  test::temp_dir dir;
+  auto cfg = dir.file("c.textproto");
+  std::ofstream{cfg} << "devices { cpu_workers: 0 gpu_host_processes: true "
+                        "host_binary: \""
+                     << COHORT_BINARY
+                     << "\" }\n"
+                        "tenant { tenant: \"t\" kernels: \"*\" devices: "
+                        "\"*\" }\n";
+  // The node's own CUDA_VISIBLE_DEVICES chooses among the instances: the
+  // test's environment must not.
+  const std::string env =
+      std::string{"env -u CUDA_VISIBLE_DEVICES COHORT_FAKE_GPU_MIG=1 "} +
+      "COHORT_PLUGIN_PATH=" + COHORT_FAKE_PLUGIN_DIR + " ";
+  auto out =
+      test::run_command(env + COHORT_BINARY + " devices --config " + cfg);
+  INFO(out.output);
+  CHECK(out.status == 0);
+  CHECK_THAT(out.output,
+             Catch::Contains("mig0.0: Fake GPU (test plugin) MIG 3g.128mb "
+                             "sm_90") &&
+                 Catch::Contains("UUID MIG-fake-98-1\n    runs in a device "
+                                 "host process") &&
+                 Catch::Contains("cuda1: Fake GPU (test plugin)") &&
+                 !Catch::Contains("cuda0"));
+  // NVML reads an instance's own memory, and no utilization in MIG mode.
+  CHECK_THAT(out.output, Catch::Contains("UUID MIG-fake-98-0\n    runs in a "
+                                         "device host process\n    health: "
+                                         "n/a (MIG) busy, 0 B of 128.0 MiB "
+                                         "used"));
+  CHECK_THAT(out.output,
+             Catch::Matches("(.|\n)*mig0.1 [^\n]*128.0 MiB[^\n]*a host "
+                            "process\n(.|\n)*"));
+  // An instance cannot run in the node's process: left out, with the
+  // reason.
+  std::ofstream{cfg} << "devices { cpu_workers: 0 gpu_host_processes: true "
+                        "gpu_host_process { key: \"mig0.1\" value: false } "
+                        "host_binary: \""
+                     << COHORT_BINARY
+                     << "\" }\n"
+                        "tenant { tenant: \"t\" kernels: \"*\" devices: "
+                        "\"*\" }\n";
+  out = test::run_command(env + COHORT_BINARY + " devices --config " + cfg);
+  INFO(out.output);
+  CHECK(out.status == 0);
+  CHECK_THAT(out.output, Catch::Contains("mig0.0: Fake GPU") &&
+                             !Catch::Contains("mig0.1: Fake GPU") &&
+                             Catch::Contains("mig0.1: a MIG instance runs in "
+                                             "a device host process"));
+  // A node that keeps every GPU in its own process hosts no instance: the
+  // GPU is the one instance its CUDA shows, not gone.
+  std::ofstream{cfg} << "devices { cpu_workers: 0 }\n"
+                        "tenant { tenant: \"t\" kernels: \"*\" devices: "
+                        "\"*\" }\n";
+  out = test::run_command(env + COHORT_BINARY + " devices --config " + cfg);
+  INFO(out.output);
+  CHECK(out.status == 0);
+  CHECK_THAT(out.output, Catch::Contains("cuda0: Fake GPU") &&
+                             Catch::Contains("cuda1: Fake GPU") &&
+                             !Catch::Contains("mig0.0: Fake GPU") &&
+                             Catch::Contains("mig0.0: a MIG instance runs in "
+                                             "a device host process"));
+  // The node's CUDA_VISIBLE_DEVICES gives it one instance: the other is
+  // someone else's.
+  std::ofstream{cfg} << "devices { cpu_workers: 0 gpu_host_processes: true "
+                        "host_binary: \""
+                     << COHORT_BINARY
+                     << "\" }\n"
+                        "tenant { tenant: \"t\" kernels: \"*\" devices: "
+                        "\"*\" }\n";
+  out = test::run_command(env + "CUDA_VISIBLE_DEVICES=MIG-fake-98-1 " +
+                          COHORT_BINARY + " devices --config " + cfg);
+  INFO(out.output);
+  CHECK(out.status == 0);
+  CHECK_THAT(out.output,
+             Catch::Contains("mig0.1: Fake GPU") &&
+                 !Catch::Contains("mig0.0: Fake GPU") &&
+                 !Catch::Contains("cuda0: Fake GPU") &&
+                 Catch::Contains("1 MIG instance(s) left out: this process's "
+                                 "CUDA_VISIBLE_DEVICES does not name them"));
+  // Instances named while the node's CUDA sees no device at all (it takes
+  // one UUID only): NVML still lists them.
+  out = test::run_command(env +
+                          "CUDA_VISIBLE_DEVICES=MIG-fake-98-0,MIG-fake-98-1 " +
+                          COHORT_BINARY + " devices --config " + cfg);
+  INFO(out.output);
+  CHECK(out.status == 0);
+  CHECK_THAT(out.output, Catch::Contains("mig0.0: Fake GPU") &&
+                             Catch::Contains("mig0.1: Fake GPU") &&
+                             !Catch::Contains("cuda1: Fake GPU"));
+  // Naming the GPU gives it all its instances.
+  out = test::run_command(env + "CUDA_VISIBLE_DEVICES=GPU-fake-98 " +
+                          COHORT_BINARY + " devices --config " + cfg);
+  INFO(out.output);
+  CHECK(out.status == 0);
+  CHECK_THAT(out.output, Catch::Contains("mig0.0: Fake GPU") &&
+                             Catch::Contains("mig0.1: Fake GPU") &&
+                             !Catch::Contains("left out"));
+  // Two compute instances of one GPU instance share its memory in halves.
+  out = test::run_command(
+      "env -u CUDA_VISIBLE_DEVICES COHORT_FAKE_GPU_MIG=shared "
+      "COHORT_PLUGIN_PATH=" +
+      std::string{COHORT_FAKE_PLUGIN_DIR} + " " + COHORT_BINARY +
+      " devices --config " + cfg);
+  INFO(out.output);
+  CHECK(out.status == 0);
+  CHECK_THAT(
+      out.output,
+      Catch::Contains("mig0.0: Fake GPU (test plugin) MIG 1c.3g.128mb") &&
+          Catch::Matches("(.|\n)*mig0.1 [^\n]*64.0 MiB(.|\n)*"));
+  // Work granted to the two instances runs there, each in its own host
+  // process that sees its instance alone (CUDA_VISIBLE_DEVICES, which the
+  // fake plugin notes in each host), and cuda1 in one that sees all.
+  auto path = dir.file("mig.textproto");
+  std::ofstream{path} << "name: \"mig\" tenant: \"t\" batches: 30 seed: 3 "
+                         "window: 8\n"
+                         "stage { name: \"g\" kernel: GEMV args { m: 64 n: "
+                         "64 } }\n"
+                         "runtime {\n  devices { cpu_workers: 0 gpu_streams: "
+                         "2 gpu_host_processes: true host_binary: \""
+                      << COHORT_BINARY
+                      << "\" }\n"
+                         "  tenant { tenant: \"t\" kernels: \"*\" devices: "
+                         "\"mig0.0\" devices: \"mig0.1\" }\n"
+                         "  audit_path: \""
+                      << dir.file("audit.log") << "\"\n}\n";
+  auto run =
+      test::run_command(env + "COHORT_FAKE_GPU_SEEN=" + dir.file("seen") + " " +
+                        COHORT_BINARY + " run " + path + " --no-progress");
+  INFO(run.output);
+  CHECK(run.status == 0);
+  CHECK_THAT(run.output, Catch::Contains("30 completed, 0 failed"));
+  auto events = device_events_in(dir.file("audit.log"));
+  INFO(events);
+  for (auto name : {"mig0.0", "mig0.1"})
+    CHECK_THAT(events, Catch::Contains(std::string{name} +
+                                       ": supervisor: resetting -> available "
+                                       "(restarted: started in a host "
+                                       "process)"));
+  std::multiset<std::string> seen;
+  std::ifstream in{dir.file("seen")};
+  for (std::string line; std::getline(in, line);)
+    seen.insert(line);
+  // Once each (more if a slow start was tried again), and nothing else.
+  auto mig0 = seen.count("MIG-fake-98-0"), mig1 = seen.count("MIG-fake-98-1"),
+       all = seen.count("(unset)");
+  CHECK(mig0 >= 1);
+  CHECK(mig1 >= 1);
+  CHECK(all >= 1);
+  CHECK(mig0 + mig1 + all == seen.size());
+  // A name that is neither a GPU's nor an instance's is refused.
+  std::ofstream{cfg} << "devices { cpu_workers: 1 gpu_host_process { key: "
+                        "\"mig0\" value: true } }\n";
+  auto bad = test::run_command(std::string{COHORT_BINARY} +
+                               " devices --config " + cfg);
+  INFO(bad.output);
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.output, Catch::Contains("'mig0' is not a GPU's name"));
+}
+
 TEST_CASE_METHOD(host_fixture, "what cannot run device hosts is refused",
                  "[actors][host]") {
   SECTION("a host binary that is not there") {

@@ -110,6 +110,11 @@ void fake_gpu_api::set_driver_missing(bool missing) {
   driver_missing_ = missing;
 }
 
+void fake_gpu_api::set_no_device(bool none) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  no_device_ = none;
+}
+
 void fake_gpu_api::set_sticky_survives_reset(bool survives) {
   std::lock_guard<std::mutex> guard{mtx_};
   sticky_survives_reset_ = survives;
@@ -148,6 +153,8 @@ result fake_gpu_api::device_count(int& n) {
   n = 0;
   if (driver_missing_)
     return fail(status::driver_missing);
+  if (no_device_)
+    return fail(status::no_device);
   n = static_cast<int>(devs_.size());
   return {};
 }
@@ -674,6 +681,31 @@ link_kind fake_monitor::link_between(const std::string& a,
   std::lock_guard<std::mutex> guard{mtx_};
   auto i = links_.find({a, b});
   return i == links_.end() ? link_kind::none : i->second;
+}
+
+std::vector<devices::health::mig_gpu> fake_monitor::mig_gpus() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return migs_;
+}
+
+devices::health::gpu_sample
+fake_monitor::sample_device(const std::string& pci_bus_id,
+                            const std::string& uuid) {
+  auto s = sample(pci_bus_id);
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (auto& g : migs_)
+    for (auto& x : g.instances)
+      if (x.uuid == uuid) {
+        s.utilization_known = false;
+        s.gpu_util_percent = 0;
+        s.memory_total_bytes = x.memory_bytes;
+      }
+  return s;
+}
+
+void fake_monitor::add_mig_gpu(devices::health::mig_gpu gpu) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  migs_.push_back(std::move(gpu));
 }
 
 void fake_monitor::set_link(const std::string& a, const std::string& b,

@@ -56,6 +56,9 @@ public:
   void release_hung();
   /// device_count reports a missing driver.
   void set_driver_missing(bool missing);
+  /// device_count fails with no_device, as CUDA does when
+  /// CUDA_VISIBLE_DEVICES names nothing it has.
+  void set_no_device(bool none);
   /// Like CUDA: a reset does not clear a sticky error (a new process does).
   void set_sticky_survives_reset(bool survives);
 
@@ -205,6 +208,7 @@ private:
   devices::gpu::status next_fault_ = devices::gpu::status::ok;
   bool hang_next_ = false;
   bool driver_missing_ = false;
+  bool no_device_ = false;
   bool sticky_survives_reset_ = false;
   std::map<void*, size_t> registered_;
   std::vector<std::unique_ptr<stream>> streams_;
@@ -229,8 +233,17 @@ public:
   void unwatch(const std::string& pci_bus_id) override;
   link_kind link_between(const std::string& a, const std::string& b) override;
 
+  std::vector<devices::health::mig_gpu> mig_gpus() override;
+  /// A MIG instance's sample is its GPU's without utilization, with the
+  /// instance's memory.
+  devices::health::gpu_sample sample_device(const std::string& pci_bus_id,
+                                            const std::string& uuid) override;
+
   /// Links the GPUs at bus ids `a` and `b` both ways.
   void set_link(const std::string& a, const std::string& b, link_kind kind);
+
+  /// Reports `gpu` in MIG mode.
+  void add_mig_gpu(devices::health::mig_gpu gpu);
 
   /// Delivers an event to the watcher of `pci_bus_id`.
   void raise(const std::string& pci_bus_id, devices::health::gpu_event ev);
@@ -247,6 +260,7 @@ private:
   std::map<std::string, std::function<void(devices::health::gpu_event)>>
       watchers_;
   std::map<std::pair<std::string, std::string>, link_kind> links_;
+  std::vector<devices::health::mig_gpu> migs_;
 };
 
 } // namespace cohort::testing

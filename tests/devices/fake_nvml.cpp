@@ -12,6 +12,9 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
+
+struct nvmlDevice_st;
 
 namespace {
 
@@ -34,6 +37,16 @@ struct fake_gpu {
   /// Links to other GPUs by their canonical bus id: 2 NVLink, 1 PCIe peer
   /// reads only.
   std::map<std::string, int> links;
+  /// MIG: whether the GPU is in MIG mode and its instance slots (nullptr:
+  /// empty); an instance's own identity and share.
+  bool mig_mode = false;
+  std::vector<nvmlDevice_st*> mig_slots;
+  std::string uuid;
+  unsigned gpu_instance_id = 0;
+  unsigned compute_instance_id = 0;
+  unsigned multiprocessors = 0;
+  unsigned gpu_slices = 0;
+  unsigned compute_slices = 0;
 };
 
 } // namespace
@@ -67,11 +80,34 @@ struct nvmlMemory_t {
   unsigned long long used;
 };
 
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];
+};
+
+struct nvmlDeviceAttributes_t {
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+};
+
 namespace {
 
 constexpr nvmlReturn_t NVML_SUCCESS = 0;
 constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
 constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
+constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
 constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
 constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
 
@@ -83,6 +119,8 @@ nvmlReturn_t wait_result = NVML_SUCCESS;
 // std::list: handles stay valid while GPUs are added.
 std::list<std::pair<std::string, nvmlDevice_st>> gpus;
 std::list<nvmlEventSet_st> sets;
+// MIG instances' handles, which also stay valid.
+std::list<nvmlDevice_st> migs;
 
 std::string canonical(const char* pci) {
   unsigned domain = 0, bus = 0, dev = 0, fn = 0;
@@ -102,6 +140,16 @@ nvmlDevice_st* find(const char* pci) {
     if (k == key)
       return &d;
   return nullptr;
+}
+
+// A MIG instance's own UUID; a GPU's, made from its bus id.
+std::string uuid_of(nvmlDevice_st* d) {
+  if (!d->gpu.uuid.empty())
+    return d->gpu.uuid;
+  for (auto& [k, g] : gpus)
+    if (&g == d)
+      return "GPU-fake-" + k;
+  return {};
 }
 
 nvmlReturn_t query(nvmlDevice_st* d, const char* call) {
@@ -135,6 +183,8 @@ void fake_nvml_reset() {
     k.clear();
     d.gpu = fake_gpu{};
   }
+  for (auto& m : migs)
+    m.gpu = fake_gpu{};
   init_result = NVML_SUCCESS;
   wait_result = NVML_SUCCESS;
 }
@@ -176,6 +226,57 @@ void fake_nvml_set_link(const char* a, const char* b, int kind) {
     return;
   x->gpu.links[canonical(b)] = kind;
   y->gpu.links[canonical(a)] = kind;
+}
+
+/// Puts the GPU at `pci` in MIG mode (`enabled`) with `slots` instance
+/// slots, all empty, or out of it.
+void fake_nvml_set_mig_mode(const char* pci, int enabled, unsigned slots) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto* d = find(pci)) {
+    d->gpu.mig_mode = enabled != 0;
+    d->gpu.mig_slots.assign(slots, nullptr);
+  }
+}
+
+/// Makes an instance in slot `slot` of the GPU at `pci` (in MIG mode).
+void fake_nvml_add_mig(const char* pci, unsigned slot, const char* uuid,
+                       unsigned gpu_instance, unsigned compute_instance,
+                       unsigned long long total, unsigned multiprocessors,
+                       unsigned gpu_slices, unsigned compute_slices) {
+  std::lock_guard<std::mutex> guard{mtx};
+  auto* d = find(pci);
+  if (d == nullptr || slot >= d->gpu.mig_slots.size())
+    return;
+  auto& m = migs.emplace_back();
+  m.gpu.uuid = uuid;
+  m.gpu.gpu_instance_id = gpu_instance;
+  m.gpu.compute_instance_id = compute_instance;
+  m.gpu.total = total;
+  m.gpu.multiprocessors = multiprocessors;
+  m.gpu.gpu_slices = gpu_slices;
+  m.gpu.compute_slices = compute_slices;
+  d->gpu.mig_slots[slot] = &m;
+}
+
+/// Makes NVML function `call` of the MIG instance `uuid` return `rc`; 0
+/// makes it answer again.
+void fake_nvml_set_mig_result(const char* uuid, const char* call, int rc) {
+  std::lock_guard<std::mutex> guard{mtx};
+  for (auto& m : migs)
+    if (m.gpu.uuid == uuid) {
+      if (rc == 0)
+        m.gpu.results.erase(call);
+      else
+        m.gpu.results[call] = rc;
+    }
+}
+
+/// Sets the memory use of the MIG instance `uuid`.
+void fake_nvml_set_mig_used(const char* uuid, unsigned long long used) {
+  std::lock_guard<std::mutex> guard{mtx};
+  for (auto& m : migs)
+    if (m.gpu.uuid == uuid)
+      m.gpu.used = used;
 }
 
 /// Makes NVML function `call` (nullptr: every query) of the GPU at `pci`
@@ -293,6 +394,9 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_st* d,
   std::lock_guard<std::mutex> guard{mtx};
   if (auto rc = query(d, "nvmlDeviceGetUtilizationRates"); rc != NVML_SUCCESS)
     return rc;
+  // As NVML does: no utilization in MIG mode.
+  if (d->gpu.mig_mode)
+    return NVML_ERROR_NOT_SUPPORTED;
   *out = {d->gpu.gpu_util, d->gpu.mem_util};
   return NVML_SUCCESS;
 }
@@ -313,6 +417,156 @@ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_st* d, nvmlDevice_st* peer,
   // nvmlGpuP2PStatus_t: 0 OK, 5 NVML_P2P_STATUS_NOT_SUPPORTED.
   bool ok = caps == 2 ? kind == 2 : caps == 0 && kind >= 1;
   *status = ok ? 0 : 5;
+  return NVML_SUCCESS;
+}
+
+// -- Enumeration and MIG ------------------------------------------------------
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  *count = unsigned(std::count_if(gpus.begin(), gpus.end(),
+                                  [](auto& g) { return !g.first.empty(); }));
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_st** d) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  for (auto& [k, g] : gpus)
+    if (!k.empty() && i-- == 0) {
+      *d = &g;
+      return NVML_SUCCESS;
+    }
+  return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_st* d, nvmlPciInfo_t* out) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetPciInfo_v3"); rc != NVML_SUCCESS)
+    return rc;
+  *out = nvmlPciInfo_t{};
+  for (auto& [k, g] : gpus)
+    if (&g == d)
+      std::snprintf(out->busId, sizeof(out->busId), "%s", k.c_str());
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_st* d, char* name, unsigned len) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetName"); rc != NVML_SUCCESS)
+    return rc;
+  auto& g = d->gpu;
+  if (g.uuid.rfind("MIG-", 0) != 0) {
+    std::snprintf(name, len, "%s", "Fake NVML GPU");
+  } else if (g.compute_slices != g.gpu_slices) {
+    std::snprintf(name, len, "Fake NVML GPU MIG %uc.%ug.%llugb",
+                  g.compute_slices, g.gpu_slices, g.total >> 30);
+  } else {
+    std::snprintf(name, len, "Fake NVML GPU MIG %ug.%llugb", g.gpu_slices,
+                  g.total >> 30);
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_st* d, int* major,
+                                                int* minor) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetCudaComputeCapability");
+      rc != NVML_SUCCESS)
+    return rc;
+  *major = 9;
+  *minor = 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_st* d, unsigned int* current,
+                                  unsigned int* pending) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetMigMode"); rc != NVML_SUCCESS)
+    return rc;
+  *current = *pending = d->gpu.mig_mode ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_st* d,
+                                            unsigned int* count) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetMaxMigDeviceCount"); rc != NVML_SUCCESS)
+    return rc;
+  *count = unsigned(d->gpu.mig_slots.size());
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_st* d,
+                                                 unsigned int i,
+                                                 nvmlDevice_st** mig) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetMigDeviceHandleByIndex");
+      rc != NVML_SUCCESS)
+    return rc;
+  if (i >= d->gpu.mig_slots.size() || d->gpu.mig_slots[i] == nullptr)
+    return NVML_ERROR_NOT_FOUND;
+  *mig = d->gpu.mig_slots[i];
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_st* d, char* uuid, unsigned len) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetUUID"); rc != NVML_SUCCESS)
+    return rc;
+  std::snprintf(uuid, len, "%s", uuid_of(d).c_str());
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_st** d) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (uuid == nullptr || d == nullptr)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  for (auto& m : migs)
+    if (!m.gpu.uuid.empty() && m.gpu.uuid == uuid) {
+      *d = &m;
+      return NVML_SUCCESS;
+    }
+  for (auto& [k, g] : gpus)
+    if (!k.empty() && uuid_of(&g) == uuid) {
+      *d = &g;
+      return NVML_SUCCESS;
+    }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_st* d,
+                                        nvmlDeviceAttributes_t* out) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetAttributes_v2"); rc != NVML_SUCCESS)
+    return rc;
+  *out = nvmlDeviceAttributes_t{};
+  out->multiprocessorCount = d->gpu.multiprocessors;
+  out->gpuInstanceSliceCount = d->gpu.gpu_slices;
+  out->computeInstanceSliceCount = d->gpu.compute_slices;
+  out->memorySizeMB = d->gpu.total >> 20;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_st* d, unsigned int* id) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetGpuInstanceId"); rc != NVML_SUCCESS)
+    return rc;
+  *id = d->gpu.gpu_instance_id;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_st* d,
+                                            unsigned int* id) {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto rc = query(d, "nvmlDeviceGetComputeInstanceId"); rc != NVML_SUCCESS)
+    return rc;
+  *id = d->gpu.compute_instance_id;
   return NVML_SUCCESS;
 }
 

@@ -26,12 +26,49 @@ bool device_host() {
   return args.find(std::string{"device-host"} + '\0') != std::string::npos;
 }
 
+// With COHORT_FAKE_GPU_MIG set, the first GPU (0000:98:00.0) is in MIG mode
+// with two instances of half its memory and SMs, as its health library
+// reports; a process whose CUDA_VISIBLE_DEVICES names one of them sees that
+// instance alone, as CUDA does (and none for another MIG UUID). With
+// COHORT_FAKE_GPU_MIG=shared the two are compute instances of one GPU
+// instance, sharing its memory.
+bool mig() {
+  return std::getenv("COHORT_FAKE_GPU_MIG") != nullptr;
+}
+
+bool mig_shared() {
+  auto* v = std::getenv("COHORT_FAKE_GPU_MIG");
+  return v != nullptr && std::string{v} == "shared";
+}
+
+constexpr const char* mig_uuids[] = {"MIG-fake-98-0", "MIG-fake-98-1"};
+
 std::shared_ptr<cohort::devices::gpu::api> make_fake() {
   cohort::testing::fake_device_spec a;
   a.name = "Fake GPU (test plugin)";
   a.pci_bus_id = "0000:98:00.0";
   auto b = a;
   b.pci_bus_id = "0000:99:00.0";
+  std::vector<cohort::testing::fake_device_spec> specs;
+  auto* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  // With COHORT_FAKE_GPU_SEEN=FILE, each device host appends what its
+  // CUDA_VISIBLE_DEVICES was as its runtime was made.
+  if (auto* seen = std::getenv("COHORT_FAKE_GPU_SEEN");
+      seen != nullptr && device_host())
+    std::ofstream{seen, std::ios::app}
+        << (visible != nullptr ? visible : "(unset)") << "\n";
+  bool mig_view =
+      mig() && visible != nullptr && std::string{visible}.rfind("MIG-", 0) == 0;
+  if (mig_view) {
+    for (auto* uuid : mig_uuids)
+      if (std::string{visible} == uuid) {
+        auto x = a;
+        x.uuid = uuid;
+        x.memory_bytes /= 2;
+        x.multiprocessors /= 2;
+        specs.push_back(x);
+      }
+  }
   // For the check of a GPU's identity in device hosts: with
   // COHORT_FAKE_GPU_OTHER_IN_HOSTS set, a device host finds other GPUs
   // (other UUIDs) at the ordinals its node probed.
@@ -40,8 +77,12 @@ std::shared_ptr<cohort::devices::gpu::api> make_fake() {
     a.uuid = "OTHER-0";
     b.uuid = "OTHER-1";
   }
-  auto fake = std::make_shared<cohort::testing::fake_gpu_api>(
-      std::vector<cohort::testing::fake_device_spec>{a, b});
+  if (!mig_view)
+    specs = {a, b};
+  bool none = specs.empty();
+  auto fake = std::make_shared<cohort::testing::fake_gpu_api>(std::move(specs));
+  // CUDA_VISIBLE_DEVICES naming no instance (or several): CUDA finds none.
+  fake->set_no_device(none);
   // The entry point of the test bundles' CUDA code (a fake module naming
   // `scale_add`): z = alpha * x + y in f64, as their CPU code computes it.
   fake->define_function("scale_add", [](const cohort_gpu_call& c) {
@@ -86,6 +127,30 @@ std::shared_ptr<cohort::devices::health::gpu_monitor> make_fake_monitor() {
                 : std::string{link} == "pcie" ? cohort::link_kind::pcie
                                               : cohort::link_kind::none;
     m->set_link("0000:98:00.0", "0000:99:00.0", kind);
+  }
+  if (mig()) {
+    cohort::devices::health::mig_gpu g;
+    g.index = 0;
+    g.pci_bus_id = "0000:98:00.0";
+    g.uuid = "GPU-fake-98";
+    g.model = "Fake GPU (test plugin)";
+    g.arch = "sm_90";
+    for (uint32_t i = 0; i < 2; ++i) {
+      cohort::devices::health::mig_instance x;
+      x.index = i;
+      x.uuid = mig_uuids[i];
+      x.gpu_instance_id = mig_shared() ? 1 : 1 + i;
+      x.compute_instance_id = mig_shared() ? i : 0;
+      x.memory_bytes = uint64_t{128} << 20;
+      x.multiprocessors = 4;
+      x.gpu_slices = 3;
+      x.compute_slices = mig_shared() ? 1 : 3;
+      // Named as NVML names instances, but for the memory's unit.
+      x.name = mig_shared() ? "Fake GPU (test plugin) MIG 1c.3g.128mb"
+                            : "Fake GPU (test plugin) MIG 3g.128mb";
+      g.instances.push_back(x);
+    }
+    m->add_mig_gpu(std::move(g));
   }
   return m;
 }

@@ -33,6 +33,11 @@ struct fake_nvml {
   int (*raise_xid)(const char*, unsigned long long) = nullptr;
   int (*init_count)() = nullptr;
   void (*set_link)(const char*, const char*, int) = nullptr;
+  void (*set_mig_mode)(const char*, int, unsigned) = nullptr;
+  void (*add_mig)(const char*, unsigned, const char*, unsigned, unsigned,
+                  unsigned long long, unsigned, unsigned, unsigned) = nullptr;
+  void (*set_mig_result)(const char*, const char*, int) = nullptr;
+  void (*set_mig_used)(const char*, unsigned long long) = nullptr;
 
   fake_nvml() {
     lib = dlopen(COHORT_FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
@@ -47,6 +52,10 @@ struct fake_nvml {
     bind("fake_nvml_raise_xid", raise_xid);
     bind("fake_nvml_init_count", init_count);
     bind("fake_nvml_set_link", set_link);
+    bind("fake_nvml_set_mig_mode", set_mig_mode);
+    bind("fake_nvml_add_mig", add_mig);
+    bind("fake_nvml_set_mig_result", set_mig_result);
+    bind("fake_nvml_set_mig_used", set_mig_used);
     reset();
   }
 
@@ -218,6 +227,89 @@ TEST_CASE("NVML tells NVLink from PCIe peer-to-peer between two GPUs",
   // A driver that cannot answer: no link, not an error.
   fake.set_result(gpu0, "nvmlDeviceGetP2PStatus", 3);
   CHECK(m->link_between(gpu0, gpu1) == cohort::link_kind::none);
+}
+
+TEST_CASE("NVML lists the MIG instances of GPUs in MIG mode", "[devices]") {
+  fake_nvml fake;
+  constexpr const char* gpu2 = "0000:d8:00.0";
+  for (auto id : {gpu0, gpu1, gpu2})
+    fake.set(id, 0, 0, 0, 80ull << 30, 40, 0, 0);
+  auto m = open_nvml(COHORT_FAKE_NVML);
+  REQUIRE(m->available());
+  CHECK(m->mig_gpus().empty());
+  // GPU 1 in MIG mode with 7 slots: a 3g.40gb and a 1g.10gb instance, in
+  // slots 0 and 4; GPU 2 in MIG mode without instances.
+  fake.set_mig_mode(gpu1, 1, 7);
+  fake.add_mig(gpu1, 0, "MIG-aaaa", 1, 0, 40ull << 30, 60, 3, 3);
+  fake.add_mig(gpu1, 4, "MIG-bbbb", 9, 0, 10ull << 30, 16, 1, 1);
+  fake.set_mig_mode(gpu2, 1, 7);
+  auto migs = m->mig_gpus();
+  REQUIRE(migs.size() == 2);
+  auto& g = migs[0];
+  CHECK(g.index == 1);
+  CHECK(g.pci_bus_id == "0000:af:00.0");
+  CHECK(g.uuid == "GPU-fake-00000000:af:00.0");
+  CHECK(g.model == "Fake NVML GPU");
+  CHECK(g.arch == "sm_90");
+  CHECK(g.problems.empty());
+  REQUIRE(g.instances.size() == 2);
+  CHECK(g.instances[0].index == 0);
+  CHECK(g.instances[0].uuid == "MIG-aaaa");
+  // NVML's name for the instance, with its profile.
+  CHECK(g.instances[0].name == "Fake NVML GPU MIG 3g.40gb");
+  CHECK(g.instances[0].gpu_instance_id == 1);
+  CHECK(g.instances[0].memory_bytes == 40ull << 30);
+  CHECK(g.instances[0].multiprocessors == 60);
+  CHECK(g.instances[0].gpu_slices == 3);
+  CHECK(g.instances[1].index == 4);
+  CHECK(g.instances[1].uuid == "MIG-bbbb");
+  CHECK(g.instances[1].gpu_instance_id == 9);
+  CHECK(g.instances[1].compute_slices == 1);
+  CHECK(migs[1].pci_bus_id == "0000:d8:00.0");
+  CHECK(migs[1].instances.empty());
+  // A GPU in MIG mode reports no utilization; an instance is read with
+  // its own memory and its GPU's temperature.
+  fake.set_mig_used("MIG-bbbb", 3ull << 30);
+  auto whole = m->sample(gpu1);
+  CHECK(whole.available);
+  CHECK_FALSE(whole.utilization_known);
+  CHECK(whole.memory_total_bytes == 80ull << 30);
+  auto part = m->sample_device(gpu1, "MIG-bbbb");
+  INFO(part.unavailable_reason);
+  CHECK(part.available);
+  CHECK_FALSE(part.utilization_known);
+  CHECK(part.memory_total_bytes == 10ull << 30);
+  CHECK(part.memory_used_bytes == 3ull << 30);
+  CHECK(part.temperature_c == 40);
+  CHECK(m->sample_device(gpu0, "GPU-whatever").utilization_known);
+  auto gone = m->sample_device(gpu1, "MIG-cccc");
+  CHECK_FALSE(gone.available);
+  CHECK_THAT(gone.unavailable_reason, Catch::Contains("MIG-cccc"));
+  // An instance NVML cannot read is left out, and the GPU says why.
+  fake.set_mig_result("MIG-aaaa", "nvmlDeviceGetAttributes_v2", 999);
+  migs = m->mig_gpus();
+  REQUIRE(migs.size() == 2);
+  REQUIRE(migs[0].instances.size() == 1);
+  CHECK(migs[0].instances[0].uuid == "MIG-bbbb");
+  REQUIRE(migs[0].problems.size() == 1);
+  CHECK_THAT(migs[0].problems[0],
+             Catch::Contains("nvmlDeviceGetAttributes_v2") &&
+                 Catch::Contains("MIG device 0 of 0000:af:00.0"));
+  fake.set_mig_result("MIG-aaaa", "nvmlDeviceGetAttributes_v2", 0);
+  // A GPU whose bus id cannot be read is reported with the reason alone.
+  fake.set_result(gpu2, "nvmlDeviceGetPciInfo_v3", 999);
+  migs = m->mig_gpus();
+  REQUIRE(migs.size() == 2);
+  CHECK(migs[1].pci_bus_id.empty());
+  CHECK(migs[1].instances.empty());
+  REQUIRE(migs[1].problems.size() == 1);
+  CHECK_THAT(migs[1].problems[0], Catch::Contains("nvmlDeviceGetPciInfo_v3"));
+  fake.set_result(gpu2, "nvmlDeviceGetPciInfo_v3", 0);
+  // A GPU whose MIG mode cannot be read is not in MIG mode.
+  fake.set_result(gpu1, "nvmlDeviceGetMigMode", 3);
+  migs = m->mig_gpus();
+  REQUIRE(migs.size() == 1);
+  CHECK(migs[0].pci_bus_id == "0000:d8:00.0");
 }
 
 TEST_CASE("NVML delivers Xid and ECC events of watched GPUs", "[devices]") {
