@@ -3,9 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ipc/unix_socket.hpp"
 #include "kernels/dtype.hpp"
 #include "messages/errc.hpp"
 #include "objects/share.pb.h"
@@ -30,19 +28,7 @@ struct share_server::connection {
 
 namespace {
 
-caf::error io_failure(const std::string& what) {
-  return make_error(errc::io_error, what + ": " + std::strerror(errno));
-}
-
-int open_pidfd(int32_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  errno = ENOSYS;
-  return -1;
-#endif
-}
+using ipc::io_failure;
 
 // Sends `reply`, with `fd` beside it when it is one.
 bool send_reply(int sock, const share::Reply& reply, int fd) {
@@ -83,15 +69,15 @@ share::Reply error_reply(errc code, const std::string& why) {
   return error_reply(make_error(code, why));
 }
 
-// A descriptor of the same memfd that allows reading only: mmap with
-// PROT_WRITE and MAP_SHARED is refused on it, so a read-only grant holds
-// whatever the attached process tries.
 // A connection turned away at once: it is told why, then closed.
 void refuse_connection(int fd, const std::string& why) {
   send_reply(fd, error_reply(errc::queue_full, why), -1);
   ::close(fd);
 }
 
+// A descriptor of the same memfd that allows reading only: mmap with
+// PROT_WRITE and MAP_SHARED is refused on it, so a read-only grant holds
+// whatever the attached process tries.
 int read_only_copy(int fd) {
   auto path = "/proc/self/fd/" + std::to_string(fd);
   return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -101,51 +87,12 @@ int read_only_copy(int fd) {
 
 caf::expected<std::unique_ptr<share_server>>
 share_server::start(const std::string& path, share_backend backend) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof addr.sun_path)
-    return make_error(errc::invalid_arguments,
-                      "the share socket's path must have 1 to " +
-                          std::to_string(sizeof addr.sun_path - 1) +
-                          " characters: '" + path + "'");
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode))
-      return make_error(errc::io_error, "the share socket's path '" + path +
-                                            "' is a file that is no socket");
-    // A socket someone listens on is in use; one nobody answers is left
-    // from a process that died.
-    int probe = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    // Only a refusal says nobody listens; anything else is left alone.
-    bool live = probe < 0 ||
-                ::connect(probe, reinterpret_cast<sockaddr*>(&addr),
-                          sizeof addr) == 0 ||
-                errno != ECONNREFUSED;
-    if (probe >= 0)
-      ::close(probe);
-    if (live)
-      return make_error(errc::io_error, "the share socket '" + path +
-                                            "' is in use by another process");
-    ::unlink(path.c_str());
-  }
-  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0)
-    return io_failure("the share socket");
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    auto err = io_failure("binding the share socket to '" + path + "'");
-    ::close(fd);
-    return err;
-  }
   // Anyone on the node may connect: nothing is attachable without a token,
   // and an export names the user it is for (default-deny).
-  ::chmod(path.c_str(), 0666);
-  if (::listen(fd, 64) != 0) {
-    auto err = io_failure("listening on the share socket");
-    ::close(fd);
-    ::unlink(path.c_str());
-    return err;
-  }
+  auto listening = ipc::listen_seqpacket(path, "the share socket", 0666);
+  if (!listening)
+    return listening.error();
+  int fd = *listening;
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     auto err = io_failure("the share server's wake pipe");
@@ -270,7 +217,7 @@ void share_server::accept_one() {
     auto c = std::make_unique<connection>();
     c->fd = fd;
     c->peer = share_peer{cred.pid, cred.uid, cred.gid};
-    c->pidfd = open_pidfd(cred.pid);
+    c->pidfd = ipc::open_pidfd(cred.pid);
     conns_.push_back(std::move(c));
   }
 }
