@@ -610,7 +610,52 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
     }
     rt->share_ = std::move(*server);
   }
+  if (settings->exec_sessions) {
+    // The exec socket's thread charges leases to the balancer's quota book
+    // and records what happens to sessions in the audit log.
+    auto* raw = rt.get();
+    exec::session_backend backend;
+    std::set<std::string> tenants;
+    for (auto& t : cfg.tenant())
+      tenants.insert(t.tenant());
+    backend.known = [tenants = std::move(tenants)](const std::string& t) {
+      return tenants.contains(t);
+    };
+    backend.charge = [raw](const std::string& tenant,
+                           uint64_t bytes) -> caf::error {
+      auto ok = raw->ask<bool>(raw->balancer_, exec_atom::value,
+                               charge_atom::value, tenant, bytes);
+      return ok ? caf::error{} : ok.error();
+    };
+    backend.refund = [raw](const std::string& tenant, uint64_t bytes) {
+      caf::anon_send(raw->balancer_, exec_atom::value, refund_atom::value,
+                     tenant, bytes);
+    };
+    backend.audit = [raw](const std::string& tenant, uint64_t session,
+                          const std::string& detail) {
+      std::vector<audit_event> evs{{audit_kind::exec_session, tenant, session,
+                                    "", "", detail, wall_clock_ns()}};
+      caf::anon_send(raw->audit_, record_atom::value, std::move(evs));
+    };
+    auto server = exec::session_server::start(*settings->exec_sessions,
+                                              std::move(backend));
+    if (!server) {
+      rt->stop();
+      return server.error();
+    }
+    rt->exec_ = std::move(*server);
+  }
   return rt;
+}
+
+std::optional<exec::session_stats> runtime::exec_sessions() const {
+  if (!exec_)
+    return std::nullopt;
+  return exec_->stats();
+}
+
+std::string runtime::exec_socket() const {
+  return exec_ ? exec_->path() : std::string{};
 }
 
 namespace {
@@ -1096,6 +1141,10 @@ void runtime::stop() {
   // share socket goes first: nothing attaches to a stopping runtime.
   if (share_)
     share_->stop();
+  // Sessions end (their credit back in the book, each end audited) while
+  // the balancer and the audit log still take it.
+  if (exec_)
+    exec_->stop();
   ask<bool>(balancer_, down_atom::value);
   // Let what is running finish.
   auto deadline = std::chrono::steady_clock::now() + drain_timeout_;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "actors/supervisor.hpp"
 #include "actors/telemetry.hpp"
 #include "devices/sim/sim_device.hpp"
+#include "exec/session_server.hpp"
 #include "messages/cohort.pb.h"
 #include "messages/host.hpp"
 
@@ -327,6 +329,13 @@ public:
   /// The share socket's path; empty when this runtime does not share.
   const std::string& share_socket() const { return share_socket_; }
 
+  /// `cohort exec`'s sessions on the exec socket (docs/exec.md): what they
+  /// hold and what happened since start; nullopt when the config names no
+  /// exec socket.
+  std::optional<exec::session_stats> exec_sessions() const;
+  /// The exec socket's path; empty without one.
+  std::string exec_socket() const;
+
   /// Bundles loaded and refused since start.
   bundle_counts kernel_bundles() const;
 
@@ -393,6 +402,7 @@ private:
   std::unique_ptr<client_hub> hub_;
   std::string share_socket_;
   std::unique_ptr<cohort::objects::share_server> share_;
+  std::unique_ptr<exec::session_server> exec_;
   quota_actor quota_;
   supervisor_actor supervisor_;
   alert_actor alerts_;

@@ -2,6 +2,7 @@
 
 #include "config/alerts.hpp"
 #include "config/bounds.hpp"
+#include "config/exec_sessions.hpp"
 #include "config/quotas.hpp"
 #include "config/supervision.hpp"
 
@@ -35,6 +36,10 @@ caf::expected<settings> compile(const pb::RuntimeConfig& cfg) {
   out.bundles.assign(load.begin(), load.end());
   if (auto ms = cfg.kernel_bundles().load_timeout_ms(); ms != 0)
     out.bundle_load_timeout = std::chrono::milliseconds{ms};
+  auto exec = exec_sessions_of(cfg);
+  if (!exec)
+    return exec.error();
+  out.exec_sessions = std::move(*exec);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "actors/supervisor.hpp"
 #include "audit/audit_log.hpp"
 #include "devices/memory/pool_resource.hpp"
+#include "exec/session_server.hpp"
 #include "kernels/bundle/bundle.hpp"
 #include "kernels/bundle/isolation.hpp"
 #include "messages/cohort.pb.h"
@@ -41,6 +43,8 @@ struct settings {
   /// How long a bundle's load in isolation may take.
   std::chrono::milliseconds bundle_load_timeout =
       kernels::bundle::default_probe_timeout;
+  /// The exec socket (docs/exec.md); none when the config names none.
+  std::optional<exec::session_options> exec_sessions;
 };
 
 /// Checks the bounds of `cfg` and compiles every section that needs no

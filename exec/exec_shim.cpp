@@ -15,6 +15,7 @@
 // driver calls it makes are not charged again.
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -27,10 +28,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "exec/exec_wire.hpp"
 
@@ -46,6 +50,10 @@ int cuMemAllocFromPoolAsync(unsigned long long*, size_t, void*, void*);
 int cuMemFreeAsync(unsigned long long, void*);
 int cuMemCreate(unsigned long long*, size_t, const void*, unsigned long long);
 int cuMemRelease(unsigned long long);
+int cuMemMap(unsigned long long, size_t, size_t, unsigned long long,
+             unsigned long long);
+int cuMemUnmap(unsigned long long, size_t);
+int cuMemRetainAllocationHandle(unsigned long long*, void*);
 int cuGetProcAddress(const char*, void**, int, unsigned long long);
 int cuGetProcAddress_v2(const char*, void**, int, unsigned long long, void*);
 }
@@ -78,7 +86,9 @@ using dlsym_fn = void* (*)(void*, const char*);
 // glibc's dlsym: this library defines its own.
 dlsym_fn real_dlsym() {
   static dlsym_fn fn = [] {
-    for (auto* version : {"GLIBC_2.34", "GLIBC_2.2.5"})
+    // 2.34 moved it into libc; before, each architecture's first version.
+    for (auto* version : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17",
+                          "GLIBC_2.3", "GLIBC_2.2", "GLIBC_2.1", "GLIBC_2.0"})
       if (auto* p = dlvsym(RTLD_NEXT, "dlsym", version))
         return reinterpret_cast<dlsym_fn>(p);
     return dlsym_fn{nullptr};
@@ -86,40 +96,108 @@ dlsym_fn real_dlsym() {
   return fn;
 }
 
+// The definition of `name` in the loaded object `lm` itself (not one of
+// its dependencies'); null when it has none.
+void* defined_in(link_map* lm, const char* name) {
+  auto* lookup = real_dlsym();
+  if (lookup == nullptr || lm->l_name == nullptr || *lm->l_name == '\0')
+    return nullptr;
+  void* h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == nullptr)
+    return nullptr;
+  void* p = lookup(h, name);
+  dlclose(h);
+  Dl_info info;
+  link_map* owner = nullptr;
+  if (p == nullptr ||
+      dladdr1(p, &info, reinterpret_cast<void**>(&owner), RTLD_DL_LINKMAP) ==
+          0 ||
+      owner != lm)
+    return nullptr;
+  return p;
+}
+
+// The loaded object holding `addr`; null for none (generated code).
+link_map* object_of(const void* addr) {
+  Dl_info info;
+  link_map* lm = nullptr;
+  if (dladdr1(addr, &info, reinterpret_cast<void**>(&lm), RTLD_DL_LINKMAP) == 0)
+    return nullptr;
+  return lm;
+}
+
 // What dlsym(RTLD_NEXT, `name`) answers the object at `caller`: the first
 // definition in an object loaded after it. (Forwarding RTLD_NEXT to glibc
 // from here would search after this library instead.)
 void* next_after(const void* caller, const char* name) {
-  Dl_info info;
-  link_map* self = nullptr;
   auto* lookup = real_dlsym();
-  if (lookup == nullptr ||
-      dladdr1(caller, &info, reinterpret_cast<void**>(&self),
-              RTLD_DL_LINKMAP) == 0 ||
-      self == nullptr)
+  if (lookup == nullptr)
     return nullptr;
-  for (auto* lm = self->l_next; lm != nullptr; lm = lm->l_next) {
-    if (lm->l_name == nullptr || *lm->l_name == '\0')
-      continue;
-    void* h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (h == nullptr)
-      continue;
-    void* p = lookup(h, name);
-    dlclose(h);
-    link_map* owner = nullptr;
-    if (p != nullptr &&
-        dladdr1(p, &info, reinterpret_cast<void**>(&owner), RTLD_DL_LINKMAP) !=
-            0 &&
-        owner == lm)
+  auto* self = object_of(caller);
+  // A caller in no object (generated code) gets what glibc gives it: the
+  // search from the program on.
+  if (self == nullptr)
+    return lookup(RTLD_DEFAULT, name);
+  for (auto* lm = self->l_next; lm != nullptr; lm = lm->l_next)
+    if (void* p = defined_in(lm, name))
       return p;
-  }
   return nullptr;
 }
 
-template <class F> F next(const char* name) {
+// The real `name`: the next definition after this library in the global
+// scope, else one in an object loaded locally (RTLD_LOCAL, as a Python
+// extension loads its libcudart), never this library's own.
+void* find_real(const char* name) {
   auto* lookup = real_dlsym();
-  return lookup ? reinterpret_cast<F>(lookup(RTLD_NEXT, name)) : nullptr;
+  if (lookup == nullptr)
+    return nullptr;
+  if (void* p = lookup(RTLD_NEXT, name))
+    return p;
+  auto* self = object_of(reinterpret_cast<void*>(&find_real));
+  if (self == nullptr)
+    return nullptr;
+  auto* lm = self;
+  while (lm->l_prev != nullptr)
+    lm = lm->l_prev;
+  for (; lm != nullptr; lm = lm->l_next)
+    if (lm != self)
+      if (void* p = defined_in(lm, name))
+        return p;
+  return nullptr;
 }
+
+// `name` from the object that defines `fn` (a free beside its allocation,
+// from the same copy of the library); null when that object has none.
+void* sibling(void* fn, const char* name) {
+  auto* lookup = real_dlsym();
+  Dl_info info;
+  if (lookup == nullptr || fn == nullptr || dladdr(fn, &info) == 0 ||
+      info.dli_fname == nullptr)
+    return nullptr;
+  void* h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == nullptr)
+    return nullptr;
+  void* p = lookup(h, name);
+  dlclose(h);
+  return p;
+}
+
+// A real function, found at its first call and kept once found (a library
+// loaded later may bring it).
+template <class F> struct real_fn {
+  const char* name;
+  std::atomic<F> fn{nullptr};
+
+  F get() {
+    auto f = fn.load(std::memory_order_acquire);
+    if (f == nullptr) {
+      f = reinterpret_cast<F>(find_real(name));
+      if (f != nullptr)
+        fn.store(f, std::memory_order_release);
+    }
+    return f;
+  }
+};
 
 // Inside a runtime API call: its driver calls are not charged again.
 thread_local int runtime_depth = 0;
@@ -144,26 +222,39 @@ public:
   /// Gives `n` bytes back to the credit; surplus goes back to the node.
   void refund(uint64_t n);
 
-  void remember(bool handle, uint64_t key, uint64_t n) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    (handle ? handles_ : ptrs_)[key] = n;
-  }
+  /// Records allocation `key` (a device pointer, or with `handle` a VMM
+  /// allocation's handle, which starts with one reference) of `n` bytes.
+  /// A record it replaces is of memory freed behind the shim's back (a
+  /// context destroyed with it): its credit returns.
+  void remember(bool handle, uint64_t key, uint64_t n);
 
   /// The size of allocation `key`, forgotten; 0 when it was not made here.
-  uint64_t forget(bool handle, uint64_t key) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto& map = handle ? handles_ : ptrs_;
-    auto i = map.find(key);
-    if (i == map.end())
-      return 0;
-    auto n = i->second;
-    map.erase(i);
-    return n;
-  }
+  uint64_t forget(bool handle, uint64_t key);
+
+  /// VMM allocations live while a reference holds them: their handle (from
+  /// cuMemCreate or cuMemRetainAllocationHandle) or a mapping (cuMemMap,
+  /// until cuMemUnmap). `release` drops one and returns the bytes to
+  /// refund when it was the last.
+  void retain(uint64_t handle);
+  uint64_t release(uint64_t handle);
+  /// `handle` mapped at `va`: a reference unless `counted` is false (a
+  /// mapping put back after a failed unmap, still holding its own).
+  void mapped(uint64_t va, uint64_t handle, bool counted = true);
+  /// The mappings in [va, va + size), forgotten (their references are the
+  /// caller's to release).
+  std::vector<std::pair<uint64_t, uint64_t>> unmapped(uint64_t va,
+                                                      uint64_t size);
+
+  /// In a child after fork: nothing of the parent's is the child's, and
+  /// another thread may have held the lock at the fork.
+  void after_fork();
 
 private:
   /// Joins the session once per process; false when it cannot be reached.
   bool connect_locked();
+  /// One request and its answer; false when the socket broke, timed out
+  /// or answered something else.
+  bool exchange_locked(const exec::wire_request& req, exec::wire_reply& reply);
   bool round_trip_locked(exec::wire_op op, uint64_t bytes,
                          exec::wire_reply& reply);
   void close_locked(const std::string& why);
@@ -171,6 +262,7 @@ private:
 
   std::mutex mtx_;
   int fd_ = -1;
+  /// The process that joined (0: none yet, or a child after fork).
   pid_t pid_ = 0;
   /// Set when the session cannot be reached: no new credit, ever.
   bool closed_ = false;
@@ -179,12 +271,109 @@ private:
   uint64_t chunk_ = 0;
   uint64_t limit_ = 0;
   std::unordered_map<uint64_t, uint64_t> ptrs_;
-  std::unordered_map<uint64_t, uint64_t> handles_;
+  struct vmm {
+    uint64_t bytes = 0;
+    uint32_t refs = 0;
+  };
+  std::unordered_map<uint64_t, vmm> handles_;
+  std::map<uint64_t, uint64_t> mappings_; // va -> handle
 };
 
 credit_book& book() {
-  static auto* b = new credit_book;
+  static auto* b = [] {
+    auto* made = new credit_book;
+    pthread_atfork(nullptr, nullptr, [] { book().after_fork(); });
+    return made;
+  }();
   return *b;
+}
+
+void credit_book::remember(bool handle, uint64_t key, uint64_t n) {
+  uint64_t stale = 0;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (handle) {
+      auto& v = handles_[key];
+      stale = v.bytes;
+      v = {n, 1};
+    } else {
+      auto& v = ptrs_[key];
+      stale = v;
+      v = n;
+    }
+  }
+  refund(stale);
+}
+
+uint64_t credit_book::forget(bool handle, uint64_t key) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (handle) {
+    auto i = handles_.find(key);
+    if (i == handles_.end())
+      return 0;
+    auto n = i->second.bytes;
+    handles_.erase(i);
+    return n;
+  }
+  auto i = ptrs_.find(key);
+  if (i == ptrs_.end())
+    return 0;
+  auto n = i->second;
+  ptrs_.erase(i);
+  return n;
+}
+
+void credit_book::retain(uint64_t handle) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (auto i = handles_.find(handle); i != handles_.end())
+    ++i->second.refs;
+}
+
+uint64_t credit_book::release(uint64_t handle) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = handles_.find(handle);
+  if (i == handles_.end() || --i->second.refs > 0)
+    return 0;
+  auto n = i->second.bytes;
+  handles_.erase(i);
+  return n;
+}
+
+void credit_book::mapped(uint64_t va, uint64_t handle, bool counted) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (auto i = handles_.find(handle); i != handles_.end()) {
+    if (counted)
+      ++i->second.refs;
+    mappings_[va] = handle;
+  }
+}
+
+std::vector<std::pair<uint64_t, uint64_t>>
+credit_book::unmapped(uint64_t va, uint64_t size) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  auto end = size > UINT64_MAX - va ? UINT64_MAX : va + size;
+  for (auto i = mappings_.lower_bound(va);
+       i != mappings_.end() && i->first < end;) {
+    out.emplace_back(*i);
+    i = mappings_.erase(i);
+  }
+  return out;
+}
+
+void credit_book::after_fork() {
+  new (&mtx_) std::mutex;
+  if (fd_ >= 0)
+    ::close(fd_);
+  fd_ = -1;
+  // Joined on the child's first allocation.
+  pid_ = 0;
+  closed_ = false;
+  warned_ = false;
+  credit_ = 0;
+  ptrs_.clear();
+  handles_.clear();
+  mappings_.clear();
 }
 
 void credit_book::warn_locked(const std::string& what) {
@@ -202,34 +391,40 @@ void credit_book::close_locked(const std::string& why) {
   warn_locked("device memory refused from now on (fail-closed): " + why);
 }
 
+bool credit_book::exchange_locked(const exec::wire_request& req,
+                                  exec::wire_reply& reply) {
+  ssize_t n;
+  do
+    n = ::send(fd_, &req, sizeof req, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n != ssize_t(sizeof req))
+    return false;
+  // A signal (a profiler's timer) may cut the wait short: wait again, up
+  // to the socket's timeout each time.
+  do
+    n = ::recv(fd_, &reply, sizeof reply, 0);
+  while (n < 0 && errno == EINTR);
+  return n == ssize_t(sizeof reply) && reply.magic == exec::wire_magic &&
+         reply.version == exec::wire_version;
+}
+
 bool credit_book::round_trip_locked(exec::wire_op op, uint64_t bytes,
                                     exec::wire_reply& reply) {
   exec::wire_request req;
   req.op = static_cast<uint16_t>(op);
   req.bytes = bytes;
-  ssize_t n;
-  do
-    n = ::send(fd_, &req, sizeof req, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  if (n != ssize_t(sizeof req)) {
-    close_locked("the node's session socket broke");
-    return false;
-  }
-  do
-    n = ::recv(fd_, &reply, sizeof reply, 0);
-  while (n < 0 && errno == EINTR);
-  if (n != ssize_t(sizeof reply) || reply.magic != exec::wire_magic ||
-      reply.version != exec::wire_version) {
-    close_locked(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
-                     ? "the node did not answer within 10 s"
-                     : "the node's session socket broke");
+  if (!exchange_locked(req, reply)) {
+    close_locked("the node's session socket broke or did not answer within "
+                 "10 s");
     return false;
   }
   return true;
 }
 
 bool credit_book::connect_locked() {
-  if (pid_ == ::getpid())
+  // Set once per process (a fork's child clears it, after_fork): getpid()
+  // on every allocation would be a system call each.
+  if (pid_ != 0)
     return fd_ >= 0;
   // First use, or a child after fork: the parent's connection and
   // allocations are not this process's.
@@ -241,6 +436,7 @@ bool credit_book::connect_locked() {
   credit_ = 0;
   ptrs_.clear();
   handles_.clear();
+  mappings_.clear();
   auto* path = std::getenv(exec::socket_env);
   auto* token = std::getenv(exec::token_env);
   if (path == nullptr || token == nullptr) {
@@ -269,9 +465,7 @@ bool credit_book::connect_locked() {
   hello.op = static_cast<uint16_t>(exec::wire_op::hello);
   exec::set_text(hello.text, token);
   exec::wire_reply reply;
-  if (::send(fd_, &hello, sizeof hello, MSG_NOSIGNAL) != sizeof hello ||
-      ::recv(fd_, &reply, sizeof reply, 0) != sizeof reply ||
-      reply.magic != exec::wire_magic) {
+  if (!exchange_locked(hello, reply)) {
     close_locked(std::string{"the node at "} + path + " did not answer");
     return false;
   }
@@ -326,8 +520,8 @@ void credit_book::refund(uint64_t n) {
   if (n == 0)
     return;
   std::lock_guard<std::mutex> guard{mtx_};
-  if (pid_ != ::getpid())
-    return; // the parent's, before fork
+  if (pid_ == 0)
+    return; // not joined in this process: nothing was charged here
   credit_ += n;
   if (fd_ < 0 || closed_ || credit_ <= 2 * chunk_)
     return;
@@ -360,17 +554,23 @@ R charged(uint64_t n, R ok, R oom, bool handle, Call&& call) {
   return rc;
 }
 
-// Frees `key` with `call`; its credit returns once the free succeeded.
+// Frees `key` with `call`; its credit returns once the free succeeded. The
+// record goes first: once freed, the address may come back at once to
+// another thread's allocation, whose record this must not take.
 template <class R, class Call>
 R uncharged(bool handle, uint64_t key, R ok, Call&& call) {
+  auto n = book().forget(handle, key);
   auto rc = call();
   if (rc == ok)
-    book().refund(book().forget(handle, key));
+    book().refund(n);
+  else if (n > 0)
+    book().remember(handle, key, n);
   return rc;
 }
 
 // A pitched allocation: `w * h` bytes charged first, what the pitch adds
-// after the call (freed again when that is refused).
+// after the call (freed again with `free`, which says whether it could,
+// when that is refused).
 template <class R, class Free, class Call>
 R charged_pitch(size_t w, size_t h, size_t* pitch, R ok, R oom, Free&& free,
                 Call&& call) {
@@ -387,8 +587,12 @@ R charged_pitch(size_t w, size_t h, size_t* pitch, R ok, R oom, Free&& free,
   }
   uint64_t made = pitch != nullptr && *pitch >= w ? uint64_t(*pitch) * h : n;
   if (made > n && !book().charge(made - n)) {
-    free(key);
-    book().refund(n);
+    // Freed again, or, when that fails, kept charged for what was asked:
+    // never held uncharged.
+    if (free(key))
+      book().refund(n);
+    else
+      book().remember(false, key, n);
     return oom;
   }
   book().remember(false, key, std::max(made, n));
@@ -408,6 +612,11 @@ using mem_free_async_t = CUresult (*)(CUdeviceptr, stream_t);
 using mem_create_t = CUresult (*)(CUmemGenericAllocationHandle*, size_t,
                                   const void*, unsigned long long);
 using mem_release_t = CUresult (*)(CUmemGenericAllocationHandle);
+using mem_map_t = CUresult (*)(CUdeviceptr, size_t, size_t,
+                               CUmemGenericAllocationHandle,
+                               unsigned long long);
+using mem_unmap_t = CUresult (*)(CUdeviceptr, size_t);
+using mem_retain_t = CUresult (*)(CUmemGenericAllocationHandle*, void*);
 using proc_address_t = CUresult (*)(const char*, void**, int,
                                     unsigned long long);
 using proc_address_v2_t = CUresult (*)(const char*, void**, int,
@@ -442,12 +651,12 @@ CUresult do_mem_alloc_pitch(mem_alloc_pitch_t real, CUdeviceptr* p,
     return CUDA_ERROR_NOT_FOUND;
   if (runtime_depth > 0)
     return real(p, pitch, w, h, element);
-  static auto free = next<mem_free_t>("cuMemFree_v2");
   return charged_pitch(
       w, h, pitch, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY,
       [&](uint64_t key) {
-        if (free != nullptr)
-          free(key);
+        auto free = reinterpret_cast<mem_free_t>(
+            sibling(reinterpret_cast<void*>(real), "cuMemFree_v2"));
+        return free != nullptr && free(key) == CUDA_SUCCESS;
       },
       [&](uint64_t& key) {
         auto rc = real(p, pitch, w, h, element);
@@ -520,12 +729,58 @@ CUresult do_mem_create(mem_create_t real, CUmemGenericAllocationHandle* h,
                  });
 }
 
+// A VMM allocation's credit returns with its last reference: a mapping
+// keeps it alive past cuMemRelease (create, map, release is the usual way).
 CUresult do_mem_release(mem_release_t real, CUmemGenericAllocationHandle h) {
   if (real == nullptr)
     return CUDA_ERROR_NOT_FOUND;
   if (runtime_depth > 0)
     return real(h);
-  return uncharged(true, h, CUDA_SUCCESS, [&] { return real(h); });
+  auto freed = book().release(h);
+  auto rc = real(h);
+  if (rc == CUDA_SUCCESS)
+    book().refund(freed);
+  else if (freed > 0)
+    book().remember(true, h, freed);
+  else
+    book().retain(h);
+  return rc;
+}
+
+CUresult do_mem_map(mem_map_t real, CUdeviceptr va, size_t size, size_t offset,
+                    CUmemGenericAllocationHandle h, unsigned long long flags) {
+  if (real == nullptr)
+    return CUDA_ERROR_NOT_FOUND;
+  auto rc = real(va, size, offset, h, flags);
+  if (rc == CUDA_SUCCESS && runtime_depth == 0)
+    book().mapped(va, h);
+  return rc;
+}
+
+CUresult do_mem_unmap(mem_unmap_t real, CUdeviceptr va, size_t size) {
+  if (real == nullptr)
+    return CUDA_ERROR_NOT_FOUND;
+  if (runtime_depth > 0)
+    return real(va, size);
+  auto gone = book().unmapped(va, size);
+  auto rc = real(va, size);
+  for (auto& [at, h] : gone) {
+    if (rc != CUDA_SUCCESS)
+      book().mapped(at, h, false);
+    else
+      book().refund(book().release(h));
+  }
+  return rc;
+}
+
+CUresult do_mem_retain(mem_retain_t real, CUmemGenericAllocationHandle* h,
+                       void* addr) {
+  if (real == nullptr)
+    return CUDA_ERROR_NOT_FOUND;
+  auto rc = real(h, addr);
+  if (rc == CUDA_SUCCESS && h != nullptr && runtime_depth == 0)
+    book().retain(*h);
+  return rc;
 }
 
 CUresult do_proc_address(proc_address_t real, const char* symbol, void** pfn,
@@ -617,6 +872,10 @@ using free_async_sig = CUresult(CUdeviceptr, stream_t);
 using create_sig = CUresult(CUmemGenericAllocationHandle*, size_t, const void*,
                             unsigned long long);
 using release_sig = CUresult(CUmemGenericAllocationHandle);
+using map_sig = CUresult(CUdeviceptr, size_t, size_t,
+                         CUmemGenericAllocationHandle, unsigned long long);
+using unmap_sig = CUresult(CUdeviceptr, size_t);
+using retain_sig = CUresult(CUmemGenericAllocationHandle*, void*);
 using proc_sig = CUresult(const char*, void**, int, unsigned long long);
 using proc_v2_sig = CUresult(const char*, void**, int, unsigned long long,
                              void*);
@@ -646,6 +905,11 @@ const wrapped_entry wrapped[] = {
                                       &cuMemCreate),
     entry<&do_mem_release, release_sig>("cuMemRelease", "cuMemRelease", 0,
                                         &cuMemRelease),
+    entry<&do_mem_map, map_sig>("cuMemMap", "cuMemMap", 0, &cuMemMap),
+    entry<&do_mem_unmap, unmap_sig>("cuMemUnmap", "cuMemUnmap", 0, &cuMemUnmap),
+    entry<&do_mem_retain, retain_sig>("cuMemRetainAllocationHandle",
+                                      "cuMemRetainAllocationHandle", 0,
+                                      &cuMemRetainAllocationHandle),
     entry<&do_proc_address, proc_sig>("cuGetProcAddress", "", 0,
                                       &cuGetProcAddress),
     entry<&do_proc_address_v2, proc_v2_sig>("cuGetProcAddress_v2", "", 0,
@@ -657,7 +921,8 @@ constexpr int proc_address_v2_since = 12050;
 
 // The entry that `p`, found for `symbol`, is to be answered with: `p`
 // itself when it is not wrapped (or is one of this library's own); null
-// when a wrapped one cannot be (every trampoline taken: fail closed).
+// when an allocation cannot be held (every trampoline taken, the 32-bit
+// entry points of CUDA before 3.2): fail closed.
 void* answer(const char* symbol, bool base, int version, void* p) {
   if (p == nullptr || symbol == nullptr)
     return p;
@@ -665,11 +930,17 @@ void* answer(const char* symbol, bool base, int version, void* p) {
   for (auto& e : wrapped) {
     if (e.owns(p) || e.self == p)
       return p;
-    if (base ? (*e.base != '\0' && std::strcmp(symbol, e.base) == 0 &&
-                version >= e.since)
-             : std::strcmp(symbol, e.symbol) == 0)
+    bool named = base ? *e.base != '\0' && std::strcmp(symbol, e.base) == 0
+                      : std::strcmp(symbol, e.symbol) == 0;
+    // The 32-bit allocations of CUDA before 3.2 are not held: refused.
+    if (named && base && version < e.since)
+      return nullptr;
+    if (named)
       hit = &e;
   }
+  if (!base && (std::strcmp(symbol, "cuMemAlloc") == 0 ||
+                std::strcmp(symbol, "cuMemAllocPitch") == 0))
+    return nullptr;
   if (base && std::strcmp(symbol, "cuGetProcAddress") == 0)
     hit = &wrapped[version >= proc_address_v2_since ? std::size(wrapped) - 1
                                                     : std::size(wrapped) - 2];
@@ -719,61 +990,89 @@ extern "C" {
 // -- Exported: the driver API ------------------------------------------------
 
 COHORT_SHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
-  static auto real = next<mem_alloc_t>("cuMemAlloc_v2");
+  static real_fn<mem_alloc_t> real_of{"cuMemAlloc_v2"};
+  auto real = real_of.get();
   return do_mem_alloc(real, p, n);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* p, size_t* pitch,
                                                size_t w, size_t h,
                                                unsigned int element) {
-  static auto real = next<mem_alloc_pitch_t>("cuMemAllocPitch_v2");
+  static real_fn<mem_alloc_pitch_t> real_of{"cuMemAllocPitch_v2"};
+  auto real = real_of.get();
   return do_mem_alloc_pitch(real, p, pitch, w, h, element);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* p, size_t n,
                                               unsigned int flags) {
-  static auto real = next<mem_alloc_managed_t>("cuMemAllocManaged");
+  static real_fn<mem_alloc_managed_t> real_of{"cuMemAllocManaged"};
+  auto real = real_of.get();
   return do_mem_alloc_managed(real, p, n, flags);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
-  static auto real = next<mem_free_t>("cuMemFree_v2");
+  static real_fn<mem_free_t> real_of{"cuMemFree_v2"};
+  auto real = real_of.get();
   return do_mem_free(real, p);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* p, size_t n,
                                             stream_t s) {
-  static auto real = next<mem_alloc_async_t>("cuMemAllocAsync");
+  static real_fn<mem_alloc_async_t> real_of{"cuMemAllocAsync"};
+  auto real = real_of.get();
   return do_mem_alloc_async(real, p, n, s);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* p, size_t n,
                                                     pool_t pool, stream_t s) {
-  static auto real = next<mem_alloc_pool_t>("cuMemAllocFromPoolAsync");
+  static real_fn<mem_alloc_pool_t> real_of{"cuMemAllocFromPoolAsync"};
+  auto real = real_of.get();
   return do_mem_alloc_pool(real, p, n, pool, s);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, stream_t s) {
-  static auto real = next<mem_free_async_t>("cuMemFreeAsync");
+  static real_fn<mem_free_async_t> real_of{"cuMemFreeAsync"};
+  auto real = real_of.get();
   return do_mem_free_async(real, p, s);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* h,
                                         size_t n, const void* prop,
                                         unsigned long long flags) {
-  static auto real = next<mem_create_t>("cuMemCreate");
+  static real_fn<mem_create_t> real_of{"cuMemCreate"};
+  auto real = real_of.get();
   return do_mem_create(real, h, n, prop, flags);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
-  static auto real = next<mem_release_t>("cuMemRelease");
+  static real_fn<mem_release_t> real_of{"cuMemRelease"};
+  auto real = real_of.get();
   return do_mem_release(real, h);
+}
+
+COHORT_SHIM_EXPORT CUresult cuMemMap(CUdeviceptr va, size_t size, size_t offset,
+                                     CUmemGenericAllocationHandle h,
+                                     unsigned long long flags) {
+  static real_fn<mem_map_t> real_of{"cuMemMap"};
+  return do_mem_map(real_of.get(), va, size, offset, h, flags);
+}
+
+COHORT_SHIM_EXPORT CUresult cuMemUnmap(CUdeviceptr va, size_t size) {
+  static real_fn<mem_unmap_t> real_of{"cuMemUnmap"};
+  return do_mem_unmap(real_of.get(), va, size);
+}
+
+COHORT_SHIM_EXPORT CUresult
+cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* h, void* addr) {
+  static real_fn<mem_retain_t> real_of{"cuMemRetainAllocationHandle"};
+  return do_mem_retain(real_of.get(), h, addr);
 }
 
 COHORT_SHIM_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn,
                                              int version,
                                              unsigned long long flags) {
-  static auto real = next<proc_address_t>("cuGetProcAddress");
+  static real_fn<proc_address_t> real_of{"cuGetProcAddress"};
+  auto real = real_of.get();
   return do_proc_address(real, symbol, pfn, version, flags);
 }
 
@@ -781,7 +1080,8 @@ COHORT_SHIM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn,
                                                 int version,
                                                 unsigned long long flags,
                                                 void* status) {
-  static auto real = next<proc_address_v2_t>("cuGetProcAddress_v2");
+  static real_fn<proc_address_v2_t> real_of{"cuGetProcAddress_v2"};
+  auto real = real_of.get();
   return do_proc_address_v2(real, symbol, pfn, version, flags, status);
 }
 
@@ -789,7 +1089,8 @@ COHORT_SHIM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn,
 // Charged here, once: the driver calls the runtime makes inside are not.
 
 COHORT_SHIM_EXPORT cudaError_t cudaMalloc(void** p, size_t n) {
-  static auto real = next<cuda_malloc_t>("cudaMalloc");
+  static real_fn<cuda_malloc_t> real_of{"cudaMalloc"};
+  auto real = real_of.get();
   if (real == nullptr)
     return cudaErrorInitializationError;
   runtime_call inside;
@@ -803,7 +1104,8 @@ COHORT_SHIM_EXPORT cudaError_t cudaMalloc(void** p, size_t n) {
 
 COHORT_SHIM_EXPORT cudaError_t cudaMallocManaged(void** p, size_t n,
                                                  unsigned int flags) {
-  static auto real = next<cuda_malloc_managed_t>("cudaMallocManaged");
+  static real_fn<cuda_malloc_managed_t> real_of{"cudaMallocManaged"};
+  auto real = real_of.get();
   if (real == nullptr)
     return cudaErrorInitializationError;
   runtime_call inside;
@@ -817,16 +1119,17 @@ COHORT_SHIM_EXPORT cudaError_t cudaMallocManaged(void** p, size_t n,
 
 COHORT_SHIM_EXPORT cudaError_t cudaMallocPitch(void** p, size_t* pitch,
                                                size_t w, size_t h) {
-  static auto real = next<cuda_malloc_pitch_t>("cudaMallocPitch");
-  static auto free = next<cuda_free_t>("cudaFree");
+  static real_fn<cuda_malloc_pitch_t> real_of{"cudaMallocPitch"};
+  auto real = real_of.get();
   if (real == nullptr)
     return cudaErrorInitializationError;
   runtime_call inside;
   return charged_pitch(
       w, h, pitch, cudaSuccess, cudaErrorMemoryAllocation,
       [&](uint64_t key) {
-        if (free != nullptr)
-          free(reinterpret_cast<void*>(key));
+        auto free = reinterpret_cast<cuda_free_t>(
+            sibling(reinterpret_cast<void*>(real), "cudaFree"));
+        return free != nullptr && free(reinterpret_cast<void*>(key)) == 0;
       },
       [&](uint64_t& key) {
         auto rc = real(p, pitch, w, h);
@@ -836,7 +1139,8 @@ COHORT_SHIM_EXPORT cudaError_t cudaMallocPitch(void** p, size_t* pitch,
 }
 
 COHORT_SHIM_EXPORT cudaError_t cudaMallocAsync(void** p, size_t n, stream_t s) {
-  static auto real = next<cuda_malloc_async_t>("cudaMallocAsync");
+  static real_fn<cuda_malloc_async_t> real_of{"cudaMallocAsync"};
+  auto real = real_of.get();
   if (real == nullptr)
     return cudaErrorInitializationError;
   runtime_call inside;
@@ -851,7 +1155,8 @@ COHORT_SHIM_EXPORT cudaError_t cudaMallocAsync(void** p, size_t n, stream_t s) {
 COHORT_SHIM_EXPORT cudaError_t cudaMallocFromPoolAsync(void** p, size_t n,
                                                        pool_t pool,
                                                        stream_t s) {
-  static auto real = next<cuda_malloc_pool_t>("cudaMallocFromPoolAsync");
+  static real_fn<cuda_malloc_pool_t> real_of{"cudaMallocFromPoolAsync"};
+  auto real = real_of.get();
   if (real == nullptr)
     return cudaErrorInitializationError;
   runtime_call inside;
@@ -864,7 +1169,8 @@ COHORT_SHIM_EXPORT cudaError_t cudaMallocFromPoolAsync(void** p, size_t n,
 }
 
 COHORT_SHIM_EXPORT cudaError_t cudaFree(void* p) {
-  static auto real = next<cuda_free_t>("cudaFree");
+  static real_fn<cuda_free_t> real_of{"cudaFree"};
+  auto real = real_of.get();
   if (real == nullptr)
     return cudaErrorInitializationError;
   runtime_call inside;
@@ -872,7 +1178,8 @@ COHORT_SHIM_EXPORT cudaError_t cudaFree(void* p) {
 }
 
 COHORT_SHIM_EXPORT cudaError_t cudaFreeAsync(void* p, stream_t s) {
-  static auto real = next<cuda_free_async_t>("cudaFreeAsync");
+  static real_fn<cuda_free_async_t> real_of{"cudaFreeAsync"};
+  auto real = real_of.get();
   if (real == nullptr)
     return cudaErrorInitializationError;
   runtime_call inside;

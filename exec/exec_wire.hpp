@@ -36,6 +36,9 @@ enum class wire_op : uint16_t {
   lease = 3,
   /// From the shim: `bytes` of credit it no longer needs.
   give_back = 4,
+  /// From `cohort exec`, every third of the idle timeout: its session is
+  /// still wanted, with or without a process in it.
+  keepalive = 5,
 };
 
 enum class wire_status : uint16_t {
@@ -70,8 +73,11 @@ struct wire_reply {
   uint64_t bytes = 0;
   uint64_t chunk = 0;
   uint64_t limit = 0;
+  /// The session's idle timeout in ms (open): its owner keeps it alive
+  /// more often than that.
+  uint64_t idle_ms = 0;
   /// NUL-padded: the token (open), or why a request was refused.
-  char text[96] = {};
+  char text[88] = {};
 };
 
 static_assert(sizeof(wire_request) == 128);

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "exec/exec_wire.hpp"
@@ -75,10 +76,32 @@ caf::expected<opened_session> open_session(const std::string& path,
   out.token = text_of(reply.text);
   out.limit_bytes = reply.limit;
   out.chunk_bytes = reply.chunk;
-  // The token alone is handed on; the socket stays this process's.
-  tv = timeval{0, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  out.idle_ms = reply.idle_ms;
   return out;
+}
+
+caf::error keepalive(const opened_session& s) {
+  wire_request req;
+  req.op = static_cast<uint16_t>(wire_op::keepalive);
+  wire_reply reply;
+  ssize_t n;
+  do
+    n = ::send(s.fd, &req, sizeof req, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n == ssize_t(sizeof req)) {
+    do
+      n = ::recv(s.fd, &reply, sizeof reply, 0);
+    while (n < 0 && errno == EINTR);
+  }
+  if (n != ssize_t(sizeof reply) || reply.magic != wire_magic)
+    return make_error(errc::io_error, "the node ended session " +
+                                          std::to_string(s.id) +
+                                          " or cannot be reached");
+  if (reply.status != uint16_t(wire_status::ok))
+    return make_error(errc::invalid_arguments,
+                      std::string{to_string(wire_status{reply.status})} + ": " +
+                          text_of(reply.text));
+  return caf::none;
 }
 
 } // namespace cohort::exec

@@ -16,6 +16,8 @@ struct opened_session {
   std::string token;
   uint64_t limit_bytes = 0;
   uint64_t chunk_bytes = 0;
+  /// Without a keepalive this long (and no process in it), it expires.
+  uint64_t idle_ms = 0;
 };
 
 /// Opens a session for `tenant` with at most `limit_bytes` of device
@@ -25,5 +27,10 @@ struct opened_session {
 caf::expected<opened_session> open_session(const std::string& path,
                                            const std::string& tenant,
                                            uint64_t limit_bytes);
+
+/// Tells the node the session is still wanted; send one every third of
+/// `s.idle_ms`. An error when the node ended it (expired, or the node
+/// stopped) or cannot be reached.
+caf::error keepalive(const opened_session& s);
 
 } // namespace cohort::exec

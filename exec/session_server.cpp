@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "exec/exec_wire.hpp"
 #include "ipc/unix_socket.hpp"
@@ -30,6 +31,7 @@ struct session_server::connection {
   /// Credit this process holds (role::process).
   uint64_t leased = 0;
   bool refused_once = false;
+  clock_type::time_point accepted;
 };
 
 struct session_server::session {
@@ -44,10 +46,12 @@ struct session_server::session {
   uint64_t refusals = 0;
   connection* owner = nullptr;
   int32_t owner_pid = 0;
+  uid_t owner_uid = 0;
   uint32_t processes = 0;
   clock_type::time_point created;
-  /// Since when it has had no process.
+  /// Since when it has had no process, and its owner's last keepalive.
   clock_type::time_point idle_since;
+  clock_type::time_point owner_seen;
 };
 
 namespace {
@@ -84,6 +88,15 @@ std::string new_token() {
     out += digits[b >> 4];
     out += digits[b & 15];
   }
+  return out;
+}
+
+// A name a client chose, fit for a log line: printable ASCII, at most 64
+// characters.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (char c : text.substr(0, 64))
+    out += c >= 0x20 && c < 0x7f ? c : '?';
   return out;
 }
 
@@ -202,7 +215,10 @@ void session_server::run() {
   while (!stopping_) {
     fds.clear();
     fds.push_back({wake_, POLLIN, 0});
-    fds.push_back({listener_, POLLIN, 0});
+    // -1 is ignored by poll: the listener rests while no descriptor is
+    // left to accept with.
+    fds.push_back({clock_type::now() < listener_paused_until_ ? -1 : listener_,
+                   POLLIN, 0});
     {
       std::lock_guard<std::mutex> guard{mtx_};
       for (auto& c : conns_) {
@@ -210,11 +226,13 @@ void session_server::run() {
         fds.push_back({c->pidfd, POLLIN, 0}); // -1 is ignored by poll
       }
     }
-    // Woken at least once a second for idle sessions.
-    if (::poll(fds.data(), fds.size(), 1000) < 0) {
-      if (errno == EINTR)
-        continue;
-      break;
+    // Woken at least every 100 ms for idle sessions, fresh connections
+    // and a resting listener.
+    if (::poll(fds.data(), fds.size(), 100) < 0) {
+      // EINTR, or ENOMEM: the server stays up and tries again.
+      if (errno != EINTR)
+        std::this_thread::sleep_for(std::chrono::milliseconds{10});
+      continue;
     }
     if (fds[0].revents != 0)
       break;
@@ -254,6 +272,12 @@ void session_server::accept_some() {
     if (fd < 0) {
       if (errno == EINTR)
         continue;
+      // Out of descriptors: the pending connection stays in the backlog,
+      // and polling the listener again at once would spin.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+          errno == ENOMEM)
+        listener_paused_until_ =
+            clock_type::now() + std::chrono::milliseconds{100};
       return; // EAGAIN, or a connection that went away at once
     }
     ucred cred{};
@@ -286,6 +310,7 @@ void session_server::accept_some() {
     c->uid = cred.uid;
     c->gid = cred.gid;
     c->pidfd = ipc::open_pidfd(cred.pid);
+    c->accepted = clock_type::now();
     conns_.push_back(std::move(c));
   }
 }
@@ -315,6 +340,8 @@ bool session_server::serve(connection& c) {
     return lease(c, req.bytes);
   if (c.what == role::process && op == wire_op::give_back)
     return give_back(c, req.bytes);
+  if (c.what == role::owner && op == wire_op::keepalive)
+    return keepalive(c);
   // Out of order: a fresh connection that is neither is turned away.
   return send_reply(c.fd, refusal(wire_status::bad_request,
                                   "request " + std::to_string(req.op) +
@@ -331,10 +358,10 @@ bool session_server::open_session(connection& c, const std::string& tenant,
                                   uint64_t limit) {
   auto refuse = [&](wire_status st, const std::string& why) {
     ++totals_.open_refusals;
-    backend_.audit(tenant, 0,
-                   "refused to open (" + std::string{to_string(st)} +
-                       ") for pid " + std::to_string(c.pid) + " uid " +
-                       std::to_string(c.uid) + ": " + why);
+    audit_refusal(printable(tenant),
+                  "refused to open (" + std::string{to_string(st)} +
+                      ") for pid " + std::to_string(c.pid) + " uid " +
+                      std::to_string(c.uid) + ": " + why);
     send_reply(c.fd, refusal(st, why));
     return false;
   };
@@ -350,15 +377,23 @@ bool session_server::open_session(connection& c, const std::string& tenant,
   if (!granted)
     return refuse(wire_status::not_allowed, "uid " + std::to_string(c.uid) +
                                                 " has no grant for tenant '" +
-                                                tenant +
+                                                printable(tenant) +
                                                 "' (exec_sessions.grant)");
   if (!backend_.known(tenant))
     return refuse(wire_status::not_allowed,
-                  "this node has no tenant '" + tenant + "'");
+                  "this node has no tenant '" + printable(tenant) + "'");
   if (sessions_.size() >= opts_.max_sessions)
     return refuse(wire_status::busy, "the node has " +
                                          std::to_string(opts_.max_sessions) +
                                          " sessions already");
+  auto theirs =
+      std::count_if(sessions_.begin(), sessions_.end(),
+                    [&](const auto& s) { return s->owner_uid == c.uid; });
+  if (size_t(theirs) >= opts_.max_sessions_per_user)
+    return refuse(wire_status::busy,
+                  "uid " + std::to_string(c.uid) + " has " +
+                      std::to_string(opts_.max_sessions_per_user) +
+                      " sessions already");
   auto token = new_token();
   if (token.empty())
     return refuse(wire_status::busy, "no random bytes for a token");
@@ -370,13 +405,15 @@ bool session_server::open_session(connection& c, const std::string& tenant,
   s->chunk = chunk_of(limit);
   s->owner = &c;
   s->owner_pid = c.pid;
-  s->created = s->idle_since = clock_type::now();
+  s->owner_uid = c.uid;
+  s->created = s->idle_since = s->owner_seen = clock_type::now();
   c.what = connection::role::owner;
   c.session = s->id;
   wire_reply r;
   r.bytes = s->id;
   r.chunk = s->chunk;
   r.limit = s->limit;
+  r.idle_ms = uint64_t(opts_.idle_timeout.count());
   set_text(r.text, token);
   backend_.audit(tenant, s->id,
                  "opened for pid " + std::to_string(c.pid) + " uid " +
@@ -446,8 +483,13 @@ bool session_server::lease(connection& c, uint64_t bytes) {
     return refuse(wire_status::over_limit, "session limit " + human(s->limit) +
                                                ", " + human(s->leased) +
                                                " leased");
-  if (auto err = backend_.charge(s->tenant, bytes))
-    return refuse(wire_status::over_quota, describe(err));
+  if (auto err = backend_.charge(s->tenant, bytes)) {
+    // The frame says over_quota; the text is the book's reason alone.
+    auto why = describe(err);
+    if (auto colon = why.find(": "); colon != std::string::npos)
+      why.erase(0, colon + 2);
+    return refuse(wire_status::over_quota, why);
+  }
   c.leased += bytes;
   s->leased += bytes;
   s->peak = std::max(s->peak, s->leased);
@@ -476,6 +518,40 @@ bool session_server::give_back(connection& c, uint64_t bytes) {
   r.chunk = s->chunk;
   r.limit = s->limit;
   return send_reply(c.fd, r);
+}
+
+bool session_server::keepalive(connection& c) {
+  auto* s = find_session(c.session);
+  if (s == nullptr)
+    return false;
+  s->owner_seen = clock_type::now();
+  wire_reply r;
+  r.bytes = s->id;
+  r.chunk = s->chunk;
+  r.limit = s->limit;
+  r.idle_ms = uint64_t(opts_.idle_timeout.count());
+  return send_reply(c.fd, r);
+}
+
+void session_server::audit_refusal(const std::string& tenant,
+                                   const std::string& detail) {
+  auto now = clock_type::now();
+  if (now - refusal_window_ >= std::chrono::seconds{1}) {
+    if (refusals_unaudited_ > 0)
+      backend_.audit("", 0,
+                     std::to_string(refusals_unaudited_) +
+                         " more refused opens not recorded (at most 10 a "
+                         "second are)");
+    refusal_window_ = now;
+    refusals_audited_ = 0;
+    refusals_unaudited_ = 0;
+  }
+  if (refusals_audited_ < 10) {
+    ++refusals_audited_;
+    backend_.audit(tenant, 0, detail);
+  } else {
+    ++refusals_unaudited_;
+  }
 }
 
 void session_server::close_connection(connection& c, bool died) {
@@ -507,11 +583,19 @@ void session_server::close_connection(connection& c, bool died) {
 
 void session_server::end_sessions() {
   auto now = clock_type::now();
+  for (size_t k = conns_.size(); k-- > 0;)
+    if (conns_[k]->what == connection::role::fresh &&
+        now - conns_[k]->accepted >= opts_.fresh_timeout) {
+      close_connection(*conns_[k], false);
+      conns_.erase(conns_.begin() + std::ptrdiff_t(k));
+    }
   for (size_t i = sessions_.size(); i-- > 0;) {
     auto& s = *sessions_[i];
     if (s.processes > 0)
       continue;
-    bool idle = s.owner != nullptr && now - s.idle_since >= opts_.idle_timeout;
+    bool idle =
+        s.owner != nullptr &&
+        now - std::max(s.idle_since, s.owner_seen) >= opts_.idle_timeout;
     if (s.owner != nullptr && !idle)
       continue;
     auto summary = "peak " + human(s.peak) + ", " + std::to_string(s.leases) +
@@ -520,7 +604,7 @@ void session_server::end_sessions() {
       ++totals_.expired;
       backend_.audit(
           s.tenant, s.id,
-          "expired: no process for " +
+          "expired: no process and no keepalive for " +
               std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
                                  opts_.idle_timeout)
                                  .count()) +

@@ -41,13 +41,18 @@ struct session_options {
   /// The credit a process leases at once, at most a quarter of its
   /// session's limit (and at least 1 MiB, or the limit).
   uint64_t chunk_bytes = uint64_t{64} << 20;
-  /// A session without a process this long expires.
+  /// A session with no process, whose owner sent no keepalive this long,
+  /// expires (`cohort exec` sends one every third of it).
   std::chrono::milliseconds idle_timeout{std::chrono::minutes{10}};
   /// Sessions and connections at once; more are refused as busy.
   size_t max_sessions = 256;
   size_t max_connections = 1024;
-  /// Connections of one user at once.
+  /// Sessions and connections of one user at once.
+  size_t max_sessions_per_user = 64;
   size_t max_connections_per_user = 128;
+  /// A connection that neither opens nor joins a session this long is
+  /// closed.
+  std::chrono::milliseconds fresh_timeout{std::chrono::seconds{10}};
 };
 
 /// What the server asks of the node; called on the server's thread.
@@ -131,10 +136,14 @@ private:
   bool join_session(connection& c, const std::string& token);
   bool lease(connection& c, uint64_t bytes);
   bool give_back(connection& c, uint64_t bytes);
+  bool keepalive(connection& c);
   /// Returns what `c` leased; `died` says whether its process exited.
   void close_connection(connection& c, bool died);
-  /// Ends sessions with neither owner nor process, and idle ones.
+  /// Ends sessions with neither owner nor process, and idle ones; closes
+  /// connections that stayed fresh too long.
   void end_sessions();
+  /// Records a refused open, at most 10 a second (then how many were not).
+  void audit_refusal(const std::string& tenant, const std::string& detail);
   session* find_session(uint64_t id);
   uint64_t chunk_of(uint64_t limit) const;
 
@@ -151,6 +160,13 @@ private:
   std::vector<std::unique_ptr<session>> sessions_;
   uint64_t next_id_ = 1;
   session_stats totals_;
+  /// The listener is not polled until then (no descriptor left to accept
+  /// with).
+  std::chrono::steady_clock::time_point listener_paused_until_{};
+  /// Refused opens audited in the current second, and those not.
+  std::chrono::steady_clock::time_point refusal_window_{};
+  uint32_t refusals_audited_ = 0;
+  uint64_t refusals_unaudited_ = 0;
 };
 
 } // namespace cohort::exec

@@ -36,6 +36,8 @@ enum class audit_kind : uint8_t {
   object = 14,
   /// An item cancelled: by whom, and what it was doing (docs/jobs.md).
   cancel = 15,
+  /// A session of cohort exec, or a process's memory in it (docs/exec.md).
+  exec_session = 16,
 };
 
 /// Returns the kind's name ("admitted", ...).

@@ -73,6 +73,8 @@ const char* to_string(audit_kind kind) {
     return "object";
   case audit_kind::cancel:
     return "cancel";
+  case audit_kind::exec_session:
+    return "exec_session";
   }
   return "unknown";
 }

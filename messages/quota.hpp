@@ -157,12 +157,14 @@ struct tenant_usage {
   /// Device memory held across devices, and per device.
   uint64_t memory = 0;
   std::vector<uint64_t> on_device;
+  /// Of `memory`, what programs run by `cohort exec` hold (docs/exec.md).
+  uint64_t outside = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tenant_usage& x) {
   return f(caf::meta::type_name("tenant_usage"), x.tenant, x.inflight,
-           x.waiting, x.memory, x.on_device);
+           x.waiting, x.memory, x.on_device, x.outside);
 }
 
 /// Every tenant's usage and every device's placed bytes.

@@ -237,12 +237,34 @@ void quota_book::refund(int t, size_t d, uint64_t bytes) {
   unclaimed_total_[d] += unclaimed(t, d) - before;
 }
 
+caf::error quota_book::charge_outside(int t, uint64_t bytes) {
+  auto& p = policies_[size_t(t)];
+  auto& st = state_[size_t(t)];
+  if (p.memory_quota > 0 &&
+      (bytes > p.memory_quota || st.memory > p.memory_quota - bytes))
+    return make_error(errc::over_memory_quota,
+                      "tenant '" + p.tenant + "' would hold " +
+                          bytes_text(st.memory + bytes) +
+                          " of device memory, its quota is " +
+                          bytes_text(p.memory_quota));
+  st.memory += bytes;
+  st.outside += bytes;
+  return caf::none;
+}
+
+void quota_book::refund_outside(int t, uint64_t bytes) {
+  auto& st = state_[size_t(t)];
+  bytes = std::min(bytes, st.outside);
+  st.outside -= bytes;
+  st.memory -= std::min(st.memory, bytes);
+}
+
 quota_usage quota_book::usage() const {
   quota_usage u;
   for (size_t t = 0; t < policies_.size(); ++t) {
     auto& st = state_[t];
-    u.tenants.push_back(
-        {policies_[t].tenant, st.inflight, 0, st.memory, st.on_device});
+    u.tenants.push_back({policies_[t].tenant, st.inflight, 0, st.memory,
+                         st.on_device, st.outside});
   }
   u.device_placed = placed_;
   return u;
@@ -253,6 +275,7 @@ void quota_book::set_usage(const quota_usage& u) {
   for (auto& st : state_) {
     st.inflight = 0;
     st.memory = 0;
+    st.outside = 0;
     std::fill(st.on_device.begin(), st.on_device.end(), 0);
   }
   std::fill(placed_.begin(), placed_.end(), 0);
@@ -264,6 +287,7 @@ void quota_book::set_usage(const quota_usage& u) {
     st.inflight = tu.inflight;
     inflight_total_ += tu.inflight;
     st.memory = tu.memory;
+    st.outside = std::min(tu.outside, tu.memory);
     for (size_t d = 0; d < st.on_device.size() && d < tu.on_device.size(); ++d)
       st.on_device[d] = tu.on_device[d];
   }

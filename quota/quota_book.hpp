@@ -84,6 +84,19 @@ public:
   /// Device memory tenant `t` holds across devices.
   uint64_t memory(int t) const { return state_[size_t(t)].memory; }
 
+  /// Adds `bytes` of device memory that `t` holds outside the runtime, on
+  /// devices of no item (programs run by `cohort exec`, docs/exec.md): it
+  /// counts against the tenant's quota across devices, so items and
+  /// programs share it. None when they fit; otherwise over_memory_quota
+  /// naming the numbers.
+  caf::error charge_outside(int t, uint64_t bytes);
+
+  /// Takes back what `charge_outside` added.
+  void refund_outside(int t, uint64_t bytes);
+
+  /// What `t` holds outside the runtime now.
+  uint64_t outside(int t) const { return state_[size_t(t)].outside; }
+
   // -- reporting
   // ------------------------------------------------------------------
 
@@ -101,7 +114,9 @@ public:
 private:
   struct tenant_state {
     uint64_t inflight = 0;
+    /// On the devices, and `outside`.
     uint64_t memory = 0;
+    uint64_t outside = 0;
     std::vector<uint64_t> on_device;
     double tokens = 0;
     clock::time_point refilled{};

@@ -27,6 +27,20 @@
 
 namespace cohort::test {
 
+/// Whether `done()` holds within `limit`, asked every 10 ms (a bound on a
+/// wait, not a timing goal).
+template <class F>
+bool eventually(F&& done,
+                std::chrono::milliseconds limit = std::chrono::seconds{5}) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (done())
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+  return done();
+}
+
 /// A fresh temporary directory, removed at the end of the test.
 struct temp_dir {
   std::filesystem::path path;

@@ -231,6 +231,7 @@ const std::vector<admin_route>& admin_api::routes() {
       {"GET", "/v1/alerts", false, &self::get_alerts},
       {"GET", "/v1/objects", false, &self::get_objects},
       {"GET", "/v1/tenants/:name/objects", false, &self::get_objects},
+      {"GET", "/v1/exec-sessions", false, &self::get_exec_sessions},
       {"GET", "/v1/items", false, &self::get_items},
       {"GET", "/v1/tenants/:name/items", false, &self::get_items},
       {"GET", "/v1/items/:job", false, &self::get_item},
@@ -377,6 +378,38 @@ http_reply admin_api::get_objects(const admin_request& req) {
     v->set_exports(o.exports);
     v->set_age_ms(o.age_ms);
   }
+  return json(200, out);
+}
+
+http_reply admin_api::get_exec_sessions(const admin_request&) {
+  auto x = rt_.exec_sessions();
+  if (!x)
+    return error(404, "no_exec_socket",
+                 "this node has no exec socket (exec_sessions.socket, "
+                 "docs/exec.md)");
+  pb::ExecSessionList out;
+  out.set_socket(rt_.exec_socket());
+  for (auto& s : x->sessions) {
+    auto* v = out.add_sessions();
+    v->set_id(s.id);
+    v->set_tenant(s.tenant);
+    v->set_limit_bytes(s.limit_bytes);
+    v->set_leased_bytes(s.leased_bytes);
+    v->set_peak_bytes(s.peak_bytes);
+    v->set_processes(s.processes);
+    v->set_owner_pid(s.owner_pid);
+    v->set_leases(s.leases);
+    v->set_refusals(s.refusals);
+    v->set_age_ms(s.age_ms);
+  }
+  out.set_opened(x->opened);
+  out.set_ended(x->ended);
+  out.set_expired(x->expired);
+  out.set_open_refusals(x->open_refusals);
+  out.set_leases(x->leases);
+  out.set_lease_refusals(x->lease_refusals);
+  out.set_reclaims(x->reclaims);
+  out.set_reclaimed_bytes(x->reclaimed_bytes);
   return json(200, out);
 }
 

@@ -82,6 +82,7 @@ private:
   http_reply get_alerts(const admin_request& req);
   /// Every live object, or (with a :name) one tenant's.
   http_reply get_objects(const admin_request& req);
+  http_reply get_exec_sessions(const admin_request& req);
   http_reply post_simulate(const admin_request& req);
   http_reply post_device_action(const admin_request& req);
   http_reply post_tenant_quota(const admin_request& req);

@@ -43,6 +43,7 @@ void add_admin_command(CLI::App& parent, admin_cli& c) {
         {"tenants", "every tenant's grant, limits and headroom"},
         {"alerts", "the alerts firing now"},
         {"objects", "every device-resident object (docs/objects.md)"},
+        {"exec-sessions", "cohort exec's sessions (docs/exec.md)"},
         {"metrics", "the Prometheus text of /metrics"}})
     c.commands[name] = admin->add_subcommand(name, help);
   auto* sim = admin->add_subcommand(
@@ -168,7 +169,8 @@ int cmd_admin(const admin_cli& c) {
   std::string path;
   std::string body;
   if (cmd == "stats" || cmd == "devices" || cmd == "tenants" ||
-      cmd == "alerts" || cmd == "objects" || cmd == "metrics") {
+      cmd == "alerts" || cmd == "objects" || cmd == "metrics" ||
+      cmd == "exec-sessions") {
     path = cmd == "metrics" ? "/metrics" : "/v1/" + cmd;
   } else if (cmd == "drain" || cmd == "offline" || cmd == "online") {
     method = "POST";

@@ -28,6 +28,7 @@
 #include "tools/byte_units.hpp"
 #include "tools/chaos_command.hpp"
 #include "tools/cli.hpp"
+#include "tools/exec_command.hpp"
 #include "tools/health_command.hpp"
 #include "tools/jobs_command.hpp"
 #include "tools/kernel_command.hpp"
@@ -563,6 +564,8 @@ int main(int argc, char** argv) {
   tools::add_watch_command(app, watch_args);
   tools::health_cli health_args;
   tools::add_health_command(app, health_args);
+  tools::exec_cli exec_args;
+  tools::add_exec_command(app, exec_args);
 
   std::string host_listen, host_config;
   auto* device_host = app.add_subcommand(
@@ -634,6 +637,8 @@ int main(int argc, char** argv) {
     return tools::cmd_watch(watch_args);
   if (health_args.app->parsed())
     return tools::cmd_health(health_args);
+  if (exec_args.app->parsed())
+    return tools::cmd_exec(exec_args);
   if (device_host->parsed()) {
     if (host_listen.empty() && host_config.empty())
       return actors::run_device_host();

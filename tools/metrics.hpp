@@ -33,6 +33,8 @@ struct metrics_input {
   actors::bundle_counts bundles;
   /// The live device-resident objects.
   std::vector<object_info> objects;
+  /// `cohort exec`'s sessions; nullopt without an exec socket.
+  std::optional<exec::session_stats> exec;
 };
 
 /// Reads a runtime's counters (a few actor round trips).

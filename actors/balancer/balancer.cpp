@@ -4971,6 +4971,26 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
         stamp(self->state);
         detach_object(self, attachment, died);
       },
+      [=](exec_atom, charge_atom, std::string& tenant,
+          uint64_t bytes) -> caf::result<bool> {
+        auto& book = self->state.acct.book();
+        auto t = book.tenant_index(tenant);
+        if (t < 0)
+          return make_error(errc::unknown_tenant,
+                            "tenant '" + tenant + "' has no grant");
+        if (auto err = book.charge_outside(t, bytes))
+          return err;
+        return true;
+      },
+      [=](exec_atom, refund_atom, std::string& tenant, uint64_t bytes) {
+        stamp(self->state);
+        auto& book = self->state.acct.book();
+        if (auto t = book.tenant_index(tenant); t >= 0) {
+          book.refund_outside(t, bytes);
+          // Items waiting for the tenant's memory may fit now.
+          pump(self);
+        }
+      },
       [=](flush_atom) {
         stamp(self->state);
         self->state.audit.flush(self);

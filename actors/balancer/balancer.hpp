@@ -25,6 +25,7 @@
 #include "actors/device_change.hpp"
 #include "devices/memory/pool_resource.hpp"
 #include "messages/errc.hpp"
+#include "messages/exec.hpp"
 #include "messages/jobs.hpp"
 #include "messages/share.hpp"
 #include "messages/simulation.hpp"
@@ -151,6 +152,13 @@ using balancer_actor = device_listener::extend<
                     bool>::with<attachment_info>,
     /// Ends attachment `id`; `died` when its process died (reclaimed).
     caf::reacts_to<object_atom, detach_atom, uint64_t, bool>,
+    /// The exec socket: `bytes` of device memory that a program run by
+    /// `cohort exec` leased for `tenant`, charged to its quota across
+    /// devices (docs/exec.md). over_memory_quota when they do not fit,
+    /// unknown_tenant for a tenant without a grant.
+    caf::replies_to<exec_atom, charge_atom, std::string, uint64_t>::with<bool>,
+    /// Such bytes given back (the program freed them, or it ended).
+    caf::reacts_to<exec_atom, refund_atom, std::string, uint64_t>,
     /// Internal: periodic flush of buffered audit events.
     caf::reacts_to<tick_atom>,
     /// Internal: held-back and waiting items are due for another try.

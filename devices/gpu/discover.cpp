@@ -78,15 +78,22 @@ std::optional<std::vector<std::string>> cuda_visible_devices() {
 }
 
 // Whether `visible` (CUDA_VISIBLE_DEVICES) gives this process instance `x`
-// of GPU `g`: when it names the instance (its UUID or a unique start of it,
-// or "MIG-<GPU UUID>/<GPU instance>/<compute instance>"), its GPU (UUID), or
+// of GPU `g`: when it names the instance (its UUID, or a start of it that
+// no other UUID of `ids` has, as CUDA takes them, or "MIG-<GPU
+// UUID>/<GPU instance>/<compute instance>"), its GPU (UUID, likewise), or
 // lists indices and the process's CUDA shows `g` (`shown`: the bus ids of
 // the devices it lists).
 bool mig_visible(const std::vector<std::string>& visible,
                  const health::mig_gpu& g, const health::mig_instance& x,
-                 const std::set<std::string>& shown) {
-  auto names = [](const std::string& id, const std::string& token) {
-    return token.size() > 4 && id.starts_with(token);
+                 const std::set<std::string>& shown,
+                 const std::vector<std::string>& ids) {
+  auto names = [&](const std::string& id, const std::string& token) {
+    if (id.empty() || token.size() <= 4 || !id.starts_with(token))
+      return false;
+    return id == token ||
+           std::count_if(ids.begin(), ids.end(), [&](const std::string& other) {
+             return other.starts_with(token);
+           }) == 1;
   };
   auto legacy = "MIG-" + g.uuid + "/" + std::to_string(x.gpu_instance_id) +
                 "/" + std::to_string(x.compute_instance_id);
@@ -123,6 +130,12 @@ mig_instances(backend_status& st, const std::vector<health::mig_gpu>& migs,
   std::set<std::string> shown_buses;
   for (auto& [bus, arch] : shown)
     shown_buses.insert(bus);
+  std::vector<std::string> ids; // every UUID a token could start
+  for (auto& g : migs) {
+    ids.push_back(g.uuid);
+    for (auto& x : g.instances)
+      ids.push_back(x.uuid);
+  }
   size_t not_visible = 0;
   for (auto& g : migs) {
     auto gpu = "GPU " + std::to_string(g.index) + " (in MIG mode)";
@@ -137,7 +150,7 @@ mig_instances(backend_status& st, const std::vector<health::mig_gpu>& migs,
     for (auto& x : g.instances) {
       auto name =
           "mig" + std::to_string(g.index) + "." + std::to_string(x.index);
-      if (visible && !mig_visible(*visible, g, x, shown_buses)) {
+      if (visible && !mig_visible(*visible, g, x, shown_buses, ids)) {
         ++not_visible;
         continue;
       }

@@ -568,13 +568,15 @@ private:
       mig_instance x;
       x.index = j;
       nvmlDeviceAttributes_t attrs{};
+      // Each call in turn; the first that fails is named.
       const char* call = "nvmlDeviceGetMigDeviceHandleByIndex";
-      if (rc == NVML_SUCCESS &&
-          (rc = m.uuid(mig, uuid, uuid_buffer)) == NVML_SUCCESS) {
+      if (rc == NVML_SUCCESS) {
+        call = "nvmlDeviceGetUUID";
+        rc = m.uuid(mig, uuid, uuid_buffer);
+      }
+      if (rc == NVML_SUCCESS) {
         call = "nvmlDeviceGetGpuInstanceId";
         rc = m.gpu_instance_id(mig, &x.gpu_instance_id);
-      } else if (rc == NVML_SUCCESS) {
-        call = "nvmlDeviceGetUUID";
       }
       if (rc == NVML_SUCCESS) {
         call = "nvmlDeviceGetComputeInstanceId";

@@ -1151,6 +1151,17 @@ TEST_CASE("the instances of a GPU in MIG mode are devices of their own, "
   CHECK_THAT(out.output, Catch::Contains("mig0.0: Fake GPU") &&
                              Catch::Contains("mig0.1: Fake GPU") &&
                              !Catch::Contains("cuda1: Fake GPU"));
+  // A start of a UUID names an instance only when no other UUID has it
+  // (with no GPU left, a CPU worker keeps the config valid).
+  auto with_cpu = dir.file("cpu.textproto");
+  std::ofstream{with_cpu} << "devices { cpu_workers: 1 }\n";
+  out = test::run_command(env + "CUDA_VISIBLE_DEVICES=MIG-fake-98- " +
+                          COHORT_BINARY + " devices --config " + with_cpu);
+  INFO(out.output);
+  CHECK(out.status == 0);
+  CHECK_THAT(out.output, !Catch::Contains("mig0.0: Fake GPU") &&
+                             !Catch::Contains("mig0.1: Fake GPU") &&
+                             Catch::Contains("2 MIG instance(s) left out"));
   // Naming the GPU gives it all its instances.
   out = test::run_command(env + "CUDA_VISIBLE_DEVICES=GPU-fake-98 " +
                           COHORT_BINARY + " devices --config " + cfg);

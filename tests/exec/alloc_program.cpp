@@ -2,25 +2,31 @@
 // allocates device memory through the (fake) CUDA runtime and driver as its
 // arguments say, one step per argument, and prints each step's result:
 //   rt|managed|pitch|async|pool SIZE   the runtime API (cudaMalloc, ...)
-//   drv|drvasync|vmm SIZE              the driver API, linked
+//   drv|drvasync|vmm|vmmmap SIZE       the driver API, linked (vmmmap:
+//                                      created, mapped and released; its
+//                                      free unmaps it)
 //   proc|ptsz SIZE                     the driver API through
 //                                      cuGetProcAddress (ptsz: the
 //                                      per-thread-stream variant)
 //   free | free-all                    frees the last allocation, or all
 //   in-use                             what the fake device holds
 //   fork SIZE                          a child process allocates SIZE
-//   hold                               prints "holding", then waits to be
-//                                      killed
+//   threads N K SIZE                   N threads, K allocations and frees
+//                                      of SIZE each, at once
+//   hold                               prints "holding PID", then waits
+//                                      to be killed
 // SIZE is bytes, or with K or M.
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -38,6 +44,10 @@ int cuMemAllocAsync(unsigned long long*, size_t, void*);
 int cuMemFreeAsync(unsigned long long, void*);
 int cuMemCreate(unsigned long long*, size_t, const void*, unsigned long long);
 int cuMemRelease(unsigned long long);
+int cuMemMap(unsigned long long, size_t, size_t, unsigned long long,
+             unsigned long long);
+int cuMemUnmap(unsigned long long, size_t);
+int cuMemRetainAllocationHandle(unsigned long long*, void*);
 int cuGetProcAddress(const char*, void**, int, unsigned long long);
 uint64_t fake_cuda_in_use();
 }
@@ -50,7 +60,11 @@ using alloc_async_t = int (*)(unsigned long long*, size_t, void*);
 struct held {
   std::string kind;
   uint64_t p;
+  size_t bytes;
 };
+
+// Where the next VMM mapping goes (a made-up address range).
+uint64_t next_va = uint64_t{1} << 40;
 
 std::vector<held> allocations;
 
@@ -96,6 +110,21 @@ int allocate(const std::string& kind, size_t n) {
     rc = cuMemAllocAsync(&d, n, nullptr);
   } else if (kind == "vmm") {
     rc = cuMemCreate(&d, n, nullptr, 0);
+  } else if (kind == "vmmmap") {
+    // Create, map, release: the mapping keeps it, as CUDA's samples do; a
+    // second reference taken and dropped again on the way.
+    unsigned long long h = 0, again = 0;
+    rc = cuMemCreate(&h, n, nullptr, 0);
+    if (rc == 0 && (rc = cuMemMap(next_va, n, 0, h, 0)) == 0) {
+      rc =
+          cuMemRetainAllocationHandle(&again, reinterpret_cast<void*>(next_va));
+      if (rc == 0)
+        rc = cuMemRelease(again);
+      if (rc == 0)
+        rc = cuMemRelease(h);
+      d = next_va;
+      next_va += n;
+    }
   } else if (kind == "proc") {
     auto fn = reinterpret_cast<alloc_t>(proc("cuMemAlloc", 0));
     rc = fn != nullptr ? fn(&d, n) : -2;
@@ -105,7 +134,7 @@ int allocate(const std::string& kind, size_t n) {
   }
   if (rc == 0)
     allocations.push_back(
-        {kind, p != nullptr ? reinterpret_cast<uintptr_t>(p) : d});
+        {kind, p != nullptr ? reinterpret_cast<uintptr_t>(p) : d, n});
   return rc;
 }
 
@@ -117,6 +146,8 @@ int release(const held& h) {
     return cudaFree(p);
   if (h.kind == "vmm")
     return cuMemRelease(h.p);
+  if (h.kind == "vmmmap")
+    return cuMemUnmap(h.p, h.bytes);
   if (h.kind == "drvasync")
     return cuMemFreeAsync(h.p, nullptr);
   if (h.kind == "ptsz") {
@@ -144,9 +175,27 @@ int main(int argc, char** argv) {
     } else if (step == "in-use") {
       std::printf("in-use: %llu\n", (unsigned long long)fake_cuda_in_use());
     } else if (step == "hold") {
-      std::printf("holding\n");
+      std::printf("holding %d\n", int(getpid()));
       for (;;)
         pause();
+    } else if (step == "threads" && i + 3 < argc) {
+      // N threads, each K cudaMalloc + cudaFree pairs of SIZE at once.
+      auto n = std::strtoul(argv[++i], nullptr, 10);
+      auto k = std::strtoul(argv[++i], nullptr, 10);
+      auto size = size_of(argv[++i]);
+      std::atomic<unsigned long> failed{0};
+      std::vector<std::thread> threads;
+      for (unsigned long t = 0; t < n; ++t)
+        threads.emplace_back([&] {
+          for (unsigned long j = 0; j < k; ++j) {
+            void* p = nullptr;
+            if (cudaMalloc(&p, size) != 0 || cudaFree(p) != 0)
+              ++failed;
+          }
+        });
+      for (auto& t : threads)
+        t.join();
+      std::printf("threads: %lu failed\n", failed.load());
     } else if (step == "fork" && i + 1 < argc) {
       auto n = size_of(argv[++i]);
       auto pid = fork();

@@ -23,7 +23,13 @@ constexpr unsigned long long CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 2;
 
 std::mutex mtx;
 std::map<CUdeviceptr, size_t> blocks;
-std::map<handle_t, size_t> handles;
+// VMM allocations: their bytes and references (the handle, mappings).
+struct vmm {
+  size_t bytes = 0;
+  unsigned refs = 0;
+};
+std::map<handle_t, vmm> handles;
+std::map<CUdeviceptr, handle_t> mappings;
 handle_t next_handle = 1;
 uint64_t in_use = 0;
 
@@ -115,18 +121,62 @@ CUresult cuMemCreate(handle_t* h, size_t n, const void*, unsigned long long) {
   if (in_use + n > capacity())
     return CUDA_ERROR_OUT_OF_MEMORY;
   *h = next_handle++;
-  handles[*h] = n;
+  handles[*h] = {n, 1};
   in_use += n;
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemRelease(handle_t h) {
-  std::lock_guard<std::mutex> guard{mtx};
+namespace {
+
+// Drops a reference of `h`; its memory goes with the last.
+CUresult drop(handle_t h) {
   auto i = handles.find(h);
   if (i == handles.end())
     return CUDA_ERROR_INVALID_VALUE;
-  in_use -= i->second;
-  handles.erase(i);
+  if (--i->second.refs == 0) {
+    in_use -= i->second.bytes;
+    handles.erase(i);
+  }
+  return CUDA_SUCCESS;
+}
+
+} // namespace
+
+CUresult cuMemRelease(handle_t h) {
+  std::lock_guard<std::mutex> guard{mtx};
+  return drop(h);
+}
+
+CUresult cuMemMap(CUdeviceptr va, size_t, size_t, handle_t h,
+                  unsigned long long) {
+  std::lock_guard<std::mutex> guard{mtx};
+  auto i = handles.find(h);
+  if (i == handles.end() || mappings.contains(va))
+    return CUDA_ERROR_INVALID_VALUE;
+  ++i->second.refs;
+  mappings[va] = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr va, size_t size) {
+  std::lock_guard<std::mutex> guard{mtx};
+  auto i = mappings.lower_bound(va);
+  if (i == mappings.end() || i->first >= va + size)
+    return CUDA_ERROR_INVALID_VALUE;
+  while (i != mappings.end() && i->first < va + size) {
+    drop(i->second);
+    i = mappings.erase(i);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemRetainAllocationHandle(handle_t* h, void* addr) {
+  std::lock_guard<std::mutex> guard{mtx};
+  auto i = mappings.find(reinterpret_cast<uintptr_t>(addr));
+  if (h == nullptr || i == mappings.end())
+    return CUDA_ERROR_INVALID_VALUE;
+  *h = i->second;
+  ++handles[*h].refs;
   return CUDA_SUCCESS;
 }
 
@@ -165,6 +215,10 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int version,
        reinterpret_cast<void*>(&cuMemFreeAsync_ptsz)},
       {"cuMemCreate", reinterpret_cast<void*>(&cuMemCreate), nullptr},
       {"cuMemRelease", reinterpret_cast<void*>(&cuMemRelease), nullptr},
+      {"cuMemMap", reinterpret_cast<void*>(&cuMemMap), nullptr},
+      {"cuMemUnmap", reinterpret_cast<void*>(&cuMemUnmap), nullptr},
+      {"cuMemRetainAllocationHandle",
+       reinterpret_cast<void*>(&cuMemRetainAllocationHandle), nullptr},
       {"cuGetProcAddress",
        version >= 12050 ? reinterpret_cast<void*>(&cuGetProcAddress_v2)
                         : reinterpret_cast<void*>(&cuGetProcAddress),

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,6 +94,7 @@ struct server_fixture {
     opts.grants.push_back({"nobody-here", int64_t(::getuid()) + 1, -1});
     opts.chunk_bytes = 2 * mib;
     opts.idle_timeout = idle;
+    opts.fresh_timeout = 300ms;
     auto s = exec::session_server::start(opts, node.backend());
     REQUIRE(s);
     server = std::move(*s);
@@ -188,16 +190,6 @@ std::vector<std::string> session_env(const server_fixture& f,
           std::string{exec::token_env} + "=" + s.token};
 }
 
-// Waits until `done` holds, up to 5 s.
-template <class F> bool eventually(F&& done) {
-  for (int i = 0; i < 500; ++i) {
-    if (done())
-      return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return done();
-}
-
 } // namespace
 
 TEST_CASE("a session is opened with a grant, for a tenant the node has",
@@ -210,6 +202,7 @@ TEST_CASE("a session is opened with a grant, for a tenant the node has",
   CHECK(s->limit_bytes == 8 * mib);
   // A quarter of the limit, below the configured chunk.
   CHECK(s->chunk_bytes == 2 * mib);
+  CHECK(s->idle_ms == 600000);
   // By group.
   auto g = exec::open_session(f.path(), "small", 64 * mib);
   REQUIRE(g);
@@ -239,7 +232,8 @@ TEST_CASE("a session is opened with a grant, for a tenant the node has",
                         Catch::Contains("refused to open (not_allowed)"));
   // The session ends with its owner's connection.
   ::close(s->fd);
-  CHECK(eventually([&] { return f.server->stats().sessions.size() == 1; }));
+  CHECK(
+      test::eventually([&] { return f.server->stats().sessions.size() == 1; }));
   CHECK_THAT(f.node.audit_text(), Catch::Contains("t 1 ended: peak 0 bytes"));
   ::close(g->fd);
 }
@@ -267,7 +261,7 @@ TEST_CASE("the shim holds a program to its session's limit, charging a "
                                   "bytes was refused (over_limit): session "
                                   "limit 8.0 MiB"));
   // Its exit returned what it held.
-  CHECK(eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+  CHECK(test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
   CHECK(f.node.charged_to("t") == 0);
   auto v = f.session(s->id);
   CHECK(v.peak_bytes == 8 * mib);
@@ -285,10 +279,11 @@ TEST_CASE("every allocation API of the runtime and the driver is charged",
   auto s = exec::open_session(f.path(), "t", 4 * mib);
   REQUIRE(s);
   for (auto kind : {"rt", "managed", "pitch", "async", "pool", "drv",
-                    "drvasync", "vmm", "proc", "ptsz"}) {
+                    "drvasync", "vmm", "vmmmap", "proc", "ptsz"}) {
     std::string k = kind;
     // The last program's credit is back once the node saw it exit.
-    REQUIRE(eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+    REQUIRE(
+        test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
     auto out =
         run(session_env(f, *s), {k, "3M", k, "2M", "free", k, "2M", "in-use"});
     INFO(k << ":\n" << out);
@@ -298,7 +293,47 @@ TEST_CASE("every allocation API of the runtime and the driver is charged",
                         Catch::Contains(k + " 2097152: 0\n") &&
                         Catch::Contains("in-use: 2097152\n"));
   }
-  CHECK(eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+  CHECK(test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+  ::close(s->fd);
+}
+
+TEST_CASE("a pitched allocation is charged what its pitch makes it", "[exec]") {
+  server_fixture f;
+  // 750000-byte rows pitch to 750080: 320 bytes more than asked.
+  auto s = exec::open_session(f.path(), "t", 3000100);
+  REQUIRE(s);
+  auto out = run(session_env(f, *s), {"pitch", "3000000", "in-use"});
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("pitch 3000000: 2\n") &&
+                      Catch::Contains("in-use: 0\n"));
+  REQUIRE(test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+  auto big = exec::open_session(f.path(), "t", 3000320);
+  REQUIRE(big);
+  out = run(session_env(f, *big), {"pitch", "3000000", "in-use"});
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("pitch 3000000: 0\n") &&
+                      Catch::Contains("in-use: 3000320\n"));
+  ::close(s->fd);
+  ::close(big->fd);
+}
+
+TEST_CASE("threads of one program share its credit", "[exec]") {
+  server_fixture f;
+  auto s = exec::open_session(f.path(), "t", 4 * mib);
+  REQUIRE(s);
+  // Four threads of 1 MiB at once fit 4 MiB exactly, whatever the credit
+  // each lease leaves.
+  auto out = run(session_env(f, *s), {"threads", "4", "2000", "1M", "in-use"});
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("threads: 0 failed\n") &&
+                      Catch::Contains("in-use: 0\n"));
+  CHECK(test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+  CHECK(f.session(s->id).refusals == 0);
+  // Eight may not all fit at once: whatever was refused, nothing is lost.
+  out = run(session_env(f, *s), {"threads", "8", "2000", "1M", "in-use"});
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("in-use: 0\n"));
+  CHECK(test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
   ::close(s->fd);
 }
 
@@ -351,7 +386,7 @@ TEST_CASE("a tenant's device-memory quota in the node holds across its "
                       Catch::Contains("rt 1048576: 0\n"));
   ::kill(first.pid, SIGKILL);
   first.finish();
-  CHECK(eventually([&] { return f.node.charged_to("small") == 0; }));
+  CHECK(test::eventually([&] { return f.node.charged_to("small") == 0; }));
   ::close(a->fd);
   ::close(b->fd);
 }
@@ -370,7 +405,7 @@ TEST_CASE("a killed program's memory returns to its session and tenant",
   CHECK(f.node.charged_to("t") == v.leased_bytes);
   auto killed = std::chrono::steady_clock::now();
   ::kill(p.pid, SIGKILL);
-  REQUIRE(eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+  REQUIRE(test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
   double ms =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed)
           .count() *
@@ -397,7 +432,7 @@ TEST_CASE("a forked child joins the session on its own connection", "[exec]") {
   CHECK_THAT(out, Catch::Contains("rt 3145728: 0\n") &&
                       Catch::Contains("child rt 2097152: 2\n") &&
                       Catch::Contains("child rt 1048576: 0\n"));
-  CHECK(eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+  CHECK(test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
   ::close(s->fd);
 }
 
@@ -419,17 +454,30 @@ TEST_CASE("a session outlives its owner while its program runs, and one "
                        Catch::Contains("unknown_session"));
   ::kill(p.pid, SIGKILL);
   p.finish();
-  CHECK(eventually([&] { return f.server->stats().sessions.empty(); }));
+  CHECK(test::eventually([&] { return f.server->stats().sessions.empty(); }));
   CHECK(f.node.charged_to("t") == 0);
   // Opened, and no program for the idle timeout: it expires, and its
   // owner's connection closes.
   auto idle = exec::open_session(f.path(), "t", mib);
   REQUIRE(idle);
-  CHECK(eventually([&] { return f.server->stats().expired == 1; }));
+  CHECK(test::eventually([&] { return f.server->stats().expired == 1; }));
   char byte;
   CHECK(::recv(idle->fd, &byte, 1, 0) == 0);
   ::close(idle->fd);
-  CHECK_THAT(f.node.audit_text(), Catch::Contains("expired: no process for"));
+  CHECK_THAT(f.node.audit_text(),
+             Catch::Contains("expired: no process and no keepalive for"));
+  // An owner's keepalives hold a session without a process.
+  auto kept = exec::open_session(f.path(), "t", mib);
+  REQUIRE(kept);
+  CHECK(kept->idle_ms == 300);
+  for (int i = 0; i < 10; ++i) {
+    std::this_thread::sleep_for(100ms);
+    REQUIRE_FALSE(exec::keepalive(*kept));
+  }
+  CHECK(f.server->stats().expired == 1);
+  CHECK(test::eventually([&] { return f.server->stats().expired == 2; }));
+  CHECK(exec::keepalive(*kept));
+  ::close(kept->fd);
 }
 
 TEST_CASE("the exec socket answers bad frames and stays up", "[exec]") {
@@ -441,6 +489,9 @@ TEST_CASE("the exec socket answers bad frames and stays up", "[exec]") {
     std::memcpy(addr.sun_path, f.path().data(), f.path().size());
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) ==
             0);
+    // A server that never answers fails the test instead of hanging it.
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     return fd;
   };
   auto ask = [](int fd, const void* frame, size_t n) {
@@ -456,6 +507,13 @@ TEST_CASE("the exec socket answers bad frames and stays up", "[exec]") {
     CHECK(r.status == uint16_t(exec::wire_status::bad_request));
     CHECK_THAT(exec::text_of(r.text), Catch::Contains("128-byte frame"));
     char byte;
+    CHECK(::recv(fd, &byte, 1, 0) == 0);
+    ::close(fd);
+  }
+  SECTION("a connection that says nothing is closed") {
+    int fd = connect();
+    char byte;
+    // The fixture's fresh timeout is 300 ms.
     CHECK(::recv(fd, &byte, 1, 0) == 0);
     ::close(fd);
   }
@@ -492,7 +550,7 @@ TEST_CASE("the exec socket answers bad frames and stays up", "[exec]") {
     // Still joined: the mistakes did not cost it its lease.
     CHECK(f.session(s->id).leased_bytes == mib);
     ::close(fd);
-    CHECK(eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+    CHECK(test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
     ::close(s->fd);
   }
   // The server still opens sessions.

@@ -3,8 +3,8 @@
 // explicit clocks, items that can never fit, and headroom.
 #include <catch2/catch.hpp>
 
-#include "quota/quota_book.hpp"
 #include "messages/errc.hpp"
+#include "quota/quota_book.hpp"
 
 using namespace cohort;
 using namespace cohort::quota;
@@ -80,6 +80,38 @@ TEST_CASE("the quota book checks device memory against every limit",
   CHECK_FALSE(book.check_place(b, 1, 100 * MiB));
   CHECK(code_of(book.check_place(a, 1, 60 * MiB + 1)) ==
         errc::over_memory_quota);
+}
+
+TEST_CASE("memory held outside the runtime counts against a tenant's quota",
+          "[actors][quota]") {
+  quota_book book{make_lease()};
+  auto a = book.tenant_index("a");
+  auto b = book.tenant_index("b");
+  // a's quota across devices is 120 MiB: programs of cohort exec hold 100.
+  CHECK_FALSE(book.charge_outside(a, 100 * MiB));
+  CHECK(book.outside(a) == 100 * MiB);
+  CHECK(book.memory(a) == 100 * MiB);
+  auto over = book.charge_outside(a, 21 * MiB);
+  CHECK(code_of(over) == errc::over_memory_quota);
+  CHECK_THAT(describe(over), Catch::Contains("its quota is 125829120 bytes"));
+  CHECK(code_of(book.charge_outside(a, UINT64_MAX)) == errc::over_memory_quota);
+  // Items see what is left: 20 MiB.
+  CHECK_FALSE(book.check_place(a, 1, 20 * MiB));
+  CHECK(code_of(book.check_place(a, 1, 20 * MiB + 1)) ==
+        errc::over_memory_quota);
+  // No quota, no limit; on no device.
+  CHECK_FALSE(book.charge_outside(b, uint64_t{1} << 40));
+  CHECK(book.placed(1) == 0);
+  // It carries over a new lease (usage copied), and refunds restore it.
+  quota_book next{make_lease()};
+  next.set_usage(book.usage());
+  CHECK(next.outside(a) == 100 * MiB);
+  next.refund_outside(a, 100 * MiB);
+  CHECK(next.memory(a) == 0);
+  CHECK(next.outside(a) == 0);
+  // More refunded than held is held to what was held.
+  next.refund_outside(a, MiB);
+  CHECK(next.memory(a) == 0);
 }
 
 TEST_CASE("the quota book says when an item can never fit", "[actors][quota]") {
