@@ -622,26 +622,32 @@ using proc_address_t = CUresult (*)(const char*, void**, int,
 using proc_address_v2_t = CUresult (*)(const char*, void**, int,
                                        unsigned long long, void*);
 
+// An allocation through the driver: `real(p, n, rest...)`, charged `n`.
 // With `real` null the call cannot be made: an unknown entry point.
-CUresult do_mem_alloc(mem_alloc_t real, CUdeviceptr* p, size_t n) {
+template <class... A>
+CUresult do_mem_alloc(CUresult (*real)(CUdeviceptr*, size_t, A...),
+                      CUdeviceptr* p, size_t n, A... rest) {
   if (real == nullptr)
     return CUDA_ERROR_NOT_FOUND;
   if (runtime_depth > 0)
-    return real(p, n);
+    return real(p, n, rest...);
   return charged(n, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, false,
                  [&](uint64_t& key) {
-                   auto rc = real(p, n);
+                   auto rc = real(p, n, rest...);
                    key = p != nullptr ? *p : 0;
                    return rc;
                  });
 }
 
-CUresult do_mem_free(mem_free_t real, CUdeviceptr p) {
+// A free through the driver: `real(p, rest...)`, refunding what `p` held.
+template <class... A>
+CUresult do_mem_free(CUresult (*real)(CUdeviceptr, A...), CUdeviceptr p,
+                     A... rest) {
   if (real == nullptr)
     return CUDA_ERROR_NOT_FOUND;
   if (runtime_depth > 0)
-    return real(p);
-  return uncharged(false, p, CUDA_SUCCESS, [&] { return real(p); });
+    return real(p, rest...);
+  return uncharged(false, p, CUDA_SUCCESS, [&] { return real(p, rest...); });
 }
 
 CUresult do_mem_alloc_pitch(mem_alloc_pitch_t real, CUdeviceptr* p,
@@ -663,56 +669,6 @@ CUresult do_mem_alloc_pitch(mem_alloc_pitch_t real, CUdeviceptr* p,
         key = p != nullptr ? *p : 0;
         return rc;
       });
-}
-
-CUresult do_mem_alloc_managed(mem_alloc_managed_t real, CUdeviceptr* p,
-                              size_t n, unsigned int flags) {
-  if (real == nullptr)
-    return CUDA_ERROR_NOT_FOUND;
-  if (runtime_depth > 0)
-    return real(p, n, flags);
-  return charged(n, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, false,
-                 [&](uint64_t& key) {
-                   auto rc = real(p, n, flags);
-                   key = p != nullptr ? *p : 0;
-                   return rc;
-                 });
-}
-
-CUresult do_mem_alloc_async(mem_alloc_async_t real, CUdeviceptr* p, size_t n,
-                            stream_t s) {
-  if (real == nullptr)
-    return CUDA_ERROR_NOT_FOUND;
-  if (runtime_depth > 0)
-    return real(p, n, s);
-  return charged(n, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, false,
-                 [&](uint64_t& key) {
-                   auto rc = real(p, n, s);
-                   key = p != nullptr ? *p : 0;
-                   return rc;
-                 });
-}
-
-CUresult do_mem_alloc_pool(mem_alloc_pool_t real, CUdeviceptr* p, size_t n,
-                           pool_t pool, stream_t s) {
-  if (real == nullptr)
-    return CUDA_ERROR_NOT_FOUND;
-  if (runtime_depth > 0)
-    return real(p, n, pool, s);
-  return charged(n, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, false,
-                 [&](uint64_t& key) {
-                   auto rc = real(p, n, pool, s);
-                   key = p != nullptr ? *p : 0;
-                   return rc;
-                 });
-}
-
-CUresult do_mem_free_async(mem_free_async_t real, CUdeviceptr p, stream_t s) {
-  if (real == nullptr)
-    return CUDA_ERROR_NOT_FOUND;
-  if (runtime_depth > 0)
-    return real(p, s);
-  return uncharged(false, p, CUDA_SUCCESS, [&] { return real(p, s); });
 }
 
 CUresult do_mem_create(mem_create_t real, CUmemGenericAllocationHandle* h,
@@ -883,24 +839,25 @@ using proc_v2_sig = CUresult(const char*, void**, int, unsigned long long,
 // The 64-bit size_t entry points came with CUDA 3.2 (version 3020);
 // cuGetProcAddress_v2 with 12.5.
 const wrapped_entry wrapped[] = {
-    entry<&do_mem_alloc, alloc_sig>("cuMemAlloc_v2", "cuMemAlloc", 3020,
-                                    &cuMemAlloc_v2),
+    entry<&do_mem_alloc<>, alloc_sig>("cuMemAlloc_v2", "cuMemAlloc", 3020,
+                                      &cuMemAlloc_v2),
     entry<&do_mem_alloc_pitch, pitch_sig>(
         "cuMemAllocPitch_v2", "cuMemAllocPitch", 3020, &cuMemAllocPitch_v2),
-    entry<&do_mem_alloc_managed, managed_sig>(
+    entry<&do_mem_alloc<unsigned int>, managed_sig>(
         "cuMemAllocManaged", "cuMemAllocManaged", 0, &cuMemAllocManaged),
-    entry<&do_mem_free, free_sig>("cuMemFree_v2", "cuMemFree", 3020,
-                                  &cuMemFree_v2),
-    entry<&do_mem_alloc_async, async_sig>("cuMemAllocAsync", "cuMemAllocAsync",
-                                          0, &cuMemAllocAsync),
-    entry<&do_mem_alloc_async, async_sig>("cuMemAllocAsync_ptsz", "", 0),
-    entry<&do_mem_alloc_pool, pool_sig>("cuMemAllocFromPoolAsync",
-                                        "cuMemAllocFromPoolAsync", 0,
-                                        &cuMemAllocFromPoolAsync),
-    entry<&do_mem_alloc_pool, pool_sig>("cuMemAllocFromPoolAsync_ptsz", "", 0),
-    entry<&do_mem_free_async, free_async_sig>(
+    entry<&do_mem_free<>, free_sig>("cuMemFree_v2", "cuMemFree", 3020,
+                                    &cuMemFree_v2),
+    entry<&do_mem_alloc<stream_t>, async_sig>(
+        "cuMemAllocAsync", "cuMemAllocAsync", 0, &cuMemAllocAsync),
+    entry<&do_mem_alloc<stream_t>, async_sig>("cuMemAllocAsync_ptsz", "", 0),
+    entry<&do_mem_alloc<pool_t, stream_t>, pool_sig>(
+        "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 0,
+        &cuMemAllocFromPoolAsync),
+    entry<&do_mem_alloc<pool_t, stream_t>, pool_sig>(
+        "cuMemAllocFromPoolAsync_ptsz", "", 0),
+    entry<&do_mem_free<stream_t>, free_async_sig>(
         "cuMemFreeAsync", "cuMemFreeAsync", 0, &cuMemFreeAsync),
-    entry<&do_mem_free_async, free_async_sig>("cuMemFreeAsync_ptsz", "", 0),
+    entry<&do_mem_free<stream_t>, free_async_sig>("cuMemFreeAsync_ptsz", "", 0),
     entry<&do_mem_create, create_sig>("cuMemCreate", "cuMemCreate", 0,
                                       &cuMemCreate),
     entry<&do_mem_release, release_sig>("cuMemRelease", "cuMemRelease", 0,
@@ -980,6 +937,32 @@ using cuda_malloc_async_t = cudaError_t (*)(void**, size_t, stream_t);
 using cuda_malloc_pool_t = cudaError_t (*)(void**, size_t, pool_t, stream_t);
 using cuda_free_async_t = cudaError_t (*)(void*, stream_t);
 
+// An allocation through the runtime: `real(p, n, rest...)`, charged `n`
+// here, once: the driver calls the runtime makes inside are not.
+template <class... A>
+cudaError_t runtime_alloc(cudaError_t (*real)(void**, size_t, A...), void** p,
+                          size_t n, A... rest) {
+  if (real == nullptr)
+    return cudaErrorInitializationError;
+  runtime_call inside;
+  return charged(n, cudaSuccess, cudaErrorMemoryAllocation, false,
+                 [&](uint64_t& key) {
+                   auto rc = real(p, n, rest...);
+                   key = p != nullptr ? key_of(*p) : 0;
+                   return rc;
+                 });
+}
+
+// A free through the runtime: `real(p, rest...)`.
+template <class... A>
+cudaError_t runtime_free(cudaError_t (*real)(void*, A...), void* p, A... rest) {
+  if (real == nullptr)
+    return cudaErrorInitializationError;
+  runtime_call inside;
+  return uncharged(false, key_of(p), cudaSuccess,
+                   [&] { return real(p, rest...); });
+}
+
 } // namespace
 
 // Built with hidden visibility: these alone are exported.
@@ -1007,7 +990,7 @@ COHORT_SHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* p, size_t n,
                                               unsigned int flags) {
   static real_fn<mem_alloc_managed_t> real_of{"cuMemAllocManaged"};
   auto real = real_of.get();
-  return do_mem_alloc_managed(real, p, n, flags);
+  return do_mem_alloc(real, p, n, flags);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
@@ -1020,20 +1003,20 @@ COHORT_SHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* p, size_t n,
                                             stream_t s) {
   static real_fn<mem_alloc_async_t> real_of{"cuMemAllocAsync"};
   auto real = real_of.get();
-  return do_mem_alloc_async(real, p, n, s);
+  return do_mem_alloc(real, p, n, s);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* p, size_t n,
                                                     pool_t pool, stream_t s) {
   static real_fn<mem_alloc_pool_t> real_of{"cuMemAllocFromPoolAsync"};
   auto real = real_of.get();
-  return do_mem_alloc_pool(real, p, n, pool, s);
+  return do_mem_alloc(real, p, n, pool, s);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, stream_t s) {
   static real_fn<mem_free_async_t> real_of{"cuMemFreeAsync"};
   auto real = real_of.get();
-  return do_mem_free_async(real, p, s);
+  return do_mem_free(real, p, s);
 }
 
 COHORT_SHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* h,
@@ -1090,31 +1073,13 @@ COHORT_SHIM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn,
 
 COHORT_SHIM_EXPORT cudaError_t cudaMalloc(void** p, size_t n) {
   static real_fn<cuda_malloc_t> real_of{"cudaMalloc"};
-  auto real = real_of.get();
-  if (real == nullptr)
-    return cudaErrorInitializationError;
-  runtime_call inside;
-  return charged(n, cudaSuccess, cudaErrorMemoryAllocation, false,
-                 [&](uint64_t& key) {
-                   auto rc = real(p, n);
-                   key = p != nullptr ? key_of(*p) : 0;
-                   return rc;
-                 });
+  return runtime_alloc(real_of.get(), p, n);
 }
 
 COHORT_SHIM_EXPORT cudaError_t cudaMallocManaged(void** p, size_t n,
                                                  unsigned int flags) {
   static real_fn<cuda_malloc_managed_t> real_of{"cudaMallocManaged"};
-  auto real = real_of.get();
-  if (real == nullptr)
-    return cudaErrorInitializationError;
-  runtime_call inside;
-  return charged(n, cudaSuccess, cudaErrorMemoryAllocation, false,
-                 [&](uint64_t& key) {
-                   auto rc = real(p, n, flags);
-                   key = p != nullptr ? key_of(*p) : 0;
-                   return rc;
-                 });
+  return runtime_alloc(real_of.get(), p, n, flags);
 }
 
 COHORT_SHIM_EXPORT cudaError_t cudaMallocPitch(void** p, size_t* pitch,
@@ -1140,50 +1105,24 @@ COHORT_SHIM_EXPORT cudaError_t cudaMallocPitch(void** p, size_t* pitch,
 
 COHORT_SHIM_EXPORT cudaError_t cudaMallocAsync(void** p, size_t n, stream_t s) {
   static real_fn<cuda_malloc_async_t> real_of{"cudaMallocAsync"};
-  auto real = real_of.get();
-  if (real == nullptr)
-    return cudaErrorInitializationError;
-  runtime_call inside;
-  return charged(n, cudaSuccess, cudaErrorMemoryAllocation, false,
-                 [&](uint64_t& key) {
-                   auto rc = real(p, n, s);
-                   key = p != nullptr ? key_of(*p) : 0;
-                   return rc;
-                 });
+  return runtime_alloc(real_of.get(), p, n, s);
 }
 
 COHORT_SHIM_EXPORT cudaError_t cudaMallocFromPoolAsync(void** p, size_t n,
                                                        pool_t pool,
                                                        stream_t s) {
   static real_fn<cuda_malloc_pool_t> real_of{"cudaMallocFromPoolAsync"};
-  auto real = real_of.get();
-  if (real == nullptr)
-    return cudaErrorInitializationError;
-  runtime_call inside;
-  return charged(n, cudaSuccess, cudaErrorMemoryAllocation, false,
-                 [&](uint64_t& key) {
-                   auto rc = real(p, n, pool, s);
-                   key = p != nullptr ? key_of(*p) : 0;
-                   return rc;
-                 });
+  return runtime_alloc(real_of.get(), p, n, pool, s);
 }
 
 COHORT_SHIM_EXPORT cudaError_t cudaFree(void* p) {
   static real_fn<cuda_free_t> real_of{"cudaFree"};
-  auto real = real_of.get();
-  if (real == nullptr)
-    return cudaErrorInitializationError;
-  runtime_call inside;
-  return uncharged(false, key_of(p), cudaSuccess, [&] { return real(p); });
+  return runtime_free(real_of.get(), p);
 }
 
 COHORT_SHIM_EXPORT cudaError_t cudaFreeAsync(void* p, stream_t s) {
   static real_fn<cuda_free_async_t> real_of{"cudaFreeAsync"};
-  auto real = real_of.get();
-  if (real == nullptr)
-    return cudaErrorInitializationError;
-  runtime_call inside;
-  return uncharged(false, key_of(p), cudaSuccess, [&] { return real(p, s); });
+  return runtime_free(real_of.get(), p, s);
 }
 
 // -- Exported: dlsym ---------------------------------------------------------

@@ -241,13 +241,18 @@ void open_backend(discovery& out, const plugin_load& loaded,
   }
   std::vector<std::string> view_bus(static_cast<size_t>(n));
   std::map<std::string, std::string> shown; // bus id -> architecture
+  // Each probe kept, for a GPU opened in a host process below.
+  using probe_result = caf::expected<std::pair<device_info, properties>>;
+  std::vector<std::optional<probe_result>> views(static_cast<size_t>(n));
   if (!migs.empty())
-    for (int i = 0; i < n; ++i)
-      if (auto view = probe_gpu(*rt, i, kind, prefix + std::to_string(i),
-                                opts.streams)) {
-        view_bus[size_t(i)] = canonical_pci_bus_id(view->first.pci_bus_id);
-        shown[view_bus[size_t(i)]] = view->first.arch;
+    for (int i = 0; i < n; ++i) {
+      auto& view = views[size_t(i)];
+      view = probe_gpu(*rt, i, kind, prefix + std::to_string(i), opts.streams);
+      if (*view) {
+        view_bus[size_t(i)] = canonical_pci_bus_id((*view)->first.pci_bus_id);
+        shown[view_bus[size_t(i)]] = (*view)->first.arch;
       }
+    }
   auto instances =
       mig_instances(st, migs, shown, loaded.vendor, kind, opts, open_here);
   std::set<std::string> hosted_buses;
@@ -260,7 +265,9 @@ void open_backend(discovery& out, const plugin_load& loaded,
     if (hosted_buses.contains(view_bus[size_t(i)]))
       continue;
     if (open_here && !open_here(name)) {
-      auto probed = probe_gpu(*rt, i, kind, name, opts.streams);
+      auto probed = views[size_t(i)]
+                        ? std::move(*views[size_t(i)])
+                        : probe_gpu(*rt, i, kind, name, opts.streams);
       if (!probed) {
         add_note(st, describe(probed.error()));
         continue;
