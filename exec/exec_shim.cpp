@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "exec/exec_wire.hpp"
+#include "exec/ptr_table.hpp"
 
 // This library's exports (defined at the end), which its tables name.
 extern "C" {
@@ -200,7 +202,11 @@ template <class F> struct real_fn {
 };
 
 // Inside a runtime API call: its driver calls are not charged again.
-thread_local int runtime_depth = 0;
+// Initial-exec: read on every call, without a __tls_get_addr each time.
+// The shim is loaded by LD_PRELOAD, at start-up, where static TLS is
+// certain (a dlopen of it would take glibc's spare static TLS, or fail
+// saying so).
+__attribute__((tls_model("initial-exec"))) thread_local int runtime_depth = 0;
 
 struct runtime_call {
   runtime_call() { ++runtime_depth; }
@@ -210,6 +216,24 @@ struct runtime_call {
 };
 
 // -- The credit book ---------------------------------------------------------
+
+// A lock for the few instructions of a table lookup: spins a while, then
+// yields the CPU until it is free.
+class spin_lock {
+public:
+  void lock() {
+    for (unsigned spins = 0; held_.exchange(true, std::memory_order_acquire);)
+      while (held_.load(std::memory_order_relaxed))
+        if (++spins > 100)
+          sched_yield();
+  }
+  void unlock() { held_.store(false, std::memory_order_release); }
+  /// In a child after fork, where the holder may have been another thread.
+  void reset() { held_.store(false, std::memory_order_relaxed); }
+
+private:
+  std::atomic<bool> held_{false};
+};
 
 // The session's credit in this process: what the node leased and no
 // allocation holds yet, and the size of each allocation made. Never
@@ -246,10 +270,12 @@ public:
                                                       uint64_t size);
 
   /// In a child after fork: nothing of the parent's is the child's, and
-  /// another thread may have held the lock at the fork.
+  /// another thread may have held a lock at the fork.
   void after_fork();
 
 private:
+  /// Takes `n` bytes from the credit when it holds them, without a lock.
+  bool take(uint64_t n);
   /// Joins the session once per process; false when it cannot be reached.
   bool connect_locked();
   /// One request and its answer; false when the socket broke, timed out
@@ -260,29 +286,44 @@ private:
   void close_locked(const std::string& why);
   void warn_locked(const std::string& what);
 
+  // The connection, under mtx_. The credit is taken and given back
+  // without it, as long as it suffices and holds no surplus: most
+  // allocations take no lock for it.
   std::mutex mtx_;
   int fd_ = -1;
   /// The process that joined (0: none yet, or a child after fork).
-  pid_t pid_ = 0;
+  std::atomic<pid_t> pid_ = 0;
   /// Set when the session cannot be reached: no new credit, ever.
   bool closed_ = false;
   bool warned_ = false;
-  uint64_t credit_ = 0;
-  uint64_t chunk_ = 0;
+  std::atomic<uint64_t> credit_ = 0;
+  std::atomic<uint64_t> chunk_ = 0;
   uint64_t limit_ = 0;
-  std::unordered_map<uint64_t, uint64_t> ptrs_;
+  // The allocations, under their own locks: a lease waiting on the node
+  // holds up no free.
+  // Device pointers, on every allocation and free: a table that does not
+  // allocate, under a lock that makes no system call unless contended.
+  spin_lock ptrs_lock_;
+  exec::ptr_table ptrs_;
+  // VMM handles and mappings, rarer: under map_mtx_.
   struct vmm {
     uint64_t bytes = 0;
     uint32_t refs = 0;
   };
+  std::mutex map_mtx_;
   std::unordered_map<uint64_t, vmm> handles_;
   std::map<uint64_t, uint64_t> mappings_; // va -> handle
 };
 
+// Set once book() made it: the fork handler reads it here, not through
+// book(), whose first call may be under way in another thread at a fork.
+credit_book* the_book = nullptr;
+
 credit_book& book() {
   static auto* b = [] {
     auto* made = new credit_book;
-    pthread_atfork(nullptr, nullptr, [] { book().after_fork(); });
+    the_book = made;
+    pthread_atfork(nullptr, nullptr, [] { the_book->after_fork(); });
     return made;
   }();
   return *b;
@@ -290,47 +331,50 @@ credit_book& book() {
 
 void credit_book::remember(bool handle, uint64_t key, uint64_t n) {
   uint64_t stale = 0;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (handle) {
-      auto& v = handles_[key];
-      stale = v.bytes;
-      v = {n, 1};
-    } else {
-      auto& v = ptrs_[key];
-      stale = v;
-      v = n;
+  if (handle) {
+    std::lock_guard<std::mutex> guard{map_mtx_};
+    auto& v = handles_[key];
+    stale = v.bytes;
+    v = {n, 1};
+  } else {
+    // Unrecorded when the table cannot grow (no host memory left): the
+    // allocation stays charged after its free, erring toward refusing.
+    bool ok = true;
+    {
+      std::lock_guard<spin_lock> guard{ptrs_lock_};
+      stale = ptrs_.put(key, n, ok);
+    }
+    if (!ok) {
+      std::lock_guard<std::mutex> guard{mtx_};
+      warn_locked("out of host memory for the table of allocations: " +
+                  std::to_string(n) + " bytes stay charged after their free");
     }
   }
   refund(stale);
 }
 
 uint64_t credit_book::forget(bool handle, uint64_t key) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  if (handle) {
-    auto i = handles_.find(key);
-    if (i == handles_.end())
-      return 0;
-    auto n = i->second.bytes;
-    handles_.erase(i);
-    return n;
+  if (!handle) {
+    std::lock_guard<spin_lock> guard{ptrs_lock_};
+    return ptrs_.take(key);
   }
-  auto i = ptrs_.find(key);
-  if (i == ptrs_.end())
+  std::lock_guard<std::mutex> guard{map_mtx_};
+  auto i = handles_.find(key);
+  if (i == handles_.end())
     return 0;
-  auto n = i->second;
-  ptrs_.erase(i);
+  auto n = i->second.bytes;
+  handles_.erase(i);
   return n;
 }
 
 void credit_book::retain(uint64_t handle) {
-  std::lock_guard<std::mutex> guard{mtx_};
+  std::lock_guard<std::mutex> guard{map_mtx_};
   if (auto i = handles_.find(handle); i != handles_.end())
     ++i->second.refs;
 }
 
 uint64_t credit_book::release(uint64_t handle) {
-  std::lock_guard<std::mutex> guard{mtx_};
+  std::lock_guard<std::mutex> guard{map_mtx_};
   auto i = handles_.find(handle);
   if (i == handles_.end() || --i->second.refs > 0)
     return 0;
@@ -340,7 +384,7 @@ uint64_t credit_book::release(uint64_t handle) {
 }
 
 void credit_book::mapped(uint64_t va, uint64_t handle, bool counted) {
-  std::lock_guard<std::mutex> guard{mtx_};
+  std::lock_guard<std::mutex> guard{map_mtx_};
   if (auto i = handles_.find(handle); i != handles_.end()) {
     if (counted)
       ++i->second.refs;
@@ -350,7 +394,7 @@ void credit_book::mapped(uint64_t va, uint64_t handle, bool counted) {
 
 std::vector<std::pair<uint64_t, uint64_t>>
 credit_book::unmapped(uint64_t va, uint64_t size) {
-  std::lock_guard<std::mutex> guard{mtx_};
+  std::lock_guard<std::mutex> guard{map_mtx_};
   std::vector<std::pair<uint64_t, uint64_t>> out;
   auto end = size > UINT64_MAX - va ? UINT64_MAX : va + size;
   for (auto i = mappings_.lower_bound(va);
@@ -363,6 +407,7 @@ credit_book::unmapped(uint64_t va, uint64_t size) {
 
 void credit_book::after_fork() {
   new (&mtx_) std::mutex;
+  new (&map_mtx_) std::mutex;
   if (fd_ >= 0)
     ::close(fd_);
   fd_ = -1;
@@ -371,9 +416,12 @@ void credit_book::after_fork() {
   closed_ = false;
   warned_ = false;
   credit_ = 0;
-  ptrs_.clear();
-  handles_.clear();
-  mappings_.clear();
+  // Made anew, the parent's left behind (a thread may have been changing
+  // them at the fork): nothing of them is the child's.
+  ptrs_lock_.reset();
+  new (&ptrs_) exec::ptr_table;
+  new (&handles_) std::unordered_map<uint64_t, vmm>;
+  new (&mappings_) std::map<uint64_t, uint64_t>;
 }
 
 void credit_book::warn_locked(const std::string& what) {
@@ -434,9 +482,6 @@ bool credit_book::connect_locked() {
   pid_ = ::getpid();
   closed_ = false;
   credit_ = 0;
-  ptrs_.clear();
-  handles_.clear();
-  mappings_.clear();
   auto* path = std::getenv(exec::socket_env);
   auto* token = std::getenv(exec::token_env);
   if (path == nullptr || token == nullptr) {
@@ -480,56 +525,85 @@ bool credit_book::connect_locked() {
   return true;
 }
 
+bool credit_book::take(uint64_t n) {
+  auto c = credit_.load();
+  while (c >= n)
+    if (credit_.compare_exchange_weak(c, c - n))
+      return true;
+  return false;
+}
+
 bool credit_book::charge(uint64_t n) {
-  if (n == 0)
+  if (n == 0 || take(n))
     return true;
   std::lock_guard<std::mutex> guard{mtx_};
   connect_locked();
-  if (credit_ >= n) {
-    credit_ -= n;
+  if (take(n)) // another thread leased meanwhile
     return true;
-  }
   if (closed_ || fd_ < 0) {
     warn_locked("an allocation of " + std::to_string(n) +
                 " bytes was refused: the session cannot be reached");
     return false;
   }
-  auto need = n - credit_;
+  // All the credit left is this allocation's, with what is leased: the
+  // other threads short of credit wait on the lock meanwhile.
+  auto have = credit_.exchange(0);
+  if (have >= n) { // given back meanwhile
+    credit_.fetch_add(have - n);
+    return true;
+  }
+  auto need = n - have;
   // A chunk when it fits, else exactly what is missing.
-  for (auto ask : {std::max(need, chunk_), need}) {
+  // Why, as the first refusal is printed: "(over_limit): ...".
+  std::string refused = ": the session cannot be reached";
+  for (auto ask : {std::max(need, chunk_.load()), need}) {
     exec::wire_reply reply;
     if (!round_trip_locked(exec::wire_op::lease, ask, reply))
-      return false;
+      break;
     if (reply.status == uint16_t(exec::wire_status::ok)) {
-      credit_ += ask;
-      credit_ -= n;
+      credit_.fetch_add(have + ask - n);
       return true;
     }
-    if (ask == need) {
-      warn_locked("an allocation of " + std::to_string(n) +
-                  " bytes was refused (" +
-                  exec::to_string(exec::wire_status{reply.status}) +
-                  "): " + exec::text_of(reply.text));
-      return false;
-    }
+    refused = " (" +
+              std::string{exec::to_string(exec::wire_status{reply.status})} +
+              "): " + exec::text_of(reply.text);
+    if (ask == need)
+      break;
   }
+  // Frees may have given back enough meanwhile.
+  credit_.fetch_add(have);
+  if (take(n))
+    return true;
+  warn_locked("an allocation of " + std::to_string(n) + " bytes was refused" +
+              refused);
   return false;
 }
 
 void credit_book::refund(uint64_t n) {
   if (n == 0)
     return;
-  std::lock_guard<std::mutex> guard{mtx_};
   if (pid_ == 0)
     return; // not joined in this process: nothing was charged here
-  credit_ += n;
-  if (fd_ < 0 || closed_ || credit_ <= 2 * chunk_)
+  auto now = credit_.fetch_add(n) + n;
+  if (now <= 2 * chunk_)
     return;
-  auto surplus = credit_ - chunk_;
+  // Surplus: all but a chunk goes back to the node.
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (fd_ < 0 || closed_)
+    return;
+  auto chunk = chunk_.load();
+  auto c = credit_.load();
+  do
+    if (c <= 2 * chunk)
+      return; // taken meanwhile, or given back by another thread
+  while (!credit_.compare_exchange_weak(c, chunk));
+  auto surplus = c - chunk;
   exec::wire_reply reply;
+  // Kept when the node said no. When it did not answer, it may have taken
+  // it back: not kept, erring toward refusing.
   if (round_trip_locked(exec::wire_op::give_back, surplus, reply) &&
-      reply.status == uint16_t(exec::wire_status::ok))
-    credit_ -= surplus;
+      reply.status != uint16_t(exec::wire_status::ok))
+    credit_.fetch_add(surplus);
 }
 
 // -- Accounting around the calls ---------------------------------------------

@@ -251,7 +251,7 @@ void session_server::run() {
         continue;
       if ((sock & POLLIN) != 0 && serve(c))
         continue;
-      if ((sock & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) != 0)
+      if ((sock & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) != 0 && !detach(c))
         closing.emplace_back(i, false);
     }
     for (size_t k = closing.size(); k-- > 0;) {
@@ -552,6 +552,23 @@ void session_server::audit_refusal(const std::string& tenant,
   } else {
     ++refusals_unaudited_;
   }
+}
+
+bool session_server::detach(connection& c) {
+  // Its process's allocations are still made with what it leased: charged
+  // until the pidfd says it exited (a process cannot free its lease by
+  // closing its connection, or by sending a bad frame).
+  if (c.what != connection::role::process || c.leased == 0 || c.pidfd < 0 ||
+      c.fd < 0 || ipc::pid_exited(c.pidfd))
+    return false;
+  if (auto* s = find_session(c.session))
+    backend_.audit(s->tenant, s->id,
+                   "connection of pid " + std::to_string(c.pid) +
+                       " closed: its " + human(c.leased) +
+                       " stay charged until it exits");
+  ::close(c.fd);
+  c.fd = -1; // poll ignores it; the pidfd is still watched
+  return true;
 }
 
 void session_server::close_connection(connection& c, bool died) {

@@ -139,6 +139,10 @@ private:
   bool keepalive(connection& c);
   /// Returns what `c` leased; `died` says whether its process exited.
   void close_connection(connection& c, bool died);
+  /// When `c`'s process closed its connection holding credit and still
+  /// runs: the connection closes, its credit stays charged until the
+  /// process exits. False when `c` is to be closed now.
+  bool detach(connection& c);
   /// Ends sessions with neither owner nor process, and idle ones; closes
   /// connections that stayed fresh too long.
   void end_sessions();

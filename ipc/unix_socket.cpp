@@ -1,5 +1,6 @@
 #include "ipc/unix_socket.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -25,6 +26,15 @@ int open_pidfd(pid_t pid) {
   errno = ENOSYS;
   return -1;
 #endif
+}
+
+bool pid_exited(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  int n;
+  do
+    n = ::poll(&p, 1, 0);
+  while (n < 0 && errno == EINTR);
+  return n > 0 && (p.revents & POLLIN) != 0;
 }
 
 caf::expected<int> listen_seqpacket(const std::string& path,

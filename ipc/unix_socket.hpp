@@ -26,6 +26,9 @@ caf::expected<int> listen_seqpacket(const std::string& path,
 /// refuses one (then a connection's hangup alone tells).
 int open_pidfd(pid_t pid);
 
+/// Whether the process of `pidfd` has exited, asked without waiting.
+bool pid_exited(int pidfd);
+
 /// io_error: `what` and strerror(errno).
 caf::error io_failure(const std::string& what);
 

@@ -33,9 +33,14 @@ std::map<CUdeviceptr, handle_t> mappings;
 handle_t next_handle = 1;
 uint64_t in_use = 0;
 
+// Read once: a getenv per call would cost more with every variable in the
+// environment, and the shim's session adds some (bench/exec).
 uint64_t capacity() {
-  auto* v = std::getenv("COHORT_FAKE_CUDA_MEMORY");
-  return v != nullptr ? std::strtoull(v, nullptr, 10) : uint64_t{1} << 30;
+  static const uint64_t bytes = [] {
+    auto* v = std::getenv("COHORT_FAKE_CUDA_MEMORY");
+    return v != nullptr ? std::strtoull(v, nullptr, 10) : uint64_t{1} << 30;
+  }();
+  return bytes;
 }
 
 CUresult take(CUdeviceptr* p, size_t n) {

@@ -423,6 +423,69 @@ TEST_CASE("a killed program's memory returns to its session and tenant",
   ::close(s->fd);
 }
 
+TEST_CASE("a process that closes its connection stays charged until it "
+          "exits",
+          "[exec]") {
+  server_fixture f;
+  auto s = exec::open_session(f.path(), "t", 8 * mib);
+  REQUIRE(s);
+  exec::wire_request hello;
+  hello.op = uint16_t(exec::wire_op::hello);
+  exec::set_text(hello.text, s->token);
+  exec::wire_request lease;
+  lease.op = uint16_t(exec::wire_op::lease);
+  lease.bytes = 3 * mib;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, f.path().data(), f.path().size());
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  // A process that joins, leases, closes its connection and lives on, as
+  // one whose shim gave up on the node would: what it leased may be in
+  // use, so it is not handed to anyone else yet.
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    exec::wire_reply r;
+    bool ok =
+        fd >= 0 &&
+        ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        ::send(fd, &hello, sizeof hello, 0) == ssize_t(sizeof hello) &&
+        ::recv(fd, &r, sizeof r, 0) == ssize_t(sizeof r) && r.status == 0 &&
+        ::send(fd, &lease, sizeof lease, 0) == ssize_t(sizeof lease) &&
+        ::recv(fd, &r, sizeof r, 0) == ssize_t(sizeof r) && r.status == 0;
+    ::close(fd);
+    char b = ok ? 1 : 0;
+    (void)!::write(ready[1], &b, 1);
+    for (;;)
+      ::pause();
+  }
+  ::close(ready[1]);
+  char b = 0;
+  REQUIRE(::read(ready[0], &b, 1) == 1);
+  ::close(ready[0]);
+  REQUIRE(b == 1);
+  CHECK(test::eventually([&] {
+    return f.node.audit_text().find("connection of pid " + std::to_string(pid) +
+                                    " closed: its 3.0 "
+                                    "MiB stay charged") != std::string::npos;
+  }));
+  std::this_thread::sleep_for(200ms);
+  auto v = f.session(s->id);
+  CHECK(v.leased_bytes == 3 * mib);
+  CHECK(v.processes == 1);
+  CHECK(f.node.charged_to("t") == 3 * mib);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  CHECK(test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+  CHECK(f.node.charged_to("t") == 0);
+  CHECK_THAT(f.node.audit_text(),
+             Catch::Contains("reclaimed 3.0 MiB of pid " + std::to_string(pid) +
+                             ": it exited"));
+  ::close(s->fd);
+}
+
 TEST_CASE("a forked child joins the session on its own connection", "[exec]") {
   server_fixture f;
   auto s = exec::open_session(f.path(), "t", 4 * mib);
@@ -549,8 +612,15 @@ TEST_CASE("the exec socket answers bad frames and stays up", "[exec]") {
           uint16_t(exec::wire_status::bad_request));
     // Still joined: the mistakes did not cost it its lease.
     CHECK(f.session(s->id).leased_bytes == mib);
+    // Its connection closed, its process (this one) still runs: the lease
+    // stays charged until it exits, or the node stops.
     ::close(fd);
-    CHECK(test::eventually([&] { return f.session(s->id).leased_bytes == 0; }));
+    CHECK(test::eventually([&] {
+      return f.node.audit_text().find("stay charged until it exits") !=
+             std::string::npos;
+    }));
+    CHECK(f.session(s->id).leased_bytes == mib);
+    CHECK(f.node.charged_to("t") == mib);
     ::close(s->fd);
   }
   // The server still opens sessions.
