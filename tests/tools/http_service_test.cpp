@@ -19,6 +19,7 @@
 
 #include "tests/runtime_fixture.hpp"
 #include "tests/tools/cli_fixture.hpp"
+#include "tests/tools/served_fixture.hpp"
 #include "tools/serve_command.hpp"
 
 using namespace cohort;
@@ -26,7 +27,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string token = "s3cret-admin-token-0123";
+using test::token;
 
 bool has(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
@@ -105,30 +106,11 @@ uint64_t rss_bytes() {
   return resident * uint64_t(::sysconf(_SC_PAGESIZE));
 }
 
-struct http_served : test::actor_fixture {
-  std::unique_ptr<actors::runtime> rt;
-  std::unique_ptr<tools::metrics_exporter> metrics;
-  std::unique_ptr<tools::admin_api> api;
-  std::unique_ptr<tools::http_service> http;
-  int port = 0;
-
+// The served node of the admin API's tests, its requests with a short
+// read timeout: a server that stops answering fails the test quickly.
+struct http_served : test::served {
   void start(tools::http_limits limits = {}) {
-    auto r = actors::runtime::start(sys, test::make_config(dir, 1, {}));
-    REQUIRE(r);
-    rt = std::move(*r);
-    metrics = std::make_unique<tools::metrics_exporter>(*rt);
-    api = std::make_unique<tools::admin_api>(*rt, token, *metrics);
-    http = std::make_unique<tools::http_service>(*api, limits);
-    auto p = http->start("127.0.0.1", 0);
-    REQUIRE(p);
-    port = *p;
-  }
-
-  ~http_served() {
-    if (http)
-      http->stop();
-    if (rt)
-      rt->stop();
+    served::start(test::make_config(dir, 1, {}), token, limits);
   }
 
   httplib::Result get(const std::string& path) {

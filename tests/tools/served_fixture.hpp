@@ -24,13 +24,14 @@ struct served : test::actor_fixture {
   std::unique_ptr<tools::http_service> http;
   int port = 0;
 
-  void start(pb::RuntimeConfig cfg, std::string tok = token) {
+  void start(pb::RuntimeConfig cfg, std::string tok = token,
+             tools::http_limits limits = {}) {
     auto r = actors::runtime::start(sys, cfg);
     REQUIRE(r);
     rt = std::move(*r);
     metrics = std::make_unique<tools::metrics_exporter>(*rt);
     api = std::make_unique<tools::admin_api>(*rt, std::move(tok), *metrics);
-    http = std::make_unique<tools::http_service>(*api);
+    http = std::make_unique<tools::http_service>(*api, limits);
     auto p = http->start("127.0.0.1", 0);
     REQUIRE(p);
     port = *p;
