@@ -298,7 +298,6 @@ private:
   bool warned_ = false;
   std::atomic<uint64_t> credit_ = 0;
   std::atomic<uint64_t> chunk_ = 0;
-  uint64_t limit_ = 0;
   // The allocations, under their own locks: a lease waiting on the node
   // holds up no free.
   // Device pointers, on every allocation and free: a table that does not
@@ -521,7 +520,6 @@ bool credit_book::connect_locked() {
     return false;
   }
   chunk_ = reply.chunk > 0 ? reply.chunk : uint64_t{64} << 20;
-  limit_ = reply.limit;
   return true;
 }
 
