@@ -48,12 +48,6 @@ struct probe_report {
   std::vector<std::string> notes;
 };
 
-/// An anonymous memory file (memfd, close-on-exec) holding `bytes`, its
-/// offset at 0: how checked bytes reach the child and dlopen without being
-/// read from disk again. Returns the descriptor (the caller closes it), or
-/// -1 with `why` set.
-int memory_file(const char* label, const std::string& bytes, std::string& why);
-
 /// Loads `b`'s code in a child process as `iso` says. A refusal says what
 /// failed: load_failed with the driver's or the loader's words, load_crashed
 /// with the signal and the step it was at, load_hung with the step it was

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cohort/kernel_abi.h"
+#include "ipc/child.hpp"
 #include "kernels/bundle/rule.hpp"
 #include "kernels/registry.hpp"
 
@@ -24,7 +25,7 @@ static_assert(int(dtype::f32) == COHORT_F32 && int(dtype::f64) == COHORT_F64 &&
 void* open_shared_object(const std::string& bundle, const std::string& path,
                          const std::string& bytes, std::string& why) {
   auto label = "cohort-bundle:" + bundle + ":" + path;
-  int fd = memory_file(label.c_str(), bytes, why);
+  int fd = ipc::memory_file(label.c_str(), bytes, why);
   if (fd < 0) {
     why = "blob '" + path + "': " + why;
     return nullptr;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 
 #include "devices/gpu/plugin.hpp"
@@ -79,6 +80,26 @@ std::shared_ptr<cohort::devices::gpu::api> make_fake() {
   }
   if (!mig_view)
     specs = {a, b};
+  // For device rescan: with COHORT_FAKE_GPU_PRESENT=FILE, the GPUs are
+  // those whose bus numbers the file lists now, one per line ("98", "99",
+  // "9a"...), in bus order, each with UUID "FAKE-<bus>": a runtime made
+  // later (a new process's) sees the file as it is then.
+  if (auto* present = std::getenv("COHORT_FAKE_GPU_PRESENT");
+      present != nullptr && !mig_view) {
+    std::set<std::string> buses;
+    std::ifstream in{present};
+    for (std::string line; std::getline(in, line) && buses.size() < 16;)
+      if (line.size() == 2 &&
+          line.find_first_not_of("0123456789abcdef") == std::string::npos)
+        buses.insert(line);
+    specs.clear();
+    for (auto& bus : buses) {
+      auto x = a;
+      x.pci_bus_id = "0000:" + bus + ":00.0";
+      x.uuid = "FAKE-" + bus;
+      specs.push_back(x);
+    }
+  }
   bool none = specs.empty();
   auto fake = std::make_shared<cohort::testing::fake_gpu_api>(std::move(specs));
   // CUDA_VISIBLE_DEVICES naming no instance (or several): CUDA finds none.

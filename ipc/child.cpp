@@ -1,0 +1,222 @@
+#include "ipc/child.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+extern char** environ;
+
+namespace cohort::ipc {
+
+namespace {
+
+constexpr size_t stderr_tail_bytes = 2048;
+/// Descriptors handed over are moved at least this high first, so that
+/// placing them at 0, 1, 2, 3... in the child never overwrites one not yet
+/// placed.
+constexpr int high_fd = 256;
+
+/// A descriptor closed when it goes out of scope.
+struct fd_guard {
+  int fd = -1;
+  fd_guard() = default;
+  explicit fd_guard(int f) : fd(f) {}
+  fd_guard(fd_guard&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
+  fd_guard& operator=(fd_guard&& o) noexcept {
+    std::swap(fd, o.fd);
+    return *this;
+  }
+  ~fd_guard() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+/// A close-on-exec copy of `fd` above high_fd.
+fd_guard high_copy(int fd, std::string& why) {
+  fd_guard high{::fcntl(fd, F_DUPFD_CLOEXEC, high_fd)};
+  if (high.fd < 0)
+    why = std::string{"cannot move a descriptor: "} + std::strerror(errno);
+  return high;
+}
+
+/// `bytes` in a memory file above high_fd.
+fd_guard high_file(const std::string& label, const std::string& bytes,
+                   std::string& why) {
+  fd_guard made{memory_file(label.c_str(), bytes, why)};
+  if (made.fd < 0)
+    return {};
+  return high_copy(made.fd, why);
+}
+
+std::string read_head(int fd, size_t limit) {
+  std::string out;
+  auto end = ::lseek(fd, 0, SEEK_END);
+  if (end <= 0)
+    return out;
+  out.resize(std::min(size_t(end), limit));
+  auto n = ::pread(fd, out.data(), out.size(), 0);
+  out.resize(n > 0 ? size_t(n) : 0);
+  return out;
+}
+
+std::string read_tail(int fd) {
+  auto end = ::lseek(fd, 0, SEEK_END);
+  if (end <= 0)
+    return {};
+  auto from =
+      end > off_t(stderr_tail_bytes) ? end - off_t(stderr_tail_bytes) : 0;
+  std::string out(size_t(end - from), '\0');
+  auto n = ::pread(fd, out.data(), out.size(), from);
+  out.resize(n > 0 ? size_t(n) : 0);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
+    out.pop_back();
+  return out;
+}
+
+void wait_for(pid_t pid, const child_request& req, child_end& end) {
+  using clock = std::chrono::steady_clock;
+  auto deadline = clock::now() + req.timeout;
+  auto pause = std::chrono::microseconds{200};
+  for (;;) {
+    int st = 0;
+    auto r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid) {
+      end.status = st;
+      return;
+    }
+    if (r < 0 && errno != EINTR)
+      return;
+    end.cancelled = req.cancelled && req.cancelled();
+    if (end.cancelled || clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      end.timed_out = !end.cancelled;
+      return;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds{10'000});
+  }
+}
+
+} // namespace
+
+int memory_file(const char* label, const std::string& bytes, std::string& why) {
+  int fd = ::memfd_create(label, MFD_CLOEXEC);
+  if (fd < 0) {
+    why = std::string{"memfd_create: "} + std::strerror(errno);
+    return -1;
+  }
+  size_t put = 0;
+  while (put < bytes.size()) {
+    auto n = ::write(fd, bytes.data() + put, bytes.size() - put);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      why = std::string{"cannot write to memory: "} + std::strerror(errno);
+      ::close(fd);
+      return -1;
+    }
+    put += size_t(n);
+  }
+  if (::lseek(fd, 0, SEEK_SET) != 0) {
+    why = std::string{"lseek: "} + std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string{"SIG"} + abbrev
+                           : "signal " + std::to_string(sig);
+}
+
+bool child_end::clean() const {
+  return spawn_error.empty() && !timed_out && !cancelled && status &&
+         WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+}
+
+std::string child_end::describe(std::chrono::milliseconds timeout) const {
+  if (!spawn_error.empty())
+    return "could not be started: " + spawn_error;
+  if (timed_out)
+    return "did not finish in " + std::to_string(timeout.count()) +
+           " ms; it was killed";
+  if (cancelled)
+    return "was stopped";
+  if (!status)
+    return "ended in an unknown way (reaped elsewhere)";
+  if (WIFSIGNALED(*status))
+    return "crashed (" + signal_name(WTERMSIG(*status)) + ")";
+  if (WIFEXITED(*status) && WEXITSTATUS(*status) != 0)
+    return "exited with status " + std::to_string(WEXITSTATUS(*status));
+  return {};
+}
+
+child_end run_child(const child_request& req) {
+  child_end end;
+  std::string why;
+  auto in = high_file(req.label + ":input", req.input, why);
+  auto out = high_file(req.label + ":output", {}, why);
+  auto err = high_file(req.label + ":stderr", {}, why);
+  std::vector<fd_guard> fds;
+  for (int fd : req.fds)
+    if (auto high = high_copy(fd, why); high.fd >= 0)
+      fds.push_back(std::move(high));
+  if (in.fd < 0 || out.fd < 0 || err.fd < 0 || fds.size() != req.fds.size()) {
+    end.spawn_error = why;
+    return end;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in.fd, 0);
+  posix_spawn_file_actions_adddup2(&actions, out.fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err.fd, 2);
+  for (size_t i = 0; i < fds.size(); ++i)
+    posix_spawn_file_actions_adddup2(&actions, fds[i].fd, 3 + int(i));
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3 + int(fds.size()));
+  // Default signal dispositions and mask in the child, whatever the
+  // embedding program set.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  std::vector<std::string> args{req.program};
+  args.insert(args.end(), req.args.begin(), req.args.end());
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, req.program.c_str(), &actions, &attr,
+                         argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    end.spawn_error = req.program + ": " + std::strerror(rc);
+    return end;
+  }
+  wait_for(pid, req, end);
+  end.output = read_head(out.fd, req.max_output);
+  end.stderr_tail = read_tail(err.fd);
+  return end;
+}
+
+} // namespace cohort::ipc
