@@ -37,10 +37,14 @@ enum class device_cause : uint8_t {
   /// Out of service for good: its restart limit was reached or its reset
   /// failed. Its memory was released first.
   gave_up = 7,
+  /// Gone from the machine, as rescans found (docs/gpu.md, "Rescanning at
+  /// run time"): out of service until a rescan finds it again. Its memory
+  /// was released first.
+  removed = 8,
 };
 
 /// Returns "started", "health", "fault", "crashed", "restarting",
-/// "offline" or "gave_up".
+/// "offline", "gave_up" or "removed".
 const char* to_string(device_cause x);
 
 /// One change of device `index`.

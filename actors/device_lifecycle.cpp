@@ -45,6 +45,8 @@ const char* to_string(device_cause x) {
     return "offline";
   case device_cause::gave_up:
     return "gave_up";
+  case device_cause::removed:
+    return "removed";
   }
   return "unknown";
 }

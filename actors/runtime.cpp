@@ -20,6 +20,7 @@
 #include "devices/cpu/cpu_device.hpp"
 #include "devices/gpu/bundle_isolation.hpp"
 #include "devices/gpu/discover.hpp"
+#include "devices/gpu/plugin.hpp"
 #include "devices/memory/device_memory.hpp"
 #include "devices/topology.hpp"
 #include "kernels/bundle/loader.hpp"
@@ -610,6 +611,7 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
     }
     rt->share_ = std::move(*server);
   }
+  rt->start_rescans(cfg);
   if (settings->exec_sessions) {
     // The exec socket's thread charges leases to the balancer's quota book
     // and records what happens to sessions in the audit log.
@@ -656,6 +658,90 @@ std::optional<exec::session_stats> runtime::exec_sessions() const {
 
 std::string runtime::exec_socket() const {
   return exec_ ? exec_->path() : std::string{};
+}
+
+void runtime::start_rescans(const pb::RuntimeConfig& cfg) {
+  auto& d = cfg.devices();
+  if (d.has_gpus() && !d.gpus())
+    return;
+  // The node's own real GPUs on this machine (not a remote host's).
+  std::vector<rescan_gpu> gpus;
+  for (size_t i = 0; i < devs_.size(); ++i) {
+    auto& x = devs_[i]->info();
+    if (x.simulated || !x.remote.empty() ||
+        (x.kind != device_kind::cuda_gpu && x.kind != device_kind::hip_gpu))
+      continue;
+    rescan_gpu g;
+    g.index = i;
+    g.vendor = x.kind == device_kind::cuda_gpu ? "CUDA" : "HIP";
+    g.info = x;
+    if (auto* h = dynamic_cast<hosted_device*>(devs_[i].get())) {
+      if (h->remote() || !h->spec().has_gpu())
+        continue;
+      g.hosted = true;
+      g.ordinal = int(h->spec().gpu().ordinal());
+      g.visible = h->spec().gpu().visible();
+    }
+    gpus.push_back(std::move(g));
+  }
+  rescan_settings s;
+  bool plugin_loaded = devices::gpu::plugin("CUDA").entry != nullptr ||
+                       devices::gpu::plugin("HIP").entry != nullptr;
+  s.interval = std::chrono::milliseconds{d.has_rescan_interval_ms()
+                                             ? d.rescan_interval_ms()
+                                         : plugin_loaded ? 60'000u
+                                                         : 0u};
+  if (d.rescan_missing_scans() > 0)
+    s.missing_scans = d.rescan_missing_scans();
+  if (d.rescan_timeout_ms() > 0)
+    s.timeout = std::chrono::milliseconds{d.rescan_timeout_ms()};
+  rescan_actions act;
+  auto sup = supervisor_;
+  auto audit = audit_;
+  act.remove = [sup](size_t index, const std::string& why) {
+    caf::anon_send(sup, remove_atom::value, uint32_t(index), why);
+  };
+  act.move = [sup](size_t index, int ordinal, const std::string& visible) {
+    caf::anon_send(sup, move_atom::value, uint32_t(index), int32_t(ordinal),
+                   visible);
+  };
+  act.restore = [sup](size_t index) {
+    caf::anon_send(sup, restore_atom::value, uint32_t(index));
+  };
+  act.audit = [audit](const std::string& device, const std::string& detail) {
+    std::vector<audit_event> evs{
+        {audit_kind::device_event, "", 0, device, "", detail, wall_clock_ns()}};
+    caf::anon_send(audit, record_atom::value, std::move(evs));
+  };
+  rescanner_ =
+      std::make_unique<device_rescanner>(std::move(gpus), s, std::move(act));
+  rescanner_->start();
+}
+
+caf::expected<rescan_report> runtime::rescan() {
+  if (stopped_)
+    return make_error(errc::shutting_down, "the runtime is stopping");
+  if (!rescanner_)
+    return make_error(errc::invalid_transition,
+                      "this node runs no GPUs of this machine (devices.gpus: "
+                      "false): there is nothing to rescan");
+  return rescanner_->rescan();
+}
+
+std::optional<rescan_counts> runtime::rescans() const {
+  if (!rescanner_)
+    return std::nullopt;
+  return rescanner_->counts();
+}
+
+std::map<std::string, std::string> runtime::removed_devices() const {
+  return rescanner_ ? rescanner_->removed()
+                    : std::map<std::string, std::string>{};
+}
+
+std::chrono::milliseconds runtime::rescan_interval() const {
+  return rescanner_ ? rescanner_->settings().interval
+                    : std::chrono::milliseconds{0};
 }
 
 namespace {
@@ -1134,6 +1220,9 @@ void runtime::stop() {
     hub_->drain();
     return;
   }
+  // No rescan acts on a stopping fleet (one under way is stopped).
+  if (rescanner_)
+    rescanner_->stop();
   // What the callback thread still holds goes in before the door closes,
   // or ends with shutting_down.
   hub_->close();

@@ -19,6 +19,7 @@
 #include "actors/audit.hpp"
 #include "actors/balancer/balancer.hpp"
 #include "actors/client_hub.hpp"
+#include "actors/device_rescan.hpp"
 #include "actors/quota.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/telemetry.hpp"
@@ -336,6 +337,21 @@ public:
   /// The exec socket's path; empty without one.
   std::string exec_socket() const;
 
+  /// Lists the machine's GPUs afresh, in a child process, and acts on what
+  /// changed (docs/gpu.md, "Rescanning at run time"): a GPU missing from
+  /// enough scans in a row is removed, one that came back is restarted (in
+  /// a host process), one that appeared is reported. One scan at a time.
+  /// invalid_transition when the node runs no GPUs of this machine
+  /// (devices.gpus: false), shutting_down after stop, the scan's error
+  /// (io_error, timed_out) when it failed.
+  caf::expected<rescan_report> rescan();
+  /// Rescans so far; nullopt when the node does not rescan.
+  std::optional<rescan_counts> rescans() const;
+  /// The devices removed from the machine now, by name, with why.
+  std::map<std::string, std::string> removed_devices() const;
+  /// devices.rescan_interval_ms in force (0: only when asked).
+  std::chrono::milliseconds rescan_interval() const;
+
   /// Bundles loaded and refused since start.
   bundle_counts kernel_bundles() const;
 
@@ -391,6 +407,8 @@ public:
 
 private:
   explicit runtime(caf::actor_system& sys);
+  /// Makes the rescanner of the config's GPUs and starts its rescans.
+  void start_rescans(const pb::RuntimeConfig& cfg);
 
   caf::actor_system& sys_;
   std::vector<std::shared_ptr<devices::device>> devs_;
@@ -403,6 +421,8 @@ private:
   std::string share_socket_;
   std::unique_ptr<cohort::objects::share_server> share_;
   std::unique_ptr<exec::session_server> exec_;
+  /// Rescans the machine's GPUs (null with devices.gpus: false).
+  std::unique_ptr<device_rescanner> rescanner_;
   quota_actor quota_;
   supervisor_actor supervisor_;
   alert_actor alerts_;

@@ -168,6 +168,13 @@ caf::error unknown_device(const std::string& name) {
   return make_error(errc::unknown_device, "no device is named '" + name + "'");
 }
 
+// What the work of a device gone from the machine is told.
+caf::error removed_error(const supervisor_state::entry& e) {
+  return make_error(errc::device_lost,
+                    e.dev->info().name +
+                        ": removed from the machine: " + e.removed_why);
+}
+
 // -- devices in host processes (docs/device-hosts.md) -------------------------
 
 // The first start of each host process is part of the reply to start.
@@ -197,6 +204,17 @@ std::string end_process(self_ptr self, uint32_t index,
   if (p.pid <= 0)
     return {};
   return "its host process " + std::to_string(pid) + " " + end_host(p, grace);
+}
+
+// A start of device `index`'s host process under way is abandoned: its
+// process ends now, or as it comes up (its launch number is stale).
+void cancel_launch(self_ptr self, uint32_t index) {
+  auto& e = self->state.devices[index];
+  if (!e.launching || !e.hosted || e.hosted->remote())
+    return;
+  e.launching = false;
+  ++e.launch;
+  end_process(self, index);
 }
 
 // A join of device `index`'s remote host failed (unreachable, refused):
@@ -498,6 +516,22 @@ void on_device_down(self_ptr self, uint32_t index, const caf::error& down) {
                                                  " (" + describe(down) + ")");
   }
   auto sibling = std::exchange(e.by_sibling, false);
+  if (std::exchange(e.removing, false) || e.removed) {
+    e.by_operator = false;
+    if (e.removed) {
+      // Gone from the machine (a rescan): not restarted. What its launches
+      // held is released (the GPU took its memory with it).
+      release_memory(e);
+      tell(self, index, device_cause::removed, removed_error(e));
+      return;
+    }
+    // Back on the machine before its old actor was gone: restarted now.
+    tell(self, index, device_cause::restarting,
+         make_error(errc::device_restarted,
+                    e.dev->info().name + ": back on the machine"));
+    self->send(self, restart_atom::value, index);
+    return;
+  }
   if (std::exchange(e.by_operator, false)) {
     // Taken offline on purpose. The reset gives back what its launches held.
     e.dev->reset();
@@ -875,6 +909,12 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
         if (i < 0)
           return unknown_device(name);
         auto& e = st.devices[size_t(i)];
+        if (e.removed)
+          return make_error(errc::invalid_transition,
+                            name + " was removed from the machine (" +
+                                e.removed_why +
+                                "): a rescan that finds it again brings it "
+                                "back");
         auto was = e.life.status();
         if (auto err = transition_running(self, uint32_t(i),
                                           lifecycle_event::online, "operator"))
@@ -891,6 +931,81 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           self->send(self, restart_atom::value, uint32_t(i));
         }
         return true;
+      },
+      [=](remove_atom, uint32_t index, std::string& why) {
+        auto& st = self->state;
+        if (index >= st.devices.size() || st.devices[index].removed)
+          return;
+        auto& e = st.devices[index];
+        e.removed = true;
+        e.removed_why = std::move(why);
+        e.removed_was = e.life.status();
+        e.heat_drained = false;
+        transition(self, index, lifecycle_event::offline,
+                   "removed from the machine: " + e.removed_why);
+        // A host process starting for it would open whatever GPU now has
+        // its ordinal: abandoned.
+        cancel_launch(self, index);
+        if (std::exchange(e.first_start, false))
+          settle_start(self);
+        if (e.handle) {
+          e.removing = true;
+          self->send_exit(e.handle, removed_error(e));
+          // Its host process ends now, even with its device stuck in a
+          // driver call; the actor's down follows.
+          if (e.hosted && !e.hosted->remote())
+            end_process(self, index);
+          return;
+        }
+        release_memory(e);
+        tell(self, index, device_cause::removed, removed_error(e));
+      },
+      [=](move_atom, uint32_t index, int32_t ordinal, std::string& visible) {
+        auto& st = self->state;
+        if (index >= st.devices.size() || ordinal < 0)
+          return;
+        auto& e = st.devices[index];
+        if (!e.hosted || e.hosted->remote() || !e.hosted->spec().has_gpu())
+          return;
+        auto* g = e.hosted->mutable_spec().mutable_gpu();
+        if (g->ordinal() == uint32_t(ordinal) && g->visible() == visible)
+          return;
+        g->set_ordinal(uint32_t(ordinal));
+        g->set_visible(visible);
+        // A start under way opens the old ordinal, where another GPU is
+        // now: it starts again at the new one.
+        if (e.launching) {
+          cancel_launch(self, index);
+          if (e.life.status() == device_status::resetting)
+            self->send(self, restart_atom::value, index);
+        }
+      },
+      [=](restore_atom, uint32_t index) {
+        auto& st = self->state;
+        if (index >= st.devices.size() || !st.devices[index].removed)
+          return;
+        auto& e = st.devices[index];
+        e.removed = false;
+        e.removed_why.clear();
+        // Offline before it was removed (an operator, the Xid policy, the
+        // restart limit): it stays offline.
+        if (e.removed_was == device_status::offline) {
+          device_event(self, e.dev->info().name,
+                       "supervisor: back on the machine; it stays offline, "
+                       "as it was before it was removed");
+          return;
+        }
+        if (transition(self, index, lifecycle_event::online,
+                       "back on the machine (rescan)"))
+          return;
+        if (e.removed_was == device_status::draining)
+          transition(self, index, lifecycle_event::drain,
+                     "drained before it was removed");
+        // A clean record, as an operator's online gives.
+        e.restarts.clear();
+        e.own_loss = false;
+        e.operator_restart = true;
+        self->send(self, restart_atom::value, index);
       },
       [=](crash_atom, const std::string& name) -> caf::result<bool> {
         auto& st = self->state;

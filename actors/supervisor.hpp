@@ -55,6 +55,18 @@ using supervisor_actor = health_listener::extend<
     caf::replies_to<online_atom, std::string>::with<bool>,
     /// Chaos: crash the named device's actor.
     caf::replies_to<crash_atom, std::string>::with<bool>,
+    /// Rescan (docs/gpu.md): device `index` is gone from the machine, for
+    /// `why`. Its actor (and host process) ends, its work moves on, and it
+    /// is out of service (device_cause::removed), never restarted; online
+    /// is refused until a rescan finds it again.
+    caf::reacts_to<remove_atom, uint32_t, std::string>,
+    /// Rescan: device `index` (in a host process) is now GPU `ordinal` of
+    /// its vendor's runtime, seen through CUDA_VISIBLE_DEVICES `visible`
+    /// (empty: the node's): its next host process opens it there.
+    caf::reacts_to<move_atom, uint32_t, int32_t, std::string>,
+    /// Rescan: removed device `index` is back on the machine: it is
+    /// restarted (a new host process).
+    caf::reacts_to<restore_atom, uint32_t>,
     /// Returns every device's memory, by index (asked of live device actors,
     /// read directly from devices that have none).
     caf::replies_to<memory_atom>::with<std::vector<memory_snapshot>>>;
@@ -175,6 +187,14 @@ struct supervisor_state {
     /// On a remote host: joins that failed in a row since it was last up
     /// (they do not count against the restart intensity).
     uint32_t join_failures = 0;
+    /// Gone from the machine (a rescan said so), and why: out of service
+    /// until a rescan finds it again; its status before (an offline or a
+    /// drain outlives the removal); its actor was sent away for it and is
+    /// not down yet.
+    bool removed = false;
+    std::string removed_why;
+    device_status removed_was = device_status::available;
+    bool removing = false;
   };
   std::vector<entry> devices;
   balancer_actor balancer;

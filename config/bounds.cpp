@@ -207,9 +207,20 @@ caf::error check_bounds(const pb::RuntimeConfig& cfg) {
         std::pair{"kernel_bundles.load_timeout_ms",
                   cfg.kernel_bundles().load_timeout_ms()},
         std::pair{"devices.host_start_timeout_ms",
-                  cfg.devices().host_start_timeout_ms()}})
+                  cfg.devices().host_start_timeout_ms()},
+        std::pair{"devices.rescan_interval_ms",
+                  cfg.devices().rescan_interval_ms()},
+        std::pair{"devices.rescan_timeout_ms",
+                  cfg.devices().rescan_timeout_ms()}})
     if (ms > bounds::max_ms)
       return too_long(name, ms);
+  if (auto ms = cfg.devices().rescan_interval_ms(); ms > 0 && ms < 100)
+    return bad("devices.rescan_interval_ms is " + std::to_string(ms) +
+               ": 0 (only when asked) or at least 100");
+  if (cfg.devices().rescan_missing_scans() > 100)
+    return bad("devices.rescan_missing_scans is " +
+               std::to_string(cfg.devices().rescan_missing_scans()) +
+               ", at most 100");
   if (auto err = check_scheduler(cfg.scheduler()))
     return err;
   if (!within(cfg.supervision().degraded_penalty(), 0, 1e6))

@@ -98,10 +98,22 @@ void wait_for(pid_t pid, const child_request& req, child_end& end) {
       return;
     end.cancelled = req.cancelled && req.cancelled();
     if (end.cancelled || clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-      }
       end.timed_out = !end.cancelled;
+      ::kill(pid, SIGKILL);
+      // A child in uninterruptible sleep (a driver call on a GPU that fell
+      // off the bus) dies only when that call returns: it is waited for a
+      // moment, then left to a thread of its own to reap.
+      for (int i = 0; i < 500; ++i) {
+        auto r = ::waitpid(pid, &st, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+          return;
+        std::this_thread::sleep_for(std::chrono::milliseconds{10});
+      }
+      std::thread{[pid] {
+        int ignored = 0;
+        while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+        }
+      }}.detach();
       return;
     }
     std::this_thread::sleep_for(pause);

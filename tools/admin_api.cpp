@@ -60,6 +60,9 @@ http_reply error(const caf::error& err) {
   case errc::shutting_down:
     status = 503;
     break;
+  case errc::timed_out:
+    status = 504;
+    break;
   default:
     break;
   }
@@ -101,6 +104,7 @@ pb::DeviceList device_list(actors::runtime& rt, const balancer_stats& st,
                            const std::vector<memory_snapshot>& mem) {
   pb::DeviceList out;
   auto xids = rt.xid_errors();
+  auto removed = rt.removed_devices();
   auto& infos = rt.devices();
   for (size_t i = 0; i < infos.size(); ++i) {
     auto& d = infos[i];
@@ -123,6 +127,10 @@ pb::DeviceList device_list(actors::runtime& rt, const balancer_stats& st,
     }
     if (d.host_process)
       v->set_host_pid(rt.host_pid(d.name));
+    if (auto gone = removed.find(d.name); gone != removed.end()) {
+      v->set_removed(true);
+      v->set_removed_why(gone->second);
+    }
     if (i < st.devices.size()) {
       auto& s = st.devices[i];
       v->set_status(to_string(s.status));
@@ -242,6 +250,7 @@ const std::vector<admin_route>& admin_api::routes() {
       {"POST", "/v1/devices/:name/drain", true, &self::post_device_action},
       {"POST", "/v1/devices/:name/offline", true, &self::post_device_action},
       {"POST", "/v1/devices/:name/online", true, &self::post_device_action},
+      {"POST", "/v1/devices/rescan", true, &self::post_rescan},
       {"POST", "/v1/tenants/:name/quota", true, &self::post_tenant_quota},
       {"POST", "/v1/trace/start", true, &self::post_trace_start},
       {"GET", "/v1/trace", false, &self::take_trace},
@@ -679,6 +688,28 @@ http_reply admin_api::post_device_action(const admin_request& req) {
   ok.set_ok(true);
   ok.set_message(action + " " + name);
   return json(200, ok);
+}
+
+http_reply admin_api::post_rescan(const admin_request& req) {
+  auto r = rt_.rescan();
+  rt_.audit_admin(
+      "admin API (" + req.peer + "): rescan: " +
+      (r ? "scan " + std::to_string(r->scan) : describe(r.error())));
+  if (!r)
+    return error(r.error());
+  pb::RescanReport out;
+  out.set_scan(r->scan);
+  auto put = [](auto* field, const std::vector<std::string>& xs) {
+    for (auto& x : xs)
+      field->Add(std::string{x});
+  };
+  put(out.mutable_removed(), r->removed);
+  put(out.mutable_returned(), r->returned);
+  put(out.mutable_missing(), r->missing);
+  put(out.mutable_moved(), r->moved);
+  put(out.mutable_found(), r->found);
+  put(out.mutable_notes(), r->notes);
+  return json(200, out);
 }
 
 http_reply admin_api::post_tenant_quota(const admin_request& req) {

@@ -85,6 +85,7 @@ private:
   http_reply get_exec_sessions(const admin_request& req);
   http_reply post_simulate(const admin_request& req);
   http_reply post_device_action(const admin_request& req);
+  http_reply post_rescan(const admin_request& req);
   http_reply post_tenant_quota(const admin_request& req);
   /// Live items (docs/jobs.md), or (with a :name) one tenant's; one item
   /// by job number; cancels by job, tenant or client.

@@ -46,6 +46,9 @@ void add_admin_command(CLI::App& parent, admin_cli& c) {
         {"exec-sessions", "cohort exec's sessions (docs/exec.md)"},
         {"metrics", "the Prometheus text of /metrics"}})
     c.commands[name] = admin->add_subcommand(name, help);
+  c.commands["rescan"] = admin->add_subcommand(
+      "rescan", "list the machine's GPUs afresh and act on what changed "
+                "(docs/gpu.md, \"Rescanning at run time\")");
   auto* sim = admin->add_subcommand(
       "simulate", "dry run of an allocation plan (protobuf text format)");
   sim->add_option("PLAN", c.target, "the plan file")->required();
@@ -172,6 +175,9 @@ int cmd_admin(const admin_cli& c) {
       cmd == "alerts" || cmd == "objects" || cmd == "metrics" ||
       cmd == "exec-sessions") {
     path = cmd == "metrics" ? "/metrics" : "/v1/" + cmd;
+  } else if (cmd == "rescan") {
+    method = "POST";
+    path = "/v1/devices/rescan";
   } else if (cmd == "drain" || cmd == "offline" || cmd == "online") {
     method = "POST";
     path = "/v1/devices/" + c.target + "/" + cmd;
@@ -220,7 +226,10 @@ int cmd_admin(const admin_cli& c) {
     path = "/v1/tenants/" + c.target + "/quota";
     google::protobuf::util::MessageToJsonString(limits, &body);
   }
-  auto res = admin_call(url, method, path, token, body);
+  // A rescan waits for its scan (devices.rescan_timeout_ms, 30 s unless
+  // set).
+  auto res =
+      admin_call(url, method, path, token, body, cmd == "rescan" ? 300 : 30);
   if (res.status == 0) {
     std::fprintf(stderr, "cohort admin: cannot reach %s: %s\n", url.c_str(),
                  res.unreachable.c_str());

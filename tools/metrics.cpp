@@ -111,6 +111,7 @@ caf::expected<metrics_input> read_metrics(actors::runtime& rt) {
   if (auto objects = rt.objects())
     in.objects = std::move(*objects);
   in.exec = rt.exec_sessions();
+  in.rescans = rt.rescans();
   return in;
 }
 
@@ -547,83 +548,108 @@ metrics_exporter::render(const metrics_input& in,
         "connection, without detaching",
         double(oc.reclaimed));
   }
-  {// cohort exec's sessions (docs/exec.md); zeros without an exec socket,
-   // so that every name is there from the first scrape.
-   {auto x = in.exec.value_or(exec::session_stats{});
-  family{out, "cohort_exec_sessions", "cohort exec sessions open now",
-         MetricType::Gauge}
-      .add({}, double(x.sessions.size()));
-  std::map<std::string, std::pair<uint64_t, uint64_t>> by_tenant;
-  for (auto& s : x.sessions) {
-    by_tenant[s.tenant].first += s.leased_bytes;
-    by_tenant[s.tenant].second += s.processes;
+  {
+    // cohort exec's sessions (docs/exec.md); zeros without an exec socket,
+    // so that every name is there from the first scrape.
+    auto x = in.exec.value_or(exec::session_stats{});
+    family{out, "cohort_exec_sessions", "cohort exec sessions open now",
+           MetricType::Gauge}
+        .add({}, double(x.sessions.size()));
+    std::map<std::string, std::pair<uint64_t, uint64_t>> by_tenant;
+    for (auto& s : x.sessions) {
+      by_tenant[s.tenant].first += s.leased_bytes;
+      by_tenant[s.tenant].second += s.processes;
+    }
+    family leased{out, "cohort_exec_leased_bytes",
+                  "Device memory leased to programs of cohort exec now "
+                  "(what their allocations hold and the credit they hold "
+                  "ahead), by tenant",
+                  MetricType::Gauge};
+    family procs{out, "cohort_exec_processes",
+                 "Processes of cohort exec's programs joined to a session "
+                 "now, by tenant",
+                 MetricType::Gauge};
+    for (auto& [tenant, v] : by_tenant) {
+      leased.add({{"tenant", tenant}}, double(v.first));
+      procs.add({{"tenant", tenant}}, double(v.second));
+    }
+    auto one = [&](const char* name, const char* help, double v) {
+      family{out, name, help, MetricType::Counter}.add({}, v);
+    };
+    one("cohort_exec_sessions_opened_total", "cohort exec sessions opened",
+        double(x.opened));
+    one("cohort_exec_sessions_refused_total",
+        "cohort exec sessions refused (no grant, unknown tenant, busy)",
+        double(x.open_refusals));
+    one("cohort_exec_sessions_expired_total",
+        "cohort exec sessions that expired without a process",
+        double(x.expired));
+    one("cohort_exec_leases_total",
+        "Leases of device-memory credit granted to programs of cohort exec",
+        double(x.leases));
+    one("cohort_exec_leased_bytes_total",
+        "Bytes of device-memory credit leased to programs of cohort exec",
+        double(x.leased_bytes_total));
+    one("cohort_exec_lease_refusals_total",
+        "Leases refused (the session's limit, or the tenant's quota)",
+        double(x.lease_refusals));
+    one("cohort_exec_reclaims_total",
+        "Processes of cohort exec's programs that ended holding credit, "
+        "returned to their session and tenant",
+        double(x.reclaims));
+    one("cohort_exec_reclaimed_bytes_total",
+        "Bytes returned with processes that ended holding them",
+        double(x.reclaimed_bytes));
   }
-  family leased{out, "cohort_exec_leased_bytes",
-                "Device memory leased to programs of cohort exec now "
-                "(what their allocations hold and the credit they hold "
-                "ahead), by tenant",
-                MetricType::Gauge};
-  family procs{out, "cohort_exec_processes",
-               "Processes of cohort exec's programs joined to a session "
-               "now, by tenant",
-               MetricType::Gauge};
-  for (auto& [tenant, v] : by_tenant) {
-    leased.add({{"tenant", tenant}}, double(v.first));
-    procs.add({{"tenant", tenant}}, double(v.second));
+  {
+    // Device rescans (docs/gpu.md, "Rescanning at run time"); zeros on a
+    // node that does not rescan.
+    auto r = in.rescans.value_or(actors::rescan_counts{});
+    family scans{out, "cohort_device_rescans_total",
+                 "Rescans of the machine's GPUs, by result (ok; failed: the "
+                 "scan's helper was missing, crashed or hung)",
+                 MetricType::Counter};
+    scans.add({{"result", "ok"}}, double(r.scans - r.failed));
+    scans.add({{"result", "failed"}}, double(r.failed));
+    auto one = [&](const char* name, const char* help, double v) {
+      family{out, name, help, MetricType::Counter}.add({}, v);
+    };
+    one("cohort_devices_removed_total",
+        "GPUs removed: missing from enough rescans in a row",
+        double(r.removed));
+    one("cohort_devices_returned_total",
+        "Removed GPUs that a rescan found again and brought back",
+        double(r.returned));
+    one("cohort_devices_found_total",
+        "GPUs a rescan found that the node does not run (appeared since "
+        "it started), each counted once per appearance",
+        double(r.found));
   }
-  auto one = [&](const char* name, const char* help, double v) {
-    family{out, name, help, MetricType::Counter}.add({}, v);
-  };
-  one("cohort_exec_sessions_opened_total", "cohort exec sessions opened",
-      double(x.opened));
-  one("cohort_exec_sessions_refused_total",
-      "cohort exec sessions refused (no grant, unknown tenant, busy)",
-      double(x.open_refusals));
-  one("cohort_exec_sessions_expired_total",
-      "cohort exec sessions that expired without a process", double(x.expired));
-  one("cohort_exec_leases_total",
-      "Leases of device-memory credit granted to programs of cohort exec",
-      double(x.leases));
-  one("cohort_exec_leased_bytes_total",
-      "Bytes of device-memory credit leased to programs of cohort exec",
-      double(x.leased_bytes_total));
-  one("cohort_exec_lease_refusals_total",
-      "Leases refused (the session's limit, or the tenant's quota)",
-      double(x.lease_refusals));
-  one("cohort_exec_reclaims_total",
-      "Processes of cohort exec's programs that ended holding credit, "
-      "returned to their session and tenant",
-      double(x.reclaims));
-  one("cohort_exec_reclaimed_bytes_total",
-      "Bytes returned with processes that ended holding them",
-      double(x.reclaimed_bytes));
-}
-} // namespace cohort::tools
-{
-  family firing{out, "cohort_alerts_firing",
-                "1 for every in-process alert firing now", MetricType::Gauge};
-  for (auto& a : in.alerts)
-    firing.add(
-        {{"alert", a.name}, {"subject", a.subject}, {"severity", a.severity}},
-        1);
-}
-{
-  family http{out, "cohort_http_requests_total",
-              "Admin API and metrics requests by route and status code",
-              MetricType::Counter};
-  for (auto& [key, n] : requests_)
-    http.add({{"route", key.first}, {"code", std::to_string(key.second)}},
-             double(n));
-}
-family{out, "cohort_http_connections_timed_out_total",
-       "HTTP connections closed because a request took longer than the "
-       "read timeout to arrive",
-       MetricType::Counter}
-    .add({}, double(timed_out_connections_));
-last_ = now;
-std::ostringstream os;
-prometheus::TextSerializer{}.Serialize(os, out);
-return os.str();
+  {
+    family firing{out, "cohort_alerts_firing",
+                  "1 for every in-process alert firing now", MetricType::Gauge};
+    for (auto& a : in.alerts)
+      firing.add(
+          {{"alert", a.name}, {"subject", a.subject}, {"severity", a.severity}},
+          1);
+  }
+  {
+    family http{out, "cohort_http_requests_total",
+                "Admin API and metrics requests by route and status code",
+                MetricType::Counter};
+    for (auto& [key, n] : requests_)
+      http.add({{"route", key.first}, {"code", std::to_string(key.second)}},
+               double(n));
+  }
+  family{out, "cohort_http_connections_timed_out_total",
+         "HTTP connections closed because a request took longer than the "
+         "read timeout to arrive",
+         MetricType::Counter}
+      .add({}, double(timed_out_connections_));
+  last_ = now;
+  std::ostringstream os;
+  prometheus::TextSerializer{}.Serialize(os, out);
+  return os.str();
 }
 
 } // namespace cohort::tools

@@ -35,6 +35,8 @@ struct metrics_input {
   std::vector<object_info> objects;
   /// `cohort exec`'s sessions; nullopt without an exec socket.
   std::optional<exec::session_stats> exec;
+  /// Device rescans; nullopt on a node that does not rescan.
+  std::optional<actors::rescan_counts> rescans;
 };
 
 /// Reads a runtime's counters (a few actor round trips).

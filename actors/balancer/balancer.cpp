@@ -3853,7 +3853,8 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
   // of this device.
   bool loss = c.cause == device_cause::fault ||
               c.cause == device_cause::crashed ||
-              c.cause == device_cause::gave_up;
+              c.cause == device_cause::gave_up ||
+              c.cause == device_cause::removed;
   if ((takes_work(s.status) || s.status == device_status::draining) && loss) {
     ++s.stats.losses;
     if (c.cause != device_cause::crashed)
@@ -4042,6 +4043,7 @@ void on_device_change(self_ptr self, device_change& c) {
   case device_cause::restarting:
   case device_cause::offline:
   case device_cause::gave_up:
+  case device_cause::removed:
     return device_left(self, c.index, c);
   }
 }

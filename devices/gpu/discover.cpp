@@ -217,9 +217,11 @@ void open_backend(discovery& out, const plugin_load& loaded,
   int n = 0;
   // No device may still mean MIG instances, which NVML lists.
   std::string count_error;
+  st.listed = true;
   if (auto rc = rt->device_count(n); rc.failed()) {
     count_error = ": " + rt->describe(rc.raw);
     n = 0;
+    st.listed = rc.code == status::no_device;
   }
   auto opts = base;
   // Every GPU is watched here, those opened in a host process too: the
@@ -232,7 +234,8 @@ void open_backend(discovery& out, const plugin_load& loaded,
   // alone; what the runtime lists on the bus of a GPU with an instance so
   // hosted is a view of one instance, left out.
   std::vector<health::mig_gpu> migs;
-  if (opts.monitor && opts.monitor->available())
+  st.mig_listed = opts.monitor && opts.monitor->available();
+  if (st.mig_listed)
     migs = opts.monitor->mig_gpus();
   if (n == 0 && migs.empty()) {
     add_note(st, "no " + loaded.vendor + " device" + count_error);

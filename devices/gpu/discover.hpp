@@ -24,6 +24,12 @@ struct backend_status {
   /// Why there are none (the plugin's load error, the driver's answer), or
   /// what the health library said.
   std::string note;
+  /// Its GPUs were listed: the plugin loaded and the runtime answered how
+  /// many it has (none counts; a missing driver or another error does not),
+  /// and its MIG instances too: its health library answered (MIG instances
+  /// are listed through it). A rescan trusts a missing GPU only then.
+  bool listed = false;
+  bool mig_listed = false;
 };
 
 /// A GPU found and left unopened: a device host process opens it.

@@ -12,23 +12,26 @@
 
 #include <csignal>
 #include <cstdio>
+#include <string>
+#include <string_view>
 
 #include "devices/gpu/discover.hpp"
 #include "messages/convert.hpp"
 #include "messages/scan.pb.h"
 
 int main(int argc, char** argv) {
-  if (argc != 1) {
+  if (argc != 3 || std::string_view{argv[1]} != "--parent") {
     std::fprintf(stderr,
-                 "usage: %s\n"
+                 "usage: %s --parent PID\n"
                  "cohort-gpu-scan is started by a Cohort node to list the "
                  "machine's GPUs afresh; it is not meant to be run by hand.\n",
                  argv[0]);
     return 2;
   }
-  // Dies with the node; a crash in a driver leaves no core file behind.
+  // Dies with the node (PID, which may be 1 in a container); a crash in a
+  // driver leaves no core file behind.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() == 1)
+  if (std::to_string(::getppid()) != argv[2])
     return 3;
   rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
@@ -45,9 +48,14 @@ int main(int argc, char** argv) {
     g->set_visible(p.visible);
     *g->mutable_info() = cohort::to_proto(p.info);
   }
-  for (auto& b : found.backends)
+  for (auto& b : found.backends) {
     if (!b.note.empty())
       scan.add_note(b.vendor + ": " + b.note);
+    if (b.listed)
+      scan.add_listed(b.vendor);
+    if (b.mig_listed)
+      scan.add_mig_listed(b.vendor);
+  }
   if (!scan.SerializeToFileDescriptor(1)) {
     std::fprintf(stderr, "cohort-gpu-scan: cannot write the answer\n");
     return 1;

@@ -70,6 +70,7 @@ caf::expected<gpu_scan> scan_gpus(std::chrono::milliseconds timeout,
                           " to scan the GPUs with (searched: " +
                           (searched.empty() ? "nowhere" : searched) +
                           "; set COHORT_PLUGIN_PATH to the folder holding it)");
+  req.args = {"--parent", std::to_string(::getpid())};
   req.timeout = timeout;
   req.cancelled = cancelled;
   req.max_output = size_t{1} << 20;
@@ -102,6 +103,10 @@ caf::expected<gpu_scan> scan_gpus(std::chrono::milliseconds timeout,
   }
   for (int i = 0; i < answer.note_size() && i < 16; ++i)
     out.notes.push_back(bounded(answer.note(i), 1024));
+  for (auto& v : answer.listed())
+    out.listed.insert(bounded(v, 16));
+  for (auto& v : answer.mig_listed())
+    out.mig_listed.insert(bounded(v, 16));
   return out;
 }
 
@@ -116,7 +121,9 @@ std::string identity(const std::string& vendor, const device_info& info) {
 
 rescan_plan plan_rescan(const std::vector<known_gpu>& known,
                         const std::vector<scanned_gpu>& scanned,
-                        uint32_t missing_scans) {
+                        uint32_t missing_scans,
+                        const std::set<std::string>& listed,
+                        const std::set<std::string>& mig_listed) {
   missing_scans = std::max<uint32_t>(missing_scans, 1);
   rescan_plan plan;
   // The scan by identity; one seen twice is not trusted for either.
@@ -145,8 +152,13 @@ rescan_plan plan_rescan(const std::vector<known_gpu>& known,
     auto id = identity(k.vendor, k.info);
     auto hit = id.empty() ? found.end() : found.find(id);
     if (hit == found.end() || twice.contains(id)) {
-      // A duplicate in the scan says nothing of this GPU either way.
-      uint32_t missed = twice.contains(id) ? k.missed : k.missed + 1;
+      // A duplicate in the scan says nothing of this GPU either way, nor
+      // does a scan that could not list its kind, nor can a GPU without an
+      // identity be looked for.
+      bool seeable =
+          !id.empty() && !twice.contains(id) &&
+          (k.visible.empty() ? listed : mig_listed).contains(k.vendor);
+      uint32_t missed = seeable ? k.missed + 1 : k.missed;
       plan.missed.push_back(k.removed ? 0 : missed);
       if (!k.removed && missed >= missing_scans && k.missed < missing_scans)
         plan.vanished.push_back(k.index);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,11 @@ struct gpu_scan {
   std::vector<scanned_gpu> gpus;
   /// What each backend said ("CUDA: no CUDA device").
   std::vector<std::string> notes;
+  /// The vendors whose GPUs it listed (the plugin loaded, the runtime
+  /// answered), and whose MIG instances it listed (the health library
+  /// answered): a GPU of another is not missing, only unseen.
+  std::set<std::string> listed;
+  std::set<std::string> mig_listed;
 };
 
 /// At most this many GPUs in one scan's answer (more is refused).
@@ -92,9 +98,13 @@ std::string identity(const std::string& vendor, const device_info& info);
 /// Compares a scan with the fleet. A known GPU the scan does not find is
 /// counted missing, and vanishes once `missing_scans` (at least 1) scans in
 /// a row have missed it: a GPU that a busy driver left out once is not
-/// lost for it.
+/// lost for it. Only GPUs the scan could see count as missing: those of a
+/// vendor in `listed` (a MIG instance, one with a `visible`: in
+/// `mig_listed`), with an identity; the others keep their count.
 rescan_plan plan_rescan(const std::vector<known_gpu>& known,
                         const std::vector<scanned_gpu>& scanned,
-                        uint32_t missing_scans);
+                        uint32_t missing_scans,
+                        const std::set<std::string>& listed,
+                        const std::set<std::string>& mig_listed);
 
 } // namespace cohort::devices::gpu

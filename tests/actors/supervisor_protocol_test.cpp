@@ -45,8 +45,8 @@ TEST_CASE_METHOD(fixture,
                        caf::actor_cast<audit_actor>(self), cfg);
   auto ask = [&](auto... xs) {
     bool ok = false;
-    self->request(sup, 5s, xs...).receive([&](bool b) { ok = b; },
-                                          [&](caf::error&) { ok = false; });
+    self->request(sup, 5s, xs...)
+        .receive([&](bool b) { ok = b; }, [&](caf::error&) { ok = false; });
     return ok;
   };
   auto quiet = [&] {
@@ -100,5 +100,83 @@ TEST_CASE_METHOD(fixture,
   CHECK(c.status == device_status::available);
   CHECK(quiet());
   CHECK(std::string{to_string(device_cause::gave_up)} == "gave_up");
+  self->send_exit(sup, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a device removed from the machine is out until a rescan "
+                 "finds it, and comes back as it was",
+                 "[actors][supervisor][lifecycle][rescan]") {
+  devices::sim::sim_params params;
+  params.name = "sim0";
+  params.memory_bytes = 64ull << 20;
+  auto dev = devices::sim::make_sim_device(params);
+  REQUIRE(dev);
+  caf::scoped_actor self{sys};
+  supervisor_config cfg;
+  cfg.restart_delay = 5ms;
+  auto sup = sys.spawn(supervisor_impl,
+                       std::vector<std::shared_ptr<devices::device>>{*dev},
+                       caf::actor_cast<balancer_actor>(self),
+                       caf::actor_cast<audit_actor>(self), cfg);
+  caf::error refused;
+  auto ask = [&](auto... xs) {
+    bool ok = false;
+    self->request(sup, 5s, xs...)
+        .receive([&](bool b) { ok = b; },
+                 [&](caf::error& e) {
+                   refused = e;
+                   ok = false;
+                 });
+    return ok;
+  };
+  auto quiet = [&] {
+    return next_change(self, 100ms).cause == static_cast<device_cause>(0);
+  };
+  REQUIRE(ask(start_atom::value));
+  CHECK(next_change(self).cause == device_cause::started);
+  // Removed: its actor ends, its work is told device_lost, it is offline.
+  self->send(sup, remove_atom::value, uint32_t{0},
+             std::string{"missing from 2 scan(s) in a row"});
+  auto c = next_change(self);
+  CHECK(c.cause == device_cause::removed);
+  CHECK(c.status == device_status::offline);
+  CHECK(code_of(c.reason) == errc::device_lost);
+  CHECK_THAT(describe(c.reason), Catch::Contains("removed from the machine"));
+  CHECK(quiet());
+  // An operator cannot bring it back; a second removal changes nothing.
+  CHECK_FALSE(ask(online_atom::value, std::string{"sim0"}));
+  CHECK(code_of(refused) == errc::invalid_transition);
+  self->send(sup, remove_atom::value, uint32_t{0}, std::string{"again"});
+  CHECK(quiet());
+  // Found again: restarted, a new generation.
+  self->send(sup, restore_atom::value, uint32_t{0});
+  c = next_change(self);
+  CHECK(c.cause == device_cause::started);
+  CHECK(c.status == device_status::available);
+  CHECK(c.generation == 2);
+  CHECK(quiet());
+  // Drained, removed, found again: it comes back draining.
+  REQUIRE(ask(drain_atom::value, std::string{"sim0"}));
+  CHECK(next_change(self).status == device_status::draining);
+  self->send(sup, remove_atom::value, uint32_t{0}, std::string{"gone"});
+  CHECK(next_change(self).cause == device_cause::removed);
+  self->send(sup, restore_atom::value, uint32_t{0});
+  c = next_change(self);
+  CHECK(c.cause == device_cause::started);
+  CHECK(c.status == device_status::draining);
+  // Offline by an operator, removed, found again: it stays offline, and
+  // the operator's online brings it back.
+  REQUIRE(ask(offline_atom::value, std::string{"sim0"}));
+  CHECK(next_change(self).cause == device_cause::offline);
+  self->send(sup, remove_atom::value, uint32_t{0}, std::string{"gone"});
+  CHECK(next_change(self).cause == device_cause::removed);
+  self->send(sup, restore_atom::value, uint32_t{0});
+  CHECK(quiet());
+  REQUIRE(ask(online_atom::value, std::string{"sim0"}));
+  c = next_change(self);
+  CHECK(c.cause == device_cause::started);
+  CHECK(c.status == device_status::available);
+  CHECK(std::string{to_string(device_cause::removed)} == "removed");
   self->send_exit(sup, caf::exit_reason::user_shutdown);
 }

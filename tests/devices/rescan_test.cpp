@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <catch2/catch.hpp>
 
@@ -18,7 +19,6 @@
 
 using namespace cohort;
 using devices::gpu::known_gpu;
-using devices::gpu::plan_rescan;
 using devices::gpu::scanned_gpu;
 
 namespace {
@@ -49,12 +49,20 @@ known_gpu have(size_t index, int ordinal, const std::string& uuid,
   return k;
 }
 
+// plan_rescan with every vendor's GPUs and MIG instances listed.
+devices::gpu::rescan_plan plan_of(const std::vector<known_gpu>& known,
+                                  const std::vector<scanned_gpu>& scanned,
+                                  uint32_t missing_scans) {
+  std::set<std::string> all{"NVIDIA", "AMD", "CUDA", "HIP"};
+  return devices::gpu::plan_rescan(known, scanned, missing_scans, all, all);
+}
+
 } // namespace
 
 TEST_CASE("a rescan that finds the same GPUs changes nothing",
           "[devices][rescan]") {
-  auto plan = plan_rescan({have(2, 0, "GPU-a"), have(3, 1, "GPU-b")},
-                          {seen(0, "GPU-a"), seen(1, "GPU-b")}, 2);
+  auto plan = plan_of({have(2, 0, "GPU-a"), have(3, 1, "GPU-b")},
+                      {seen(0, "GPU-a"), seen(1, "GPU-b")}, 2);
   CHECK(plan.added.empty());
   CHECK(plan.vanished.empty());
   CHECK(plan.moved.empty());
@@ -67,8 +75,8 @@ TEST_CASE("a GPU that appears is added, and the ordinals it shifts are "
           "[devices][rescan]") {
   // GPU-n took ordinal 0: the known ones are now 1 and 2.
   auto plan =
-      plan_rescan({have(2, 0, "GPU-a"), have(3, 1, "GPU-b")},
-                  {seen(0, "GPU-n"), seen(1, "GPU-a"), seen(2, "GPU-b")}, 2);
+      plan_of({have(2, 0, "GPU-a"), have(3, 1, "GPU-b")},
+              {seen(0, "GPU-n"), seen(1, "GPU-a"), seen(2, "GPU-b")}, 2);
   CHECK(plan.added == std::vector<size_t>{0});
   CHECK(plan.vanished.empty());
   CHECK(plan.moved == std::vector<std::pair<size_t, size_t>>{{2, 1}, {3, 2}});
@@ -80,24 +88,24 @@ TEST_CASE("a GPU missing from a scan vanishes only after enough scans in a "
   std::vector<known_gpu> fleet{have(2, 0, "GPU-a"), have(3, 1, "GPU-b")};
   // GPU-a gone: GPU-b is ordinal 0 now.
   std::vector<scanned_gpu> scan{seen(0, "GPU-b")};
-  auto first = plan_rescan(fleet, scan, 2);
+  auto first = plan_of(fleet, scan, 2);
   CHECK(first.vanished.empty());
   CHECK(first.missed == std::vector<uint32_t>{1, 0});
   CHECK(first.moved == std::vector<std::pair<size_t, size_t>>{{3, 0}});
   fleet[0].missed = first.missed[0];
   fleet[1].ordinal = 0;
-  auto second = plan_rescan(fleet, scan, 2);
+  auto second = plan_of(fleet, scan, 2);
   CHECK(second.vanished == std::vector<size_t>{2});
   CHECK(second.missed == std::vector<uint32_t>{2, 0});
   CHECK(second.moved.empty());
   // Found again before the threshold: the count starts over.
   fleet[0].missed = 1;
-  auto back = plan_rescan(fleet, {seen(0, "GPU-a"), seen(1, "GPU-b")}, 2);
+  auto back = plan_of(fleet, {seen(0, "GPU-a"), seen(1, "GPU-b")}, 2);
   CHECK(back.vanished.empty());
   CHECK(back.missed == std::vector<uint32_t>{0, 0});
   // One scan is enough when so configured; 0 counts as 1.
   fleet[0].missed = 0;
-  CHECK(plan_rescan(fleet, scan, 0).vanished == std::vector<size_t>{2});
+  CHECK(plan_of(fleet, scan, 0).vanished == std::vector<size_t>{2});
 }
 
 TEST_CASE("a GPU that was lost and comes back takes its old index",
@@ -105,12 +113,12 @@ TEST_CASE("a GPU that was lost and comes back takes its old index",
   std::vector<known_gpu> fleet{have(2, 0, "GPU-a"), have(3, 1, "GPU-b")};
   fleet[0].removed = true;
   fleet[0].missed = 2;
-  auto plan = plan_rescan(fleet, {seen(0, "GPU-b"), seen(1, "GPU-a")}, 2);
+  auto plan = plan_of(fleet, {seen(0, "GPU-b"), seen(1, "GPU-a")}, 2);
   CHECK(plan.added.empty());
   CHECK(plan.returned == std::vector<std::pair<size_t, size_t>>{{2, 1}});
   CHECK(plan.moved == std::vector<std::pair<size_t, size_t>>{{3, 0}});
   // A removed GPU still missing is not lost again.
-  auto still = plan_rescan(fleet, {seen(0, "GPU-b")}, 2);
+  auto still = plan_of(fleet, {seen(0, "GPU-b")}, 2);
   CHECK(still.vanished.empty());
   CHECK(still.returned.empty());
 }
@@ -118,8 +126,8 @@ TEST_CASE("a GPU that was lost and comes back takes its old index",
 TEST_CASE("GPUs without a UUID are known by their PCI bus id, and a GPU "
           "without either is left out",
           "[devices][rescan]") {
-  auto plan = plan_rescan({have(1, 0, "", "0000:98:00.0")},
-                          {seen(0, "", "98:00.0"), seen(1, "", "")}, 2);
+  auto plan = plan_of({have(1, 0, "", "0000:98:00.0")},
+                      {seen(0, "", "98:00.0"), seen(1, "", "")}, 2);
   CHECK(plan.added.empty());
   CHECK(plan.missed == std::vector<uint32_t>{0});
   REQUIRE(plan.ignored.size() == 1);
@@ -133,8 +141,8 @@ TEST_CASE("GPUs without a UUID are known by their PCI bus id, and a GPU "
 TEST_CASE("a scan that shows one identity twice is not trusted for it",
           "[devices][rescan]") {
   auto plan =
-      plan_rescan({have(2, 0, "GPU-a")},
-                  {seen(0, "GPU-a"), seen(1, "GPU-a"), seen(2, "GPU-c")}, 1);
+      plan_of({have(2, 0, "GPU-a")},
+              {seen(0, "GPU-a"), seen(1, "GPU-a"), seen(2, "GPU-c")}, 1);
   // Neither added nor counted missing.
   CHECK(plan.added == std::vector<size_t>{2});
   CHECK(plan.vanished.empty());
@@ -204,7 +212,7 @@ TEST_CASE("a scan in a fresh process sees the GPUs present now",
   REQUIRE(second->gpus.size() == 2);
   CHECK(second->gpus[0].info.uuid == "FAKE-99");
   CHECK(second->gpus[1].info.uuid == "FAKE-9a");
-  auto plan = plan_rescan(fleet_of(*first), second->gpus, 1);
+  auto plan = plan_of(fleet_of(*first), second->gpus, 1);
   CHECK(plan.added == std::vector<size_t>{1});
   CHECK(plan.vanished == std::vector<size_t>{0});
   REQUIRE(plan.moved.size() == 1);
@@ -264,4 +272,25 @@ TEST_CASE("a helper child is killed at its deadline and its end is told",
   CHECK_FALSE(missing.clean());
   CHECK_THAT(missing.describe(req.timeout),
              Catch::StartsWith("could not be started: "));
+}
+
+TEST_CASE("a GPU counts as missing only where the scan could see it",
+          "[devices][rescan]") {
+  auto mig = have(1, 0, "MIG-x");
+  mig.visible = "MIG-x";
+  std::vector<known_gpu> known{have(0, 0, "GPU-a"), mig, have(2, 1, "", "")};
+  // The backend did not list its GPUs (no driver, a failed call): nothing
+  // is missing, whatever the scan lacks.
+  auto blind = devices::gpu::plan_rescan(known, {}, 1, {}, {});
+  CHECK(blind.vanished.empty());
+  CHECK(blind.missed == std::vector<uint32_t>{0, 0, 0});
+  // It listed the GPUs, not the MIG instances (no health library).
+  auto no_mig = devices::gpu::plan_rescan(known, {}, 1, {"NVIDIA"}, {});
+  CHECK(no_mig.vanished == std::vector<size_t>{0});
+  CHECK(no_mig.missed == std::vector<uint32_t>{1, 0, 0});
+  // Everything listed: the instance goes too; the GPU with neither UUID
+  // nor bus id is never looked for, so never removed.
+  auto all = devices::gpu::plan_rescan(known, {}, 1, {"NVIDIA"}, {"NVIDIA"});
+  CHECK(all.vanished == std::vector<size_t>{0, 1});
+  CHECK(all.missed[2] == 0);
 }
