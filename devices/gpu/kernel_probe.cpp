@@ -168,9 +168,9 @@ void probe_gpu(const std::string& vendor, const std::string& plugin_path,
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 1) {
+  if (argc != 3 || std::string{argv[1]} != "--parent") {
     std::fprintf(stderr,
-                 "usage: %s < BundleProbe\n"
+                 "usage: %s --parent PID < BundleProbe\n"
                  "cohort-kernel-probe is started by a Cohort node to load a "
                  "kernel bundle's code in a process of its own; it is not "
                  "meant to be run by hand.\n",
@@ -179,7 +179,8 @@ int main(int argc, char** argv) {
   }
   // Dies with the node; a crash here leaves no core file behind.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() == 1)
+  // Its parent already gone (PID, which may be 1 in a container).
+  if (std::to_string(::getppid()) != argv[2])
     return 3;
   rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);

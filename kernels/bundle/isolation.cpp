@@ -89,6 +89,7 @@ std::variant<probe_report, refused> probe(const checked_bundle& b,
     return *no;
   ipc::child_request run;
   run.program = iso.helper;
+  run.args = {"--parent", std::to_string(::getpid())};
   run.input = req.msg.SerializeAsString();
   run.fds = req.fds;
   run.timeout = iso.timeout;
