@@ -316,6 +316,63 @@ runtime::~runtime() {
   stop();
 }
 
+namespace {
+
+// Configures device `i`'s memory for `lease`: the runtime's share of it,
+// `pool`, its tenants' quotas and reservations; an in-process device's
+// charges also go to `ledger`. Used at start for every device, and for one
+// a rescan adds.
+caf::error configure_device_memory(
+    devices::device& dev, size_t i, const pb::RuntimeConfig& cfg,
+    const quota_lease& lease, const devices::memory::pool_options& pool,
+    const std::shared_ptr<devices::memory::tenant_ledger>& ledger,
+    const std::shared_ptr<devices::memory::memory_observer>& observer) {
+  if (auto* hosted = dynamic_cast<hosted_device*>(&dev)) {
+    // A remote host's config sets its devices' memory.
+    if (hosted->remote())
+      return {};
+    // Its memory is made in its host process, from its spec. Tenants'
+    // global quotas are kept by the balancer's books there, not by a
+    // ledger shared with the node's other devices.
+    auto& spec = hosted->mutable_spec();
+    auto limit = lease.devices[i].limit;
+    // A MIG compute instance's host sees its whole GPU instance, which
+    // other compute instances share: it is held to its part.
+    if (!spec.gpu().visible().empty()) {
+      auto part = dev.info().memory_bytes;
+      limit = limit == 0 ? part : std::min(limit, part);
+    }
+    spec.set_memory_limit(limit);
+    *spec.mutable_pool() = cfg.pool();
+    for (auto& p : lease.policies) {
+      if (p.device_quota[i] > 0)
+        (*spec.mutable_tenant_limit())[p.tenant] = p.device_quota[i];
+      if (p.device_reserve[i] > 0)
+        (*spec.mutable_reservation())[p.tenant] = p.device_reserve[i];
+    }
+    return {};
+  }
+  auto* mem = dev.memory();
+  if (mem == nullptr)
+    return {};
+  devices::memory::memory_options opts;
+  opts.limit = lease.devices[i].limit;
+  opts.pool = pool;
+  for (auto& p : lease.policies) {
+    if (p.device_quota[i] > 0)
+      opts.tenant_limits[p.tenant] = p.device_quota[i];
+    if (p.device_reserve[i] > 0)
+      opts.reservations[p.tenant] = p.device_reserve[i];
+  }
+  opts.ledger = ledger;
+  opts.observer = observer;
+  if (auto err = mem->configure(std::move(opts)))
+    return make_error(errc::malformed_config, describe(err));
+  return {};
+}
+
+} // namespace
+
 caf::expected<memory_setup>
 configure_memory(const std::vector<std::shared_ptr<devices::device>>& devs,
                  const pb::RuntimeConfig& cfg, const quota_lease& lease,
@@ -326,49 +383,10 @@ configure_memory(const std::vector<std::shared_ptr<devices::device>>& devs,
   memory_setup out;
   out.ledger = std::make_shared<devices::memory::tenant_ledger>(global);
   out.pools = config::pool_options_for(cfg, lease);
-  for (size_t i = 0; i < devs.size(); ++i) {
-    if (auto* hosted = dynamic_cast<hosted_device*>(devs[i].get())) {
-      // A remote host's config sets its devices' memory.
-      if (hosted->remote())
-        continue;
-      // Its memory is made in its host process, from its spec. Tenants'
-      // global quotas are kept by the balancer's books there, not by a
-      // ledger shared with the node's other devices.
-      auto& spec = hosted->mutable_spec();
-      auto limit = lease.devices[i].limit;
-      // A MIG compute instance's host sees its whole GPU instance, which
-      // other compute instances share: it is held to its part.
-      if (!spec.gpu().visible().empty()) {
-        auto part = devs[i]->info().memory_bytes;
-        limit = limit == 0 ? part : std::min(limit, part);
-      }
-      spec.set_memory_limit(limit);
-      *spec.mutable_pool() = cfg.pool();
-      for (auto& p : lease.policies) {
-        if (p.device_quota[i] > 0)
-          (*spec.mutable_tenant_limit())[p.tenant] = p.device_quota[i];
-        if (p.device_reserve[i] > 0)
-          (*spec.mutable_reservation())[p.tenant] = p.device_reserve[i];
-      }
-      continue;
-    }
-    auto* mem = devs[i]->memory();
-    if (mem == nullptr)
-      continue;
-    devices::memory::memory_options opts;
-    opts.limit = lease.devices[i].limit;
-    opts.pool = out.pools[i];
-    for (auto& p : lease.policies) {
-      if (p.device_quota[i] > 0)
-        opts.tenant_limits[p.tenant] = p.device_quota[i];
-      if (p.device_reserve[i] > 0)
-        opts.reservations[p.tenant] = p.device_reserve[i];
-    }
-    opts.ledger = out.ledger;
-    opts.observer = observer;
-    if (auto err = mem->configure(std::move(opts)))
-      return make_error(errc::malformed_config, describe(err));
-  }
+  for (size_t i = 0; i < devs.size(); ++i)
+    if (auto err = configure_device_memory(*devs[i], i, cfg, lease,
+                                           out.pools[i], out.ledger, observer))
+      return err;
   return out;
 }
 

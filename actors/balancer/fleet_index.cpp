@@ -46,6 +46,20 @@ fleet_index::fleet_index(size_t devices)
   // nop
 }
 
+bool fleet_index::add_device() {
+  auto d = devices_.size();
+  if (d >= device_min_tree::capacity)
+    return false;
+  devices_.emplace_back();
+  // Its keys are `none` in every tree already (not working, no rate).
+  for (auto& c : cells_) {
+    c.rate.push_back(0);
+    c.units.push_back(typical_units(c.cls));
+    c.unexplored |= uint64_t{1} << d;
+  }
+  return true;
+}
+
 void fleet_index::update_device(size_t d, const device_view& v) {
   devices_[d] = v;
   auto bit = uint64_t{1} << d;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernel_args.hpp"
@@ -75,6 +76,19 @@ public:
   explicit fleet_index(size_t devices = 0);
 
   size_t devices() const { return devices_.size(); }
+
+  /// Appends a device (a GPU a rescan found, docs/gpu.md): it does not work
+  /// yet (update_device says when it does), and in every cell its rate is
+  /// unset and its units a typical item's, so that no cell chooses it
+  /// until set_rate gives it a rate there. Its index is the old count;
+  /// false (nothing added) at device_min_tree::capacity devices.
+  bool add_device();
+
+  /// The cells made so far, and the kernel and size class of cell `c`.
+  size_t cells() const { return cells_.size(); }
+  std::pair<kernels::kernel_id, uint8_t> cell_key(size_t c) const {
+    return {cells_[c].kernel, cells_[c].cls};
+  }
 
   /// Device `d` changed; its keys in every cell follow.
   void update_device(size_t d, const device_view& v);

@@ -23,6 +23,9 @@ public:
     // nop
   }
 
+  /// Appends a device (a GPU a rescan found), with no items yet.
+  void add_device() { cells_.resize(cells_.size() + kernels::kernel_id_limit); }
+
   /// Counts one item of kernel `k` that took `seconds` on `device`. No
   /// allocation.
   void record(size_t device, kernels::kernel_id k, double seconds);

@@ -142,3 +142,36 @@ TEST_CASE("a device outside the node's process ranks by its crossing too",
         Approx(2 * 1000 + 400e3 + double(1 << 20)).epsilon(0.01));
   CHECK(fleet.best(c).any == 1);
 }
+
+TEST_CASE("a device added later is chosen only once it works and has a rate",
+          "[actors][balancer]") {
+  fleet_index fleet{2};
+  auto c = fleet.cell(kernels::kernel_id::gemv, 4);
+  fleet.update_device(0, {true, true, 0, 1});
+  fleet.update_device(1, {true, true, 0, 1});
+  fleet.set_rate(c, 0, 2.0, true);
+  fleet.set_rate(c, 1, 2.0, true);
+  REQUIRE(fleet.add_device());
+  CHECK(fleet.devices() == 3);
+  CHECK(fleet.cells() == 1);
+  CHECK(fleet.cell_key(c) == std::pair{kernels::kernel_id::gemv, uint8_t{4}});
+  // Unexplored in the cell, not working, no rate: never chosen.
+  CHECK(fleet.unexplored(c) == 0b100);
+  CHECK(fleet.rate(c, 2) == 0);
+  CHECK(fleet.best(c).any == 0);
+  fleet.update_device(2, {true, true, 0, 1});
+  CHECK(fleet.working() == 0b111);
+  CHECK(fleet.best(c).any == 0);
+  // An estimated rate, faster than the others': it wins, still unexplored.
+  fleet.set_rate(c, 2, 1.0, false);
+  CHECK(fleet.best(c).any == 2);
+  CHECK(fleet.unexplored(c) == 0b100);
+  // A cell made after the add knows all three.
+  auto later = fleet.cell(kernels::kernel_id::axpy, 2);
+  CHECK(fleet.unexplored(later) == 0b111);
+  // 64 at most.
+  fleet_index full{63};
+  CHECK(full.add_device());
+  CHECK_FALSE(full.add_device());
+  CHECK(full.devices() == 64);
+}

@@ -30,6 +30,14 @@ TEST_CASE("latency histograms count per device and kernel, by bucket",
   CHECK(hs[1].kernel == "axpy");
   CHECK(hs[1].buckets[1] == 1);
   CHECK(latency_table{}.histograms(names).empty());
+  // A device added later (a GPU a rescan found) is counted too.
+  t.add_device();
+  t.record(2, kernel_id::gemm, 1.0);
+  names.push_back("cuda2");
+  hs = t.histograms(names);
+  REQUIRE(hs.size() == 3);
+  CHECK(hs[2].device == "cuda2");
+  CHECK(hs[2].kernel == "gemm");
 }
 
 TEST_CASE("fallback accounting sums, keeps the worst, and counts items over "
