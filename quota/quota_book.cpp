@@ -28,6 +28,44 @@ quota_book::quota_book(quota_lease lease)
       unclaimed_total_[d] += p.device_reserve[d];
 }
 
+caf::error quota_book::add_device(const quota_lease& next) {
+  auto n = devices_.size();
+  auto bad = [](const std::string& why) {
+    return make_error(errc::invalid_arguments,
+                      "a lease for an added device: " + why);
+  };
+  if (next.devices.size() != n + 1)
+    return bad("it has " + std::to_string(next.devices.size()) +
+               " devices, the book " + std::to_string(n) + " (one more)");
+  if (n + 1 > 64)
+    return bad("at most 64 devices");
+  if (next.policies.size() != policies_.size())
+    return bad("its tenants are not the book's");
+  auto old = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+  for (size_t t = 0; t < policies_.size(); ++t) {
+    auto& q = next.policies[t];
+    if (q.tenant != policies_[t].tenant)
+      return bad("its tenants are not the book's");
+    if ((q.device_mask & old) != (policies_[t].device_mask & old))
+      return bad("tenant '" + q.tenant + "' has other devices in it");
+  }
+  devices_.push_back(next.devices.back());
+  placed_.push_back(0);
+  uint64_t reserved = 0;
+  for (size_t t = 0; t < policies_.size(); ++t) {
+    auto& p = policies_[t];
+    auto& q = next.policies[t];
+    p.device_mask |= q.device_mask & (uint64_t{1} << n);
+    p.device_quota.push_back(q.device_quota.size() > n ? q.device_quota[n] : 0);
+    p.device_reserve.push_back(q.device_reserve.size() > n ? q.device_reserve[n]
+                                                           : 0);
+    reserved += p.device_reserve.back();
+    state_[t].on_device.push_back(0);
+  }
+  unclaimed_total_.push_back(reserved);
+  return caf::none;
+}
+
 int quota_book::tenant_index(const std::string& tenant) const {
   auto i = index_.find(tenant);
   return i == index_.end() ? -1 : i->second;

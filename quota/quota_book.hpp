@@ -38,6 +38,14 @@ public:
   size_t tenants() const { return policies_.size(); }
   const std::vector<device_budget>& devices() const { return devices_; }
 
+  /// Appends the last device of `next` (a GPU a rescan found, docs/gpu.md),
+  /// a lease compiled for the fleet with it: the same tenants in the same
+  /// order, whose grants keep their old devices. Each tenant gets its bit,
+  /// quota and reservation there; everything in use, in flight and every
+  /// rate token stays. invalid_arguments, changing nothing, for another
+  /// lease.
+  caf::error add_device(const quota_lease& next);
+
   // -- admission: in-flight caps and rate
   // ---------------------------------------
 

@@ -191,3 +191,56 @@ TEST_CASE("headroom is what a tenant could still place, now and idle",
   CHECK(copy.headroom(0).devices[0].headroom == 20 * MiB);
   CHECK(copy.placed(2) == 50 * MiB);
 }
+
+TEST_CASE("a device added to the book keeps everything in use",
+          "[actors][quota]") {
+  auto lease = make_lease();
+  lease.policies[0].rate = 10;
+  lease.policies[0].burst = 1;
+  quota_book book{lease};
+  auto t0 = quota_book::clock::time_point{} + 1h;
+  book.charge(0, 1, 40 * MiB);
+  book.admit(0, t0);
+  book.admit(1, t0);
+  // The lease for the fleet with sim2: a grants it (a "*" or "sim" grant),
+  // with a quota there; b (a grant by names) does not.
+  auto next = make_lease();
+  next.devices.push_back({"sim2", true, 50 * MiB, 50 * MiB});
+  next.policies[0].device_mask = 0b1111;
+  next.policies[0].device_quota.push_back(10 * MiB);
+  next.policies[0].device_reserve.push_back(0);
+  next.policies[1].device_quota.push_back(0);
+  next.policies[1].device_reserve.push_back(0);
+  // Refused: two devices more, a grant that changed, other tenants.
+  auto two = next;
+  two.devices.push_back({"sim3", true, 50 * MiB, 50 * MiB});
+  CHECK(code_of(book.add_device(two)) == errc::invalid_arguments);
+  auto changed = next;
+  changed.policies[1].device_mask = 0b001;
+  CHECK(code_of(book.add_device(changed)) == errc::invalid_arguments);
+  auto others = next;
+  others.policies[1].tenant = "c";
+  CHECK(code_of(book.add_device(others)) == errc::invalid_arguments);
+  REQUIRE(book.devices().size() == 3);
+
+  REQUIRE_FALSE(book.add_device(next));
+  REQUIRE(book.devices().size() == 4);
+  CHECK(book.devices()[3].name == "sim2");
+  CHECK(book.policy(0).device_mask == 0b1111);
+  CHECK(book.policy(1).device_mask == 0b111);
+  // What was in use, in flight and the rate tokens stay.
+  CHECK(book.memory(0) == 40 * MiB);
+  CHECK(book.placed(1) == 40 * MiB);
+  CHECK(code_of(book.check_admit(0, t0)) == errc::over_rate_limit);
+  // The new device: a's quota there holds.
+  CHECK_FALSE(book.check_place(0, 3, 10 * MiB));
+  CHECK(code_of(book.check_place(0, 3, 11 * MiB)) == errc::over_memory_quota);
+  book.charge(0, 3, 10 * MiB);
+  CHECK(book.placed(3) == 10 * MiB);
+  CHECK(book.memory(0) == 50 * MiB);
+  auto h = book.headroom(0);
+  REQUIRE(h.devices.size() == 3);
+  CHECK(h.devices[2].device == "sim2");
+  CHECK(book.headroom(1).devices.size() == 2);
+  CHECK(book.usage().tenants.size() == 2);
+}
