@@ -3,13 +3,17 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -147,6 +151,22 @@ int memory_file(const char* label, const std::string& bytes, std::string& why) {
     return -1;
   }
   return fd;
+}
+
+int enter_helper(int argc, char** argv, const char* usage, const char* about) {
+  if (argc != 3 || std::string_view{argv[1]} != "--parent") {
+    std::fprintf(stderr, "usage: %s --parent PID%s\n%s\n", argv[0], usage,
+                 about);
+    return 2;
+  }
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (std::to_string(::getppid()) != argv[2])
+    return 3;
+  rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT})
+    std::signal(sig, SIG_DFL);
+  return -1;
 }
 
 std::string signal_name(int sig) {

@@ -68,6 +68,15 @@ struct child_end {
 /// Runs `req` and waits for it. Never throws; thread-safe.
 child_end run_child(const child_request& req);
 
+/// The start of a helper's main, its side of run_child: it takes `--parent
+/// PID` (run_child's caller passes its pid), dies with that parent (which
+/// may be PID 1 in a container), leaves no core file and ends by the
+/// signal of a crash, whatever handlers a sanitizer runtime installed.
+/// Returns -1 to go on, else the status to exit with: 2 (and `usage`, what
+/// follows the program's name and `--parent PID`, and `about` on standard
+/// error) for other arguments, 3 when the parent is gone already.
+int enter_helper(int argc, char** argv, const char* usage, const char* about);
+
 /// "SIGSEGV" for SIGSEGV, "signal N" for a number without a name.
 std::string signal_name(int sig);
 

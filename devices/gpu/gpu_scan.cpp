@@ -6,37 +6,24 @@
 // health library), no context, stream or memory is made. The answer (a
 // GpuScan) goes to standard output; the node kills this process after its
 // timeout.
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdio>
 #include <string>
-#include <string_view>
 
 #include "devices/gpu/discover.hpp"
+#include "ipc/child.hpp"
 #include "messages/convert.hpp"
 #include "messages/scan.pb.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3 || std::string_view{argv[1]} != "--parent") {
-    std::fprintf(stderr,
-                 "usage: %s --parent PID\n"
-                 "cohort-gpu-scan is started by a Cohort node to list the "
-                 "machine's GPUs afresh; it is not meant to be run by hand.\n",
-                 argv[0]);
-    return 2;
-  }
-  // Dies with the node (PID, which may be 1 in a container); a crash in a
-  // driver leaves no core file behind.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (std::to_string(::getppid()) != argv[2])
-    return 3;
-  rlimit no_core{0, 0};
-  ::setrlimit(RLIMIT_CORE, &no_core);
-  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT})
-    std::signal(sig, SIG_DFL);
+  // Dies with the node; a crash in a driver leaves no core file behind.
+  if (int status = cohort::ipc::enter_helper(
+          argc, argv, "",
+          "cohort-gpu-scan is started by a Cohort node to list the machine's "
+          "GPUs afresh; it is not meant to be run by hand.");
+      status >= 0)
+    return status;
 
   namespace gpu = cohort::devices::gpu;
   auto found = gpu::discover({}, [](const std::string&) { return false; });

@@ -8,12 +8,9 @@
 // BundleProbeEvents on standard output. A crash or hang here costs the node
 // nothing: it kills this process after its timeout and refuses the bundle.
 #include <dlfcn.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -25,6 +22,7 @@
 #include <google/protobuf/util/delimited_message_util.h>
 
 #include "devices/gpu/plugin.hpp"
+#include "ipc/child.hpp"
 #include "messages/bundle.pb.h"
 
 namespace {
@@ -168,26 +166,15 @@ void probe_gpu(const std::string& vendor, const std::string& plugin_path,
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || std::string{argv[1]} != "--parent") {
-    std::fprintf(stderr,
-                 "usage: %s --parent PID < BundleProbe\n"
-                 "cohort-kernel-probe is started by a Cohort node to load a "
-                 "kernel bundle's code in a process of its own; it is not "
-                 "meant to be run by hand.\n",
-                 argv[0]);
-    return 2;
-  }
-  // Dies with the node; a crash here leaves no core file behind.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  // Its parent already gone (PID, which may be 1 in a container).
-  if (std::to_string(::getppid()) != argv[2])
-    return 3;
-  rlimit no_core{0, 0};
-  ::setrlimit(RLIMIT_CORE, &no_core);
-  // A crash ends this process by its signal, which the node reports,
-  // whatever handlers a sanitizer runtime installed before main.
-  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT})
-    std::signal(sig, SIG_DFL);
+  // Dies with the node; a crash here ends it by its signal, which the
+  // node reports, and leaves no core file behind.
+  if (int status = cohort::ipc::enter_helper(
+          argc, argv, " < BundleProbe",
+          "cohort-kernel-probe is started by a Cohort node to load a kernel "
+          "bundle's code in a process of its own; it is not meant to be run "
+          "by hand.");
+      status >= 0)
+    return status;
 
   BundleProbe req;
   if (!req.ParseFromFileDescriptor(0)) {
