@@ -137,6 +137,10 @@ metrics_exporter::render(const metrics_input& in,
                          std::chrono::steady_clock::time_point now) {
   std::lock_guard<std::mutex> guard{mtx_};
   std::vector<MetricFamily> out;
+  // A counter without labels.
+  auto counter = [&](const char* name, const char* help, double v) {
+    family{out, name, help, MetricType::Counter}.add({}, v);
+  };
   auto& st = in.stats;
   auto dev_stats = [&](size_t i) -> const device_stats* {
     return i < st.devices.size() ? &st.devices[i] : nullptr;
@@ -505,25 +509,25 @@ metrics_exporter::render(const metrics_input& in,
     for (auto& [key, b] : bytes)
       held.add({{"tenant", key.first}, {"device", key.second}}, double(b));
     auto& oc = in.stats.objects;
-    auto one = [&](const char* name, const char* help, double v) {
-      family{out, name, help, MetricType::Counter}.add({}, v);
-    };
-    one("cohort_objects_made_total",
-        "Objects made (put, or an item's output kept on a device)",
-        double(oc.made));
-    one("cohort_objects_freed_total",
-        "Objects freed (their last holder let go)", double(oc.freed));
-    one("cohort_object_copies_stored_total", "Object copies stored on devices",
-        double(oc.copies_stored));
-    one("cohort_object_evictions_total",
-        "Object copies evicted from a device to make room", double(oc.evicted));
-    one("cohort_object_spills_total",
-        "Only copies of objects read back to host memory before they were "
-        "evicted",
-        double(oc.spilled));
-    one("cohort_object_copies_lost_total",
-        "Object copies that went with a lost device", double(oc.copies_lost));
-    one("cohort_objects_lost_total",
+    counter("cohort_objects_made_total",
+            "Objects made (put, or an item's output kept on a device)",
+            double(oc.made));
+    counter("cohort_objects_freed_total",
+            "Objects freed (their last holder let go)", double(oc.freed));
+    counter("cohort_object_copies_stored_total",
+            "Object copies stored on devices", double(oc.copies_stored));
+    counter("cohort_object_evictions_total",
+            "Object copies evicted from a device to make room",
+            double(oc.evicted));
+    counter("cohort_object_spills_total",
+            "Only copies of objects read back to host memory before they were "
+            "evicted",
+            double(oc.spilled));
+    counter("cohort_object_copies_lost_total",
+            "Object copies that went with a lost device",
+            double(oc.copies_lost));
+    counter(
+        "cohort_objects_lost_total",
         "Objects lost with a device that held their only copy (their readers "
         "end with object_lost)",
         double(oc.lost));
@@ -532,21 +536,22 @@ metrics_exporter::render(const metrics_input& in,
            "Attachments of other processes to shared objects now",
            MetricType::Gauge}
         .add({}, double(oc.attached_now));
-    one("cohort_object_exports_total", "Objects exported to other processes",
-        double(oc.exported));
-    one("cohort_object_attaches_total",
-        "Attaches of other processes to exported objects", double(oc.attaches));
-    one("cohort_object_attaches_refused_total",
-        "Attaches refused (unknown or revoked token, another user, write "
-        "under a read-only export, the export's limit)",
-        double(oc.attach_refused));
-    one("cohort_object_detaches_total",
-        "Attachments ended by their process with a detach",
-        double(oc.detaches));
-    one("cohort_object_attachments_reclaimed_total",
-        "Attachments reclaimed: their process exited, or closed its "
-        "connection, without detaching",
-        double(oc.reclaimed));
+    counter("cohort_object_exports_total",
+            "Objects exported to other processes", double(oc.exported));
+    counter("cohort_object_attaches_total",
+            "Attaches of other processes to exported objects",
+            double(oc.attaches));
+    counter("cohort_object_attaches_refused_total",
+            "Attaches refused (unknown or revoked token, another user, write "
+            "under a read-only export, the export's limit)",
+            double(oc.attach_refused));
+    counter("cohort_object_detaches_total",
+            "Attachments ended by their process with a detach",
+            double(oc.detaches));
+    counter("cohort_object_attachments_reclaimed_total",
+            "Attachments reclaimed: their process exited, or closed its "
+            "connection, without detaching",
+            double(oc.reclaimed));
   }
   {
     // cohort exec's sessions (docs/exec.md); zeros without an exec socket,
@@ -573,33 +578,30 @@ metrics_exporter::render(const metrics_input& in,
       leased.add({{"tenant", tenant}}, double(v.first));
       procs.add({{"tenant", tenant}}, double(v.second));
     }
-    auto one = [&](const char* name, const char* help, double v) {
-      family{out, name, help, MetricType::Counter}.add({}, v);
-    };
-    one("cohort_exec_sessions_opened_total", "cohort exec sessions opened",
-        double(x.opened));
-    one("cohort_exec_sessions_refused_total",
-        "cohort exec sessions refused (no grant, unknown tenant, busy)",
-        double(x.open_refusals));
-    one("cohort_exec_sessions_expired_total",
-        "cohort exec sessions that expired without a process",
-        double(x.expired));
-    one("cohort_exec_leases_total",
-        "Leases of device-memory credit granted to programs of cohort exec",
-        double(x.leases));
-    one("cohort_exec_leased_bytes_total",
-        "Bytes of device-memory credit leased to programs of cohort exec",
-        double(x.leased_bytes_total));
-    one("cohort_exec_lease_refusals_total",
-        "Leases refused (the session's limit, or the tenant's quota)",
-        double(x.lease_refusals));
-    one("cohort_exec_reclaims_total",
-        "Processes of cohort exec's programs that ended holding credit, "
-        "returned to their session and tenant",
-        double(x.reclaims));
-    one("cohort_exec_reclaimed_bytes_total",
-        "Bytes returned with processes that ended holding them",
-        double(x.reclaimed_bytes));
+    counter("cohort_exec_sessions_opened_total", "cohort exec sessions opened",
+            double(x.opened));
+    counter("cohort_exec_sessions_refused_total",
+            "cohort exec sessions refused (no grant, unknown tenant, busy)",
+            double(x.open_refusals));
+    counter("cohort_exec_sessions_expired_total",
+            "cohort exec sessions that expired without a process",
+            double(x.expired));
+    counter("cohort_exec_leases_total",
+            "Leases of device-memory credit granted to programs of cohort exec",
+            double(x.leases));
+    counter("cohort_exec_leased_bytes_total",
+            "Bytes of device-memory credit leased to programs of cohort exec",
+            double(x.leased_bytes_total));
+    counter("cohort_exec_lease_refusals_total",
+            "Leases refused (the session's limit, or the tenant's quota)",
+            double(x.lease_refusals));
+    counter("cohort_exec_reclaims_total",
+            "Processes of cohort exec's programs that ended holding credit, "
+            "returned to their session and tenant",
+            double(x.reclaims));
+    counter("cohort_exec_reclaimed_bytes_total",
+            "Bytes returned with processes that ended holding them",
+            double(x.reclaimed_bytes));
   }
   {
     // Device rescans (docs/gpu.md, "Rescanning at run time"); zeros on a
@@ -611,19 +613,16 @@ metrics_exporter::render(const metrics_input& in,
                  MetricType::Counter};
     scans.add({{"result", "ok"}}, double(r.scans - r.failed));
     scans.add({{"result", "failed"}}, double(r.failed));
-    auto one = [&](const char* name, const char* help, double v) {
-      family{out, name, help, MetricType::Counter}.add({}, v);
-    };
-    one("cohort_devices_removed_total",
-        "GPUs removed: missing from enough rescans in a row",
-        double(r.removed));
-    one("cohort_devices_returned_total",
-        "Removed GPUs that a rescan found again and brought back",
-        double(r.returned));
-    one("cohort_devices_found_total",
-        "GPUs a rescan found that the node does not run (appeared since "
-        "it started), each counted once per appearance",
-        double(r.found));
+    counter("cohort_devices_removed_total",
+            "GPUs removed: missing from enough rescans in a row",
+            double(r.removed));
+    counter("cohort_devices_returned_total",
+            "Removed GPUs that a rescan found again and brought back",
+            double(r.returned));
+    counter("cohort_devices_found_total",
+            "GPUs a rescan found that the node does not run (appeared since "
+            "it started), each counted once per appearance",
+            double(r.found));
   }
   {
     family firing{out, "cohort_alerts_firing",
