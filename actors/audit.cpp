@@ -123,6 +123,10 @@ audit_actor::behavior_type audit_impl(self_ptr self,
         if (st.failing)
           self->send(st.listener, audit_atom::value, false, st.why);
       },
+      [=](device_atom, uint32_t index, std::string& name) {
+        self->state.log->set_device_name(index, std::move(name));
+        return true;
+      },
   };
 }
 

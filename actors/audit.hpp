@@ -36,7 +36,10 @@ using audit_actor = caf::typed_actor<
     caf::reacts_to<tick_atom>,
     /// Tells `listener` whenever the log stops or starts again being
     /// writable (at once if it cannot be written now).
-    caf::reacts_to<watch_atom, audit_listener>>;
+    caf::reacts_to<watch_atom, audit_listener>,
+    /// Device `index` is named `name` in the entries that refer to it (a
+    /// GPU a rescan added); the reply says it was taken.
+    caf::replies_to<device_atom, uint32_t, std::string>::with<bool>>;
 
 struct audit_state {
   std::shared_ptr<audit::audit_log> log;

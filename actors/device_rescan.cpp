@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "devices/topology.hpp"
 #include "messages/errc.hpp"
 
 namespace cohort::actors {
@@ -22,6 +23,19 @@ std::string describe_gpu(const devices::gpu::scanned_gpu& s) {
   return out + ")";
 }
 
+// How the planner knows GPU `g` of the fleet.
+devices::gpu::known_gpu known_of(const rescan_gpu& g) {
+  devices::gpu::known_gpu k;
+  k.index = g.index;
+  k.vendor = g.vendor;
+  // The node's process keeps the ordinals its runtime gave it: only a
+  // host process opens a GPU where a scan finds it.
+  k.ordinal = g.hosted ? g.ordinal : -1;
+  k.visible = g.hosted ? g.visible : std::string{};
+  k.info = g.info;
+  return k;
+}
+
 std::string where(const devices::gpu::scanned_gpu& s) {
   return s.vendor + " ordinal " + std::to_string(s.ordinal) +
          (s.visible.empty() ? "" : " of " + s.visible);
@@ -38,17 +52,8 @@ device_rescanner::device_rescanner(std::vector<rescan_gpu> gpus,
                    const std::function<bool()>& cancelled) {
       return devices::gpu::scan_gpus(timeout, cancelled);
     };
-  for (auto& g : gpus_) {
-    devices::gpu::known_gpu k;
-    k.index = g.index;
-    k.vendor = g.vendor;
-    // The node's process keeps the ordinals its runtime gave it: only a
-    // host process opens a GPU where a scan finds it.
-    k.ordinal = g.hosted ? g.ordinal : -1;
-    k.visible = g.hosted ? g.visible : std::string{};
-    k.info = g.info;
-    known_.push_back(std::move(k));
-  }
+  for (auto& g : gpus_)
+    known_.push_back(known_of(g));
 }
 
 device_rescanner::~device_rescanner() {
@@ -95,7 +100,7 @@ caf::expected<rescan_report> device_rescanner::rescan() {
     at[known_[k].index] = k;
     known_[k].missed = plan.missed[k];
   }
-  std::lock_guard<std::mutex> guard{mtx_};
+  std::unique_lock<std::mutex> guard{mtx_};
   r.scan = ++counts_.scans;
   for (auto index : plan.vanished) {
     auto k = at.at(index);
@@ -159,19 +164,39 @@ caf::expected<rescan_report> device_rescanner::rescan() {
     act_.audit(g.info.name, "rescan: " + text);
     r.moved.push_back(g.info.name + ": " + text);
   }
-  // GPUs the node does not run, each audited and counted once while it
-  // stays on the machine.
+  // GPUs the node does not run: added when they can be (from then on
+  // they are the fleet's, known by identity). Those that cannot be are
+  // tried again by each scan, and audited and counted once while they
+  // stay on the machine.
   std::set<std::string> still;
   for (auto i : plan.added) {
     auto& s = scan->gpus[i];
     auto id = identity(s.vendor, s.info);
-    still.insert(id);
     auto text = describe_gpu(s);
+    // Not held while the GPU joins: counts and removed devices are read
+    // meanwhile (known_ and gpus_ change only under scan_mtx_).
+    guard.unlock();
+    auto joined = add(s);
+    guard.lock();
+    if (joined) {
+      if (!reported_.erase(id))
+        ++counts_.found;
+      ++counts_.added;
+      auto& name = joined->info.name;
+      auto how = "added to the fleet as device " +
+                 std::to_string(joined->index) +
+                 ", started in a device host process of its own";
+      act_.audit(name, "rescan: found " + text + ": " + how);
+      r.added.push_back(name + ": " + text + ": " + how);
+      known_.push_back(known_of(*joined));
+      gpus_.push_back(std::move(*joined));
+      continue;
+    }
+    still.insert(id);
+    text += ": not added: " + describe(joined.error());
     if (reported_.insert(id).second) {
       ++counts_.found;
-      act_.audit("", "rescan: found " + text +
-                         ": not added while the node runs; restart the node "
-                         "to use it");
+      act_.audit("", "rescan: found " + text);
     }
     r.found.push_back(std::move(text));
   }
@@ -209,6 +234,25 @@ void device_rescanner::loop() {
     (void)rescan();
     lock.lock();
   }
+}
+
+caf::expected<rescan_gpu>
+device_rescanner::add(const devices::gpu::scanned_gpu& s) {
+  if (!act_.add)
+    return make_error(errc::invalid_transition,
+                      "GPUs are not added while this node runs");
+  // A GPU on the bus of one the fleet runs is that GPU seen another way
+  // (its UUID unread by one side, or the runtime's view of a GPU whose MIG
+  // instances the fleet runs, listed when the health library did not
+  // answer): never opened twice.
+  auto bus = devices::canonical_pci_bus_id(s.info.pci_bus_id);
+  for (size_t k = 0; k < known_.size() && !bus.empty(); ++k)
+    if (!known_[k].removed &&
+        devices::canonical_pci_bus_id(gpus_[k].info.pci_bus_id) == bus)
+      return make_error(errc::invalid_transition,
+                        "it is on bus " + bus + ", as " + gpus_[k].info.name +
+                            " is, which the node runs");
+  return act_.add(s);
 }
 
 rescan_counts device_rescanner::counts() const {

@@ -6,8 +6,9 @@
 // restarted. A removed GPU found again comes back when it runs in a host
 // process (a new process opens it wherever it now is). A GPU that runs in
 // a host process and is found at another ordinal is opened there by its
-// next process. A GPU that appeared is reported and audited; a running
-// node does not add it (a restart of the node does).
+// next process. A GPU that appeared is added to the fleet, in a host
+// process of its own; one that could not be (it would run in the node's
+// process, the fleet is full) is reported and audited.
 #pragma once
 
 #include <chrono>
@@ -41,8 +42,11 @@ struct rescan_report {
   std::vector<std::string> missing;
   /// Found at another ordinal: the next host process opens it there.
   std::vector<std::string> moved;
-  /// GPUs on the machine that the node does not run: appeared since it
-  /// started (or left out then). Not added while the node runs.
+  /// GPUs that appeared since the node started (or were left out then),
+  /// added to the fleet by this scan: "cuda2: what it is: added ...".
+  std::vector<std::string> added;
+  /// GPUs on the machine that the node does not run and could not add,
+  /// with why.
   std::vector<std::string> found;
   /// What the scan's backends said, and what it could not trust.
   std::vector<std::string> notes;
@@ -55,8 +59,10 @@ struct rescan_counts {
   uint64_t failed = 0;
   uint64_t removed = 0;
   uint64_t returned = 0;
-  /// GPUs that appeared, each counted once per appearance.
+  /// GPUs that appeared, each counted once per appearance, and those of
+  /// them added to the fleet.
   uint64_t found = 0;
+  uint64_t added = 0;
 };
 
 /// devices.rescan_* of the config.
@@ -91,6 +97,11 @@ struct rescan_actions {
   std::function<void(size_t index, int ordinal, const std::string& visible)>
       move;
   std::function<void(size_t index)> restore;
+  /// Adds a GPU that appeared to the fleet: what it became (its index and
+  /// name), or why it was not added. None: GPUs that appear are reported
+  /// only.
+  std::function<caf::expected<rescan_gpu>(const devices::gpu::scanned_gpu&)>
+      add;
   /// A device event for the audit log (device may be empty).
   std::function<void(const std::string& device, const std::string& detail)>
       audit;
@@ -130,6 +141,10 @@ public:
 
 private:
   void loop();
+  /// Adds GPU `s` that appeared (act_.add), unless it shares the bus of a
+  /// GPU the fleet runs; what it became, or why not. Called under
+  /// scan_mtx_ alone (an add asks the actors).
+  caf::expected<rescan_gpu> add(const devices::gpu::scanned_gpu& s);
 
   rescan_settings settings_;
   rescan_actions act_;

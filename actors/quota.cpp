@@ -2,8 +2,8 @@
 
 #include <caf/all.hpp>
 
-#include "quota/simulation.hpp"
 #include "messages/errc.hpp"
+#include "quota/simulation.hpp"
 
 namespace cohort::actors {
 
@@ -28,6 +28,19 @@ quota_impl(quota_actor::stateful_pointer<quota_state> self, quota_lease lease,
         self->state.lease = lease;
         self->send(self->state.balancer, lease_atom::value, std::move(lease));
         return true;
+      },
+      [=](add_atom, device_info& info, quota_lease& lease,
+          devices::memory::pool_options& pool) -> caf::result<uint32_t> {
+        auto rp = self->make_response_promise<uint32_t>();
+        self->request(self->state.balancer, caf::infinite, add_atom::value,
+                      std::move(info), lease, std::move(pool))
+            .then(
+                [=](uint32_t index) mutable {
+                  self->state.lease = std::move(lease);
+                  rp.deliver(index);
+                },
+                [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return rp;
       },
   };
 }

@@ -32,7 +32,12 @@ using quota_actor = caf::typed_actor<
     caf::replies_to<lease_atom>::with<quota_lease>,
     /// New terms for the same tenants and devices (changed limits): kept
     /// here and passed on to the balancer, where use so far carries over.
-    caf::replies_to<lease_atom, quota_lease>::with<bool>>;
+    caf::replies_to<lease_atom, quota_lease>::with<bool>,
+    /// A device joins (a GPU a rescan found): `lease` covers the fleet with
+    /// it. Passed on to the balancer, which replies the device's index;
+    /// kept here once the balancer took it.
+    caf::replies_to<add_atom, device_info, quota_lease,
+                    devices::memory::pool_options>::with<uint32_t>>;
 
 struct quota_state {
   quota_lease lease;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -440,7 +441,8 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
     hosting.can_host = false;
     hosting.why_not = describe(binary.error());
   }
-  auto devs = make_devices(cfg, hosting);
+  devices::gpu::discovery found;
+  auto devs = make_devices(cfg, hosting, &found);
   if (!devs)
     return devs.error();
   std::vector<audit_event> hosting_notes;
@@ -490,7 +492,9 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
     settings->supervisor.fleet_token = net->token;
     settings->supervisor.connect_timeout = net->connect_timeout;
   }
-  if (std::any_of(devs->begin(), devs->end(), [](auto& d) {
+  // GPUs that a rescan adds run in host processes too: the program is
+  // found whenever the node can start them.
+  if (hosting.can_host || std::any_of(devs->begin(), devs->end(), [](auto& d) {
         auto* h = dynamic_cast<hosted_device*>(d.get());
         return h != nullptr && !h->remote();
       })) {
@@ -547,8 +551,7 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   std::unique_ptr<runtime> rt{new runtime(sys)};
   if (cfg.shutdown_drain_ms() > 0)
     rt->drain_timeout_ = std::chrono::milliseconds{cfg.shutdown_drain_ms()};
-  rt->devs_ = std::move(*devs);
-  rt->infos_ = std::move(infos);
+  rt->roster_ = std::make_shared<device_roster>(std::move(*devs));
   rt->audit_path_ = path;
   // Detached: the log blocks in write(2) and fdatasync, which must not hold
   // a scheduler thread that other actors need.
@@ -560,21 +563,26 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   // The quota actor leases every tenant's terms to the balancer, which
   // admits under them without a message per item.
   rt->balancer_ =
-      sys.spawn(balancer_impl, rt->infos_, *lease, rt->audit_, bcfg);
+      sys.spawn(balancer_impl, std::move(infos), *lease, rt->audit_, bcfg);
   rt->quota_ = sys.spawn(quota_impl, std::move(*lease), rt->balancer_);
   rt->hub_ = std::make_unique<client_hub>(sys, rt->balancer_);
   rt->xid_policy_ = scfg.xid_policy;
   rt->supervisor_ =
-      sys.spawn(supervisor_impl, rt->devs_, rt->balancer_, rt->audit_, scfg);
+      sys.spawn(supervisor_impl, rt->roster_, rt->balancer_, rt->audit_, scfg);
   // The balancer hears when the audit log stops or starts being writable.
   caf::anon_send(rt->audit_, watch_atom::value,
                  caf::actor_cast<audit_listener>(rt->balancer_));
   rt->cfg_ = cfg;
   rt->ledger_ = memory->ledger;
+  rt->observer_ = std::move(observer);
+  rt->hosting_ = hosting;
+  for (auto& b : found.backends)
+    if (b.monitor)
+      rt->monitors_[b.vendor] = b.monitor;
   // The alert actor reads the devices' Xid counts (atomics) itself.
-  auto xids = [devs = rt->devs_] {
+  auto xids = [roster = rt->roster_] {
     std::vector<device_xids> out;
-    for (auto& d : devs)
+    for (auto& d : roster->devices())
       out.push_back({d->info().name, d->xid_errors(), d->last_xid()});
     return out;
   };
@@ -586,7 +594,7 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   if (auto ms = cfg.supervision().telemetry_interval_ms(); ms > 0)
     rt->telemetry_interval_ = std::chrono::milliseconds{std::max(ms, 10u)};
   rt->telemetry_ = sys.spawn<caf::detached>(
-      telemetry_impl, rt->devs_, rt->telemetry_interval_, scfg.heat,
+      telemetry_impl, rt->roster_, rt->telemetry_interval_, scfg.heat,
       caf::actor_cast<heat_listener>(rt->supervisor_));
   rt->trust_ = settings->trust;
   rt->isolation_ = std::move(isolation);
@@ -684,8 +692,9 @@ void runtime::start_rescans(const pb::RuntimeConfig& cfg) {
     return;
   // The node's own real GPUs on this machine (not a remote host's).
   std::vector<rescan_gpu> gpus;
-  for (size_t i = 0; i < devs_.size(); ++i) {
-    auto& x = devs_[i]->info();
+  auto devs = roster_->devices();
+  for (size_t i = 0; i < devs.size(); ++i) {
+    auto& x = devs[i]->info();
     if (x.simulated || !x.remote.empty() ||
         (x.kind != device_kind::cuda_gpu && x.kind != device_kind::hip_gpu))
       continue;
@@ -693,7 +702,7 @@ void runtime::start_rescans(const pb::RuntimeConfig& cfg) {
     g.index = i;
     g.vendor = x.kind == device_kind::cuda_gpu ? "CUDA" : "HIP";
     g.info = x;
-    if (auto* h = dynamic_cast<hosted_device*>(devs_[i].get())) {
+    if (auto* h = dynamic_cast<hosted_device*>(devs[i].get())) {
       if (h->remote() || !h->spec().has_gpu())
         continue;
       g.hosted = true;
@@ -726,6 +735,9 @@ void runtime::start_rescans(const pb::RuntimeConfig& cfg) {
   act.restore = [sup](size_t index) {
     caf::anon_send(sup, restore_atom::value, uint32_t(index));
   };
+  act.add = [this](const devices::gpu::scanned_gpu& found) {
+    return add_scanned_gpu(found);
+  };
   act.audit = [audit](const std::string& device, const std::string& detail) {
     std::vector<audit_event> evs{
         {audit_kind::device_event, "", 0, device, "", detail, wall_clock_ns()}};
@@ -734,6 +746,147 @@ void runtime::start_rescans(const pb::RuntimeConfig& cfg) {
   rescanner_ =
       std::make_unique<device_rescanner>(std::move(gpus), s, std::move(act));
   rescanner_->start();
+}
+
+std::string fresh_gpu_name(const std::string& listed,
+                           const std::vector<std::string>& taken) {
+  if (!listed.empty() &&
+      std::find(taken.begin(), taken.end(), listed) == taken.end())
+    return listed;
+  size_t letters = 0;
+  while (letters < listed.size() &&
+         std::isalpha(static_cast<unsigned char>(listed[letters])))
+    ++letters;
+  auto prefix = letters > 0 ? listed.substr(0, letters) : std::string{"gpu"};
+  uint64_t next = 0;
+  for (auto& t : taken) {
+    if (!t.starts_with(prefix))
+      continue;
+    uint64_t n = 0;
+    size_t digits = 0;
+    for (size_t i = prefix.size();
+         i < t.size() && std::isdigit(static_cast<unsigned char>(t[i])) &&
+         digits < 9;
+         ++i, ++digits)
+      n = n * 10 + uint64_t(t[i] - '0');
+    if (digits > 0)
+      next = std::max(next, n + 1);
+  }
+  return prefix + std::to_string(next);
+}
+
+caf::expected<size_t>
+runtime::add_device(std::shared_ptr<devices::device> dev) {
+  auto bad = [](const std::string& why) {
+    return make_error(errc::invalid_arguments, "add_device: " + why);
+  };
+  if (!dev)
+    return bad("no device given");
+  // One change of the fleet or its terms at a time (set_tenant_limits).
+  std::lock_guard<std::mutex> guard{cfg_mtx_};
+  if (stopped_)
+    return make_error(errc::shutting_down, "the runtime is stopped");
+  auto info = dev->info();
+  auto infos = roster_->infos();
+  if (info.name.empty())
+    return bad("the device has no name");
+  for (auto& x : infos)
+    if (x.name == info.name)
+      return bad("a device is named '" + info.name +
+                 "' already: device names are unique in a fleet");
+  if (infos.size() >= max_devices)
+    return bad("the fleet has " + std::to_string(infos.size()) +
+               " devices, the most it can hold");
+  auto index = infos.size();
+  infos.push_back(info);
+  // The config's grants, quotas and pool, compiled for the fleet with it:
+  // its column is what they say for its name.
+  auto lease = config::compile_quotas(cfg_, infos);
+  if (!lease)
+    return lease.error();
+  auto pools = config::pool_options_for(cfg_, *lease);
+  if (auto err = configure_device_memory(*dev, index, cfg_, *lease,
+                                         pools[index], ledger_, observer_))
+    return err;
+  // The audit log knows its name before any entry refers to it.
+  if (auto named =
+          ask<bool>(audit_, device_atom::value, uint32_t(index), info.name);
+      !named)
+    return named.error();
+  auto joined = ask<uint32_t>(quota_, add_atom::value, info, std::move(*lease),
+                              pools[index]);
+  if (!joined)
+    return joined.error();
+  if (*joined != index)
+    return make_error(errc::invalid_transition,
+                      "add_device: the balancer gave index " +
+                          std::to_string(*joined) + ", not " +
+                          std::to_string(index));
+  roster_->add(dev);
+  if (auto started = ask<bool>(supervisor_, add_atom::value, *joined); !started)
+    return started.error();
+  return index;
+}
+
+caf::expected<rescan_gpu>
+runtime::add_scanned_gpu(const devices::gpu::scanned_gpu& found) {
+  pb::RuntimeConfig cfg;
+  {
+    std::lock_guard<std::mutex> guard{cfg_mtx_};
+    cfg = cfg_;
+  }
+  std::vector<std::string> taken;
+  for (auto& x : roster_->infos())
+    taken.push_back(x.name);
+  auto name = fresh_gpu_name(found.info.name, taken);
+  std::string why;
+  if (!gpu_in_host(cfg, name, hosting_, &why))
+    return make_error(
+        errc::invalid_transition,
+        "it would run in the node's process (" +
+            (why.empty() ? std::string{"devices.gpu_host_processes"} : why) +
+            "), whose GPU runtime lists its GPUs once: restart the node to "
+            "use it");
+  auto streams = cfg.devices().gpu_streams() > 0
+                     ? cfg.devices().gpu_streams()
+                     : devices::gpu::gpu_options{}.streams;
+  pb::HostSpec spec;
+  auto* g = spec.mutable_gpu();
+  g->set_vendor(found.vendor);
+  g->set_ordinal(uint32_t(found.ordinal));
+  g->set_name(name);
+  g->set_streams(streams);
+  // As at start: a MIG instance is named by CUDA_VISIBLE_DEVICES, and its
+  // UUID not checked.
+  g->set_uuid(found.visible.empty() ? found.info.uuid : "");
+  g->set_visible(found.visible);
+  auto info = found.info;
+  info.name = name;
+  info.streams = streams;
+  info.host_process = true;
+  auto dev = std::make_shared<hosted_device>(info, spec);
+  // Its health is read and its events watched here, as for the GPUs found
+  // at start; a bus that another device watches already (the GPU of MIG
+  // instances) keeps its one watch.
+  if (auto m = monitors_.find(found.vendor); m != monitors_.end()) {
+    auto bus = devices::canonical_pci_bus_id(info.pci_bus_id);
+    bool watched = false;
+    for (auto& x : roster_->infos())
+      watched = watched || (!bus.empty() &&
+                            devices::canonical_pci_bus_id(x.pci_bus_id) == bus);
+    dev->watch_health(m->second, !watched);
+  }
+  auto index = add_device(dev);
+  if (!index)
+    return index.error();
+  rescan_gpu out;
+  out.index = *index;
+  out.vendor = found.vendor;
+  out.ordinal = found.ordinal;
+  out.visible = found.visible;
+  out.info = std::move(info);
+  out.hosted = true;
+  return out;
 }
 
 caf::expected<rescan_report> runtime::rescan() {
@@ -835,7 +988,7 @@ caf::expected<work_result> runtime::run(work_item item,
 
 caf::expected<device_health_view>
 runtime::device_health(const std::string& name) const {
-  for (auto& d : devs_) {
+  for (auto& d : roster_->devices()) {
     if (d->info().name != name)
       continue;
     device_health_view v;
@@ -863,7 +1016,7 @@ runtime::device_health(const std::string& name) const {
 
 std::shared_ptr<devices::sim::sim_device>
 runtime::sim_device(const std::string& name) const {
-  for (auto& d : devs_)
+  for (auto& d : roster_->devices())
     if (d->info().name == name && d->info().simulated)
       return std::dynamic_pointer_cast<devices::sim::sim_device>(d);
   return nullptr;
@@ -871,7 +1024,7 @@ runtime::sim_device(const std::string& name) const {
 
 caf::error runtime::inject_sim_fault(const std::string& name,
                                      const sim_fault& f) {
-  for (auto& d : devs_) {
+  for (auto& d : roster_->devices()) {
     if (d->info().name != name)
       continue;
     if (auto sim = std::dynamic_pointer_cast<devices::sim::sim_device>(d))
@@ -907,7 +1060,7 @@ caf::error runtime::inject_sim_fault(const std::string& name,
 
 caf::error runtime::cut_connection(const std::string& name,
                                    std::chrono::milliseconds hold) {
-  for (auto& d : devs_) {
+  for (auto& d : roster_->devices()) {
     if (d->info().name != name)
       continue;
     auto* h = dynamic_cast<hosted_device*>(d.get());
@@ -925,7 +1078,7 @@ caf::error runtime::cut_connection(const std::string& name,
       where = h->where();
       // Before the cut: no rejoin slips in between.
       auto until = std::chrono::steady_clock::now() + hold;
-      for (auto& other : devs_)
+      for (auto& other : roster_->devices())
         if (auto* o = dynamic_cast<hosted_device*>(other.get());
             o != nullptr && o->remote() &&
             o->info().remote == h->info().remote) {
@@ -954,7 +1107,7 @@ caf::error runtime::cut_connection(const std::string& name,
 }
 
 int runtime::host_pid(const std::string& name) const {
-  for (auto& d : devs_)
+  for (auto& d : roster_->devices())
     if (d->info().name == name)
       if (auto* h = dynamic_cast<hosted_device*>(d.get()))
         return h->pid();
@@ -1115,7 +1268,7 @@ caf::error runtime::set_tenant_limits(const std::string& tenant,
     grant->set_memory_quota_bytes(limits.memory_quota_bytes());
   if (limits.has_rate_limit())
     *grant->mutable_rate_limit() = limits.rate_limit();
-  auto lease = config::compile_quotas(next, infos_);
+  auto lease = config::compile_quotas(next, roster_->infos());
   if (!lease)
     return lease.error();
   if (limits.has_memory_quota_bytes())
@@ -1189,7 +1342,7 @@ bundle_counts runtime::kernel_bundles() const {
 
 std::vector<std::pair<uint64_t, uint32_t>> runtime::xid_errors() const {
   std::vector<std::pair<uint64_t, uint32_t>> out;
-  for (auto& d : devs_)
+  for (auto& d : roster_->devices())
     out.emplace_back(d->xid_errors(), d->last_xid());
   return out;
 }
@@ -1238,9 +1391,12 @@ void runtime::stop() {
     hub_->drain();
     return;
   }
-  // No rescan acts on a stopping fleet (one under way is stopped).
+  // No rescan acts on a stopping fleet (one under way is stopped), and a
+  // device being added has joined every actor before they stop (a later
+  // add sees stopped_).
   if (rescanner_)
     rescanner_->stop();
+  { std::lock_guard<std::mutex> added{cfg_mtx_}; }
   // What the callback thread still holds goes in before the door closes,
   // or ends with shutting_down.
   hub_->close();
@@ -1284,7 +1440,7 @@ void runtime::stop() {
   // their connections close.
   std::vector<host_gate_actor> gates;
   // (A remote host's connection stays until the actor system ends.)
-  for (auto& d : devs_)
+  for (auto& d : roster_->devices())
     if (auto* h = dynamic_cast<hosted_device*>(d.get()); h && !h->remote())
       if (auto g = h->gate().first)
         gates.push_back(std::move(g));
@@ -1311,7 +1467,7 @@ void runtime::stop() {
   // stays for its clients until they let go of it, so the registry lets go
   // now.
   bool hosted = false;
-  for (auto& d : devs_)
+  for (auto& d : roster_->devices())
     if (auto* h = dynamic_cast<hosted_device*>(d.get())) {
       hosted = true;
       h->set_gate({}, {});

@@ -20,6 +20,7 @@
 #include "actors/balancer/balancer.hpp"
 #include "actors/client_hub.hpp"
 #include "actors/device_rescan.hpp"
+#include "actors/device_roster.hpp"
 #include "actors/quota.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/telemetry.hpp"
@@ -36,6 +37,10 @@ struct isolation;
 namespace cohort::devices::gpu {
 struct discovery;
 } // namespace cohort::devices::gpu
+
+namespace cohort::devices::health {
+class gpu_monitor;
+} // namespace cohort::devices::health
 
 namespace cohort::objects {
 class share_server;
@@ -100,6 +105,13 @@ struct gpu_hosting {
 /// `why` (if given) says why; it stays empty otherwise.
 bool gpu_in_host(const pb::RuntimeConfig& cfg, const std::string& name,
                  const gpu_hosting& hosting, std::string* why = nullptr);
+
+/// The name a GPU that a rescan found joins the fleet under: the one it
+/// was listed as (`listed`, "cuda1", "mig0.1") when no device has it, else
+/// its prefix (the letters it starts with) and the lowest number above
+/// every name of that prefix in `taken` ("cuda2").
+std::string fresh_gpu_name(const std::string& listed,
+                           const std::vector<std::string>& taken);
 
 /// Builds the devices a config describes (CPU workers first, then real
 /// GPUs, then simulated GPUs; those in host processes as their node-side
@@ -205,8 +217,9 @@ public:
   /// The quota actor (headroom, dry runs, the lease).
   const quota_actor& quota() const { return quota_; }
 
-  /// Static facts of every device, by index.
-  const std::vector<device_info>& devices() const { return infos_; }
+  /// Static facts of every device, by index (a copy: a rescan may add a
+  /// GPU meanwhile, docs/gpu.md).
+  std::vector<device_info> devices() const { return roster_->infos(); }
 
   /// The simulated GPU named `name` (for fault injection), or nullptr
   /// (also for one in a host process: its device is in that process).
@@ -340,11 +353,24 @@ public:
   /// Lists the machine's GPUs afresh, in a child process, and acts on what
   /// changed (docs/gpu.md, "Rescanning at run time"): a GPU missing from
   /// enough scans in a row is removed, one that came back is restarted (in
-  /// a host process), one that appeared is reported. One scan at a time.
+  /// a host process), one that appeared is added (add_device, in a host
+  /// process of its own) or, when it cannot be, reported with why. One
+  /// scan at a time.
   /// invalid_transition when the node runs no GPUs of this machine
   /// (devices.gpus: false), shutting_down after stop, the scan's error
   /// (io_error, timed_out) when it failed.
   caf::expected<rescan_report> rescan();
+  /// Adds `dev` to the running fleet at the next index, which it returns
+  /// (how a rescan adds a GPU that appeared, docs/gpu.md; an embedder may
+  /// add a simulated GPU the same way). The grants whose device patterns
+  /// match its name cover it, its memory is set up as the config says
+  /// (pool, quotas and reservations of those patterns), the audit log
+  /// names it, and its actor starts (in its host process when it runs in
+  /// one): it takes work once it is up. Errors: invalid_arguments (no
+  /// device, a name that is empty or taken, a full fleet of 64 devices),
+  /// malformed_config (the config's quotas do not fit it), shutting_down.
+  caf::expected<size_t> add_device(std::shared_ptr<devices::device> dev);
+
   /// Rescans so far; nullopt when the node does not rescan.
   std::optional<rescan_counts> rescans() const;
   /// The devices removed from the machine now, by name, with why.
@@ -409,10 +435,15 @@ private:
   explicit runtime(caf::actor_system& sys);
   /// Makes the rescanner of the config's GPUs and starts its rescans.
   void start_rescans(const pb::RuntimeConfig& cfg);
+  /// Adds the GPU a rescan found, in a device host process of its own,
+  /// under a name of the fleet's own (fresh_gpu_name); why not when it
+  /// cannot run in one.
+  caf::expected<rescan_gpu>
+  add_scanned_gpu(const devices::gpu::scanned_gpu& found);
 
   caf::actor_system& sys_;
-  std::vector<std::shared_ptr<devices::device>> devs_;
-  std::vector<device_info> infos_;
+  /// Every device by index; a rescan appends the GPUs it adds.
+  std::shared_ptr<device_roster> roster_ = std::make_shared<device_roster>();
   std::string audit_path_;
   audit_actor audit_;
   balancer_actor balancer_;
@@ -433,6 +464,14 @@ private:
   std::mutex cfg_mtx_;
   pb::RuntimeConfig cfg_;
   std::shared_ptr<devices::memory::tenant_ledger> ledger_;
+  /// What start was given and found, for devices added later: the
+  /// allocation observer, and whether GPUs can run in host processes.
+  std::shared_ptr<devices::memory::memory_observer> observer_;
+  gpu_hosting hosting_;
+  /// Each GPU backend's health library as start found it, by vendor: a
+  /// GPU a rescan adds is watched through it.
+  std::map<std::string, std::shared_ptr<devices::health::gpu_monitor>>
+      monitors_;
   std::shared_ptr<const kernels::bundle::trust_store> trust_;
   /// How bundles load in isolation: the helper, the plugins, the timeout;
   /// found when the first bundle loads (under bundle_mtx_).

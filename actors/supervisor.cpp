@@ -687,18 +687,30 @@ void host_registry::close() {
     end_host(p);
 }
 
+namespace {
+
+// Appends the entry of `dev` (its actor not started yet).
+supervisor_state::entry& add_entry(supervisor_state& st,
+                                   const std::shared_ptr<devices::device>& dev,
+                                   const supervisor_config& cfg) {
+  auto& e = st.devices.emplace_back();
+  dev->set_xid_policy(cfg.xid_policy);
+  e.hosted = std::dynamic_pointer_cast<hosted_device>(dev);
+  e.dev = dev;
+  return e;
+}
+
+} // namespace
+
 supervisor_actor::behavior_type
 supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
-                std::vector<std::shared_ptr<devices::device>> devices,
+                std::shared_ptr<const device_roster> roster,
                 balancer_actor balancer, audit_actor audit,
                 supervisor_config cfg) {
   auto& st = self->state;
-  for (auto& dev : devices) {
-    auto& e = st.devices.emplace_back();
-    dev->set_xid_policy(cfg.xid_policy);
-    e.hosted = std::dynamic_pointer_cast<hosted_device>(dev);
-    e.dev = std::move(dev);
-  }
+  for (auto& dev : roster->devices())
+    add_entry(st, dev, cfg);
+  st.roster = std::move(roster);
   st.balancer = std::move(balancer);
   st.audit = std::move(audit);
   st.cfg = cfg;
@@ -839,9 +851,13 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           schedule_quiet_tick(self);
       },
       [=](heat_atom, uint32_t index, uint8_t level, std::string& why) {
-        if (index < self->state.devices.size() &&
-            level <= uint8_t(heat_level::critical))
+        auto& st = self->state;
+        if (level > uint8_t(heat_level::critical))
+          return;
+        if (index < st.devices.size())
           heat_changed(self, index, heat_level(level), why);
+        else if (st.roster->at(index))
+          st.early_heat[index] = {heat_level(level), std::move(why)};
       },
       [=](tick_atom) {
         auto& st = self->state;
@@ -979,6 +995,33 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           if (e.life.status() == device_status::resetting)
             self->send(self, restart_atom::value, index);
         }
+      },
+      [=](add_atom, uint32_t index) -> caf::result<bool> {
+        auto& st = self->state;
+        auto dev = st.roster->at(index);
+        if (index != st.devices.size() || !dev)
+          return make_error(errc::invalid_arguments,
+                            "supervisor: device " + std::to_string(index) +
+                                " is not the next one of the roster (" +
+                                std::to_string(st.devices.size()) + ")");
+        auto& e = add_entry(st, dev, st.cfg);
+        if (e.hosted) {
+          e.start_why =
+              e.hosted->remote()
+                  ? "added, joined on its remote host " + dev->info().remote
+                  : "added, started in a host process";
+          start_hosted(self, index);
+        } else {
+          spawn_device(self, index);
+          transition(self, index, lifecycle_event::restarted, "added");
+          tell(self, index, device_cause::started, {}, "added");
+        }
+        if (auto h = st.early_heat.find(index); h != st.early_heat.end()) {
+          auto [level, why] = std::move(h->second);
+          st.early_heat.erase(h);
+          heat_changed(self, index, level, why);
+        }
+        return true;
       },
       [=](restore_atom, uint32_t index) {
         auto& st = self->state;

@@ -24,6 +24,7 @@
 #include "actors/device_actor.hpp"
 #include "actors/device_host.hpp"
 #include "actors/device_lifecycle.hpp"
+#include "actors/device_roster.hpp"
 #include "actors/heat_watch.hpp"
 
 namespace cohort::actors {
@@ -67,6 +68,11 @@ using supervisor_actor = health_listener::extend<
     /// Rescan: removed device `index` is back on the machine: it is
     /// restarted (a new host process).
     caf::reacts_to<restore_atom, uint32_t>,
+    /// Rescan: device `index` of the roster is new (a GPU that appeared):
+    /// its actor starts, in a host process when it has one, and the
+    /// balancer hears of it as of any start. Its index must be the next
+    /// one (invalid_arguments otherwise).
+    caf::replies_to<add_atom, uint32_t>::with<bool>,
     /// Returns every device's memory, by index (asked of live device actors,
     /// read directly from devices that have none).
     caf::replies_to<memory_atom>::with<std::vector<memory_snapshot>>>;
@@ -197,6 +203,10 @@ struct supervisor_state {
     bool removing = false;
   };
   std::vector<entry> devices;
+  std::shared_ptr<const device_roster> roster;
+  /// Heat the sampler reported for a device of the roster before the
+  /// supervisor was told it was added (applied when it is).
+  std::map<uint32_t, std::pair<heat_level, std::string>> early_heat;
   balancer_actor balancer;
   audit_actor audit;
   supervisor_config cfg;
@@ -208,10 +218,11 @@ struct supervisor_state {
   static inline const char* name = "cohort.supervisor";
 };
 
-/// Supervises one device actor per entry of `devices` (index = position).
+/// Supervises one device actor per device of `roster` (index = position):
+/// those it has now, and each added later (add_atom).
 supervisor_actor::behavior_type
 supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
-                std::vector<std::shared_ptr<devices::device>> devices,
+                std::shared_ptr<const device_roster> roster,
                 balancer_actor balancer, audit_actor audit,
                 supervisor_config cfg);
 

@@ -6,14 +6,14 @@ namespace cohort::actors {
 
 telemetry_actor::behavior_type
 telemetry_impl(telemetry_actor::stateful_pointer<telemetry_state> self,
-               std::vector<std::shared_ptr<devices::device>> devs,
+               std::shared_ptr<const device_roster> roster,
                std::chrono::milliseconds interval, heat_limits limits,
                heat_listener listener) {
   auto& state = self->state;
-  state.devs = std::move(devs);
+  state.roster = std::move(roster);
   state.interval = interval;
   if (limits.any() && listener) {
-    state.heat.assign(state.devs.size(), heat_watch{limits});
+    state.limits = limits;
     state.listener = std::move(listener);
   }
   self->send(self, tick_atom::value);
@@ -21,8 +21,13 @@ telemetry_impl(telemetry_actor::stateful_pointer<telemetry_state> self,
       [=](tick_atom) {
         auto& st = self->state;
         auto now = std::chrono::steady_clock::now();
-        for (size_t i = 0; i < st.devs.size(); ++i) {
-          auto& d = st.devs[i];
+        // The fleet as it is now: a GPU a rescan added is sampled from the
+        // next tick on, with a watch of its own.
+        auto devs = st.roster->devices();
+        if (st.listener && st.heat.size() < devs.size())
+          st.heat.resize(devs.size(), heat_watch{st.limits});
+        for (size_t i = 0; i < devs.size(); ++i) {
+          auto& d = devs[i];
           devices::health::gpu_sample s;
           try {
             s = d->telemetry();

@@ -14,6 +14,7 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/device_roster.hpp"
 #include "actors/heat_watch.hpp"
 #include "devices/device.hpp"
 #include "messages/atoms.hpp"
@@ -25,22 +26,24 @@ using telemetry_actor = caf::typed_actor<
     caf::reacts_to<tick_atom>>;
 
 struct telemetry_state {
-  std::vector<std::shared_ptr<devices::device>> devs;
+  std::shared_ptr<const device_roster> roster;
   std::chrono::milliseconds interval{1000};
-  /// One per device, and who hears of their changes (none when no
-  /// threshold is set).
+  /// One per device, their limits, and who hears of their changes (none
+  /// when no threshold is set).
   std::vector<heat_watch> heat;
+  heat_limits limits;
   heat_listener listener;
   static inline const char* name = "cohort.telemetry";
 };
 
-/// Samples `devs` every `interval`, the first time at once; devices
-/// without health counters (CPU workers, GPUs without their library) keep
-/// no history. When `limits` sets a threshold, tells `listener` each time
-/// a device's heat_level changes (device indexes are `devs`').
+/// Samples the devices of `roster` every `interval`, the first time at
+/// once, those added later from the next time on; devices without health
+/// counters (CPU workers, GPUs without their library) keep no history.
+/// When `limits` sets a threshold, tells `listener` each time a device's
+/// heat_level changes (device indexes are the roster's).
 telemetry_actor::behavior_type
 telemetry_impl(telemetry_actor::stateful_pointer<telemetry_state> self,
-               std::vector<std::shared_ptr<devices::device>> devs,
+               std::shared_ptr<const device_roster> roster,
                std::chrono::milliseconds interval, heat_limits limits,
                heat_listener listener);
 

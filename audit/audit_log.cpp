@@ -209,6 +209,15 @@ void audit_log::name_table::set(std::vector<std::string> names) {
   names_ = std::move(names);
 }
 
+void audit_log::name_table::set(uint32_t index, std::string name) {
+  if (index >= max_direct)
+    return;
+  cut(name, max_field_bytes);
+  if (names_.size() <= index)
+    names_.resize(size_t(index) + 1);
+  names_[index] = std::move(name);
+}
+
 std::string audit_log::name_table::name_of(uint32_t global) const {
   if (kernels_ && kernels::is_known(uint8_t(global)) && global < 256)
     return std::string{kernels::name(static_cast<kernels::kernel_id>(global))};
@@ -221,6 +230,10 @@ void audit_log::set_names(std::vector<std::string> tenants,
                           std::vector<std::string> devices) {
   tenants_.set(std::move(tenants));
   devices_.set(std::move(devices));
+}
+
+void audit_log::set_device_name(uint32_t index, std::string name) {
+  devices_.set(index, std::move(name));
 }
 
 void audit_log::chain(std::span<const audit_entry> entries) {

@@ -154,6 +154,9 @@ public:
   void set_names(std::vector<std::string> tenants,
                  std::vector<std::string> devices);
 
+  /// Names device `index` (one added while the runtime runs).
+  void set_device_name(uint32_t index, std::string name);
+
   /// Chains and buffers `entries` as BATCH records (one per
   /// `max_batch_entries`), each counting as `size()` records towards the
   /// batch size and hashed once; otherwise as `append(event)`.
@@ -258,6 +261,7 @@ private:
     explicit name_table(bool kernels = false) : kernels_(kernels) {}
 
     void set(std::vector<std::string> names);
+    void set(uint32_t index, std::string name);
 
     /// The local index of `global`, adding its name to `out` the first
     /// time (`#N` for an index without a name).

@@ -39,6 +39,7 @@ using online_atom = caf::atom_constant<caf::atom("online")>;
 using remove_atom = caf::atom_constant<caf::atom("remove")>;
 using move_atom = caf::atom_constant<caf::atom("move")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
+using add_atom = caf::atom_constant<caf::atom("add")>;
 using crash_atom = caf::atom_constant<caf::atom("crash")>;
 using alerts_atom = caf::atom_constant<caf::atom("alerts")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;

@@ -105,7 +105,7 @@ pb::DeviceList device_list(actors::runtime& rt, const balancer_stats& st,
   pb::DeviceList out;
   auto xids = rt.xid_errors();
   auto removed = rt.removed_devices();
-  auto& infos = rt.devices();
+  auto infos = rt.devices();
   for (size_t i = 0; i < infos.size(); ++i) {
     auto& d = infos[i];
     auto* v = out.add_devices();
@@ -707,6 +707,7 @@ http_reply admin_api::post_rescan(const admin_request& req) {
   put(out.mutable_returned(), r->returned);
   put(out.mutable_missing(), r->missing);
   put(out.mutable_moved(), r->moved);
+  put(out.mutable_added(), r->added);
   put(out.mutable_found(), r->found);
   put(out.mutable_notes(), r->notes);
   return json(200, out);

@@ -620,9 +620,12 @@ metrics_exporter::render(const metrics_input& in,
             "Removed GPUs that a rescan found again and brought back",
             double(r.returned));
     counter("cohort_devices_found_total",
-            "GPUs a rescan found that the node does not run (appeared since "
+            "GPUs a rescan found that the node did not run (appeared since "
             "it started), each counted once per appearance",
             double(r.found));
+    counter("cohort_devices_added_total",
+            "GPUs a rescan found and added to the running fleet",
+            double(r.added));
   }
   {
     family firing{out, "cohort_alerts_firing",

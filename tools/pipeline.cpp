@@ -1082,8 +1082,12 @@ drive(caf::actor_system& sys, actors::runtime& rt, const pb::RuntimeConfig& cfg,
     if (!sample)
       return;
     auto secs = std::chrono::duration<double>(clock::now() - start).count();
-    if (auto st = rt.placement_stats())
+    if (auto st = rt.placement_stats()) {
+      // A GPU a rescan added joins the plots.
+      if (st->devices.size() > rep.timeline.devices())
+        rep.timeline.grow(rt.devices());
       rep.timeline.add(secs, *st);
+    }
   };
   while (finished.wait_for(std::chrono::milliseconds(sample ? 20 : 100)) !=
          std::future_status::ready) {
@@ -1133,7 +1137,7 @@ drive(caf::actor_system& sys, actors::runtime& rt, const pb::RuntimeConfig& cfg,
     }
   }
   auto xids = rt.xid_errors();
-  auto& infos = rt.devices();
+  auto infos = rt.devices();
   for (size_t i = 0; i < xids.size() && i < infos.size(); ++i)
     if (xids[i].first > 0)
       rep.xids.push_back({infos[i].name, xids[i].first, xids[i].second});

@@ -19,8 +19,16 @@ void run_timeline::set_devices(const std::vector<device_info>& devices) {
   queued_.assign(devices.size(), {});
 }
 
+void run_timeline::grow(const std::vector<device_info>& devices) {
+  for (size_t d = devices_.size(); d < devices.size(); ++d) {
+    busy_ns_.emplace_back(t_s_.size(), 0);
+    queued_.emplace_back(t_s_.size(), 0);
+    devices_.push_back(devices[d]);
+  }
+}
+
 void run_timeline::add(double t_s, const balancer_stats& st) {
-  if (st.devices.size() != devices_.size())
+  if (st.devices.size() < devices_.size())
     return;
   t_s_.push_back(t_s);
   for (size_t d = 0; d < devices_.size(); ++d) {

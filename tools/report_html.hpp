@@ -25,10 +25,17 @@ public:
   /// The devices, in the balancer's order.
   void set_devices(const std::vector<device_info>& devices);
 
-  /// A sample `t_s` seconds into the run.
+  /// A device that joined while it runs (a GPU a rescan added): `devices`
+  /// are the runtime's now, the old ones first. Its series are zero
+  /// before it joined.
+  void grow(const std::vector<device_info>& devices);
+
+  /// A sample `t_s` seconds into the run (devices beyond those known are
+  /// left out until `grow`).
   void add(double t_s, const balancer_stats& st);
 
   size_t size() const { return t_s_.size(); }
+  size_t devices() const { return devices_.size(); }
 
   /// The devices' names ("sim0 (simulated)") and, per sample, the share of
   /// its streams' time each spent on the launches that ended since the

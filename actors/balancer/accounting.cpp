@@ -35,6 +35,15 @@ bool accounting::renew(quota_lease lease) {
   return true;
 }
 
+caf::error accounting::add_device(quota_lease lease) {
+  if (auto err = book_.add_device(lease))
+    return err;
+  lease_ = std::move(lease);
+  metered_ = metered_of(lease_);
+  stranded_.resize(lease_.devices.size());
+  return caf::none;
+}
+
 caf::error accounting::check(charges cs, size_t d) {
   if (cs.size() == 1)
     return book_.check_place(cs[0].tenant, d, cs[0].bytes);

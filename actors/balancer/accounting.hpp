@@ -39,6 +39,13 @@ public:
   /// lease names other tenants or another number of devices.
   bool renew(quota_lease lease);
 
+  /// Terms for the fleet with one more device (a GPU a rescan added): the
+  /// same tenants, their old devices unchanged (quota_book::add_device).
+  /// What each tenant uses, in flight and its rate tokens carry over; the
+  /// new device has nothing charged or stranded. An error (and nothing
+  /// changes) for any other lease.
+  caf::error add_device(quota_lease lease);
+
   /// The live book: policies, admission counts, usage and headroom.
   quota::quota_book& book() { return book_; }
   const quota::quota_book& book() const { return book_; }

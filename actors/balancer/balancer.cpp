@@ -3851,10 +3851,9 @@ void device_left(self_ptr self, uint32_t index, device_change& c) {
   bool permanent = c.status == device_status::offline;
   // Taken down on purpose (an operator, a sibling's restart): not a loss
   // of this device.
-  bool loss = c.cause == device_cause::fault ||
-              c.cause == device_cause::crashed ||
-              c.cause == device_cause::gave_up ||
-              c.cause == device_cause::removed;
+  bool loss =
+      c.cause == device_cause::fault || c.cause == device_cause::crashed ||
+      c.cause == device_cause::gave_up || c.cause == device_cause::removed;
   if ((takes_work(s.status) || s.status == device_status::draining) && loss) {
     ++s.stats.losses;
     if (c.cause != device_cause::crashed)
@@ -4648,6 +4647,51 @@ void end_everything(self_ptr self) {
   deliver_ends(self);
 }
 
+// The balancer's view of a device that joins: not started yet.
+balancer_state::slot make_slot(const device_info& info,
+                               const balancer_config& cfg) {
+  balancer_state::slot s;
+  s.info = info;
+  s.resident = devices::input_cache{info.input_cache_bytes};
+  s.stats.name = info.name;
+  s.stats.kind = to_string(info.kind);
+  s.stats.simulated = info.simulated;
+  s.stats.status = device_status::resetting;
+  s.breaker = circuit_breaker{cfg.circuit};
+  return s;
+}
+
+// Appends device `info` (a GPU a rescan found) under `lease`, the terms
+// for the fleet with it; its index, or why it cannot join.
+caf::expected<uint32_t> add_device(balancer_state& st, const device_info& info,
+                                   quota_lease lease,
+                                   const devices::memory::pool_options& pool) {
+  auto n = st.devices.size();
+  if (st.stopping || st.closed)
+    return make_error(errc::shutting_down, "the balancer is stopping");
+  if (n >= 64 || n >= balancer::device_min_tree::capacity)
+    return make_error(errc::invalid_arguments,
+                      "the fleet has " + std::to_string(n) +
+                          " devices, the most it can hold");
+  if (auto err = st.acct.add_device(std::move(lease)))
+    return err;
+  st.fleet.add_device();
+  st.devices.push_back(make_slot(info, st.cfg));
+  // Its rate in each cell made so far, as a new cell gives every device
+  // (fleet_cell): scaled from the devices that ran it, until it runs it.
+  for (size_t c = 0; c < st.fleet.cells(); ++c) {
+    auto [k, cls] = st.fleet.cell_key(c);
+    bool measured = false;
+    auto rate = rate_of(st, n, k, cls, &measured);
+    st.fleet.set_rate(c, n, rate, measured);
+  }
+  st.latency.add_device();
+  st.cfg.pools.resize(n);
+  st.cfg.pools.push_back(pool);
+  touch(st, n);
+  return uint32_t(n);
+}
+
 } // namespace
 
 balancer_actor::behavior_type
@@ -4655,17 +4699,8 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
               std::vector<device_info> devices, quota_lease lease,
               audit_actor audit_dest, balancer_config cfg) {
   auto& st = self->state;
-  for (size_t i = 0; i < devices.size(); ++i) {
-    auto& info = devices[i];
-    balancer_state::slot s;
-    s.info = info;
-    s.resident = devices::input_cache{info.input_cache_bytes};
-    s.stats.name = info.name;
-    s.stats.kind = to_string(info.kind);
-    s.stats.simulated = info.simulated;
-    s.stats.status = device_status::resetting;
-    st.devices.push_back(std::move(s));
-  }
+  for (auto& info : devices)
+    st.devices.push_back(make_slot(info, cfg));
   st.acct = balancer::accounting{std::move(lease)};
   st.held.resize(st.acct.book().tenants());
   // One ready queue per tenant and one for merged launches.
@@ -4677,8 +4712,6 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
   stamp(st);
   st.audit = audit_buffer{std::move(audit_dest)};
   st.cfg = cfg;
-  for (auto& s : st.devices)
-    s.breaker = circuit_breaker{cfg.circuit};
   st.latency = balancer::latency_table{st.devices.size()};
   st.fleet = balancer::fleet_index{st.devices.size()};
   touch_all(st);
@@ -4755,6 +4788,18 @@ balancer_impl(balancer_actor::stateful_pointer<balancer_state> self,
           return;
         }
         wake(self);
+      },
+      [=](add_atom, device_info& info, quota_lease& lease,
+          devices::memory::pool_options& pool) -> caf::result<uint32_t> {
+        stamp(self->state);
+        auto index = add_device(self->state, info, std::move(lease), pool);
+        if (!index)
+          return index.error();
+        device_event(self, info.name,
+                     "balancer: joined the fleet as device " +
+                         std::to_string(*index) +
+                         "; it takes work once it has started");
+        return *index;
       },
       [=](done_atom, uint32_t index, std::vector<work_done>& batch) {
         stamp(self->state);

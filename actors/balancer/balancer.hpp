@@ -69,6 +69,14 @@ using balancer_actor = device_listener::extend<
     /// New lease terms from the quota actor (changed limits of the same
     /// tenants, in the same order; other leases are refused and audited).
     caf::reacts_to<lease_atom, quota_lease>,
+    /// A device joins the fleet (a GPU a rescan found, docs/gpu.md): its
+    /// facts, the lease for the fleet with it (the same tenants, their old
+    /// devices unchanged: quota_book::add_device) and its pool's options.
+    /// It takes the next index, which the reply gives, and takes work once
+    /// the supervisor says it started. Errors: invalid_arguments (a lease
+    /// that does not fit, a full fleet), shutting_down.
+    caf::replies_to<add_atom, device_info, quota_lease,
+                    devices::memory::pool_options>::with<uint32_t>,
     /// The supervisor's word on a device's life cycle: its new generation,
     /// status and cause (a new actor, a loss, an operator's act, health).
     caf::reacts_to<device_atom, device_change>,

@@ -227,6 +227,7 @@ void open_backend(discovery& out, const plugin_load& loaded,
   // Every GPU is watched here, those opened in a host process too: the
   // host acts on its GPU's events, the node counts them and reads health.
   opts.monitor = monitor_of(loaded, kind);
+  st.monitor = opts.monitor;
   if (opts.monitor && !opts.monitor->available())
     st.note = "health unavailable: " + opts.monitor->unavailable_reason();
   // GPUs in MIG mode: the runtime shows a process one instance at most, so

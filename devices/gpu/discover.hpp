@@ -30,6 +30,9 @@ struct backend_status {
   /// are listed through it). A rescan trusts a missing GPU only then.
   bool listed = false;
   bool mig_listed = false;
+  /// Its health library (NVML, ROCm SMI); null without one. A GPU added
+  /// later (a rescan) is watched through it.
+  std::shared_ptr<health::gpu_monitor> monitor;
 };
 
 /// A GPU found and left unopened: a device host process opens it.

@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <caf/meta/type_name.hpp>
+
 #include "devices/memory/memory_resource.hpp"
 #include "devices/memory/stream_ordering.hpp"
 
@@ -43,6 +45,14 @@ struct pool_options {
   /// Most bytes held in the per-class caches; frees beyond coalesce at once.
   uint64_t class_cache_bytes = uint64_t{32} << 20;
 };
+
+/// A pool's options travel to the balancer with a device a rescan adds.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pool_options& x) {
+  return f(caf::meta::type_name("pool_options"), x.initial_bytes, x.slab_bytes,
+           x.release_threshold, x.zero_on_free, x.zero_new_slabs,
+           x.defrag_threshold, x.small_limit, x.class_cache_bytes);
+}
 
 /// Checks `opts`: none, or invalid_arguments naming the bad option.
 caf::error validate(const pool_options& opts);

@@ -159,7 +159,7 @@ TEST_CASE("a node joins a remote device host and places work on both "
   for (size_t i : {1, 2}) {
     if (stats->devices[i].completed == 0)
       continue;
-    auto& name = r.devices()[i].name;
+    auto name = r.devices()[i].name;
     INFO(name);
     CHECK(stats->devices[i].crossing_ns > 0);
     CHECK_THAT(*scrape, Catch::Contains("cohort_device_crossing_seconds{"

@@ -25,33 +25,64 @@ device_change next_change(caf::scoped_actor& self,
   return out;
 }
 
+// A simulated GPU named `name` with 64 MiB.
+std::shared_ptr<devices::device> sim_gpu(const std::string& name) {
+  devices::sim::sim_params params;
+  params.name = name;
+  params.memory_bytes = 64ull << 20;
+  auto dev = devices::sim::make_sim_device(params);
+  REQUIRE(dev);
+  return *dev;
+}
+
+// A supervisor of the devices of `roster` that reports to the test, which
+// stands for its balancer and audit log; stopped at the end.
+struct supervised {
+  caf::scoped_actor self;
+  std::shared_ptr<device_roster> roster;
+  supervisor_actor sup;
+  /// Why the last ask was refused.
+  caf::error refused;
+
+  supervised(caf::actor_system& sys,
+             std::vector<std::shared_ptr<devices::device>> devs)
+      : self{sys}, roster(std::make_shared<device_roster>(std::move(devs))) {
+    supervisor_config cfg;
+    cfg.restart_delay = 5ms;
+    sup = sys.spawn(supervisor_impl, roster,
+                    caf::actor_cast<balancer_actor>(self),
+                    caf::actor_cast<audit_actor>(self), cfg);
+  }
+  ~supervised() { self->send_exit(sup, caf::exit_reason::user_shutdown); }
+
+  // Whether the supervisor answers `xs` with true within 5 s.
+  template <class... Ts> bool ask(Ts... xs) {
+    bool ok = false;
+    self->request(sup, 5s, xs...)
+        .receive([&](bool b) { ok = b; },
+                 [&](caf::error& e) {
+                   refused = e;
+                   ok = false;
+                 });
+    return ok;
+  }
+
+  // No change within 100 ms.
+  bool quiet() {
+    return next_change(self, 100ms).cause == static_cast<device_cause>(0);
+  }
+};
+
 } // namespace
 
 TEST_CASE_METHOD(fixture,
                  "the supervisor tells the balancer one change per step of "
                  "a device's life cycle",
                  "[actors][supervisor][lifecycle]") {
-  devices::sim::sim_params params;
-  params.name = "sim0";
-  params.memory_bytes = 64ull << 20;
-  auto dev = devices::sim::make_sim_device(params);
-  REQUIRE(dev);
-  caf::scoped_actor self{sys};
-  supervisor_config cfg;
-  cfg.restart_delay = 5ms;
-  auto sup = sys.spawn(supervisor_impl,
-                       std::vector<std::shared_ptr<devices::device>>{*dev},
-                       caf::actor_cast<balancer_actor>(self),
-                       caf::actor_cast<audit_actor>(self), cfg);
-  auto ask = [&](auto... xs) {
-    bool ok = false;
-    self->request(sup, 5s, xs...)
-        .receive([&](bool b) { ok = b; }, [&](caf::error&) { ok = false; });
-    return ok;
-  };
-  auto quiet = [&] {
-    return next_change(self, 100ms).cause == static_cast<device_cause>(0);
-  };
+  supervised s{sys, {sim_gpu("sim0")}};
+  auto& self = s.self;
+  auto ask = [&](auto... xs) { return s.ask(xs...); };
+  auto quiet = [&] { return s.quiet(); };
   REQUIRE(ask(start_atom::value));
   auto c = next_change(self);
   CHECK(c.cause == device_cause::started);
@@ -100,39 +131,18 @@ TEST_CASE_METHOD(fixture,
   CHECK(c.status == device_status::available);
   CHECK(quiet());
   CHECK(std::string{to_string(device_cause::gave_up)} == "gave_up");
-  self->send_exit(sup, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE_METHOD(fixture,
                  "a device removed from the machine is out until a rescan "
                  "finds it, and comes back as it was",
                  "[actors][supervisor][lifecycle][rescan]") {
-  devices::sim::sim_params params;
-  params.name = "sim0";
-  params.memory_bytes = 64ull << 20;
-  auto dev = devices::sim::make_sim_device(params);
-  REQUIRE(dev);
-  caf::scoped_actor self{sys};
-  supervisor_config cfg;
-  cfg.restart_delay = 5ms;
-  auto sup = sys.spawn(supervisor_impl,
-                       std::vector<std::shared_ptr<devices::device>>{*dev},
-                       caf::actor_cast<balancer_actor>(self),
-                       caf::actor_cast<audit_actor>(self), cfg);
-  caf::error refused;
-  auto ask = [&](auto... xs) {
-    bool ok = false;
-    self->request(sup, 5s, xs...)
-        .receive([&](bool b) { ok = b; },
-                 [&](caf::error& e) {
-                   refused = e;
-                   ok = false;
-                 });
-    return ok;
-  };
-  auto quiet = [&] {
-    return next_change(self, 100ms).cause == static_cast<device_cause>(0);
-  };
+  supervised s{sys, {sim_gpu("sim0")}};
+  auto& self = s.self;
+  auto& sup = s.sup;
+  auto& refused = s.refused;
+  auto ask = [&](auto... xs) { return s.ask(xs...); };
+  auto quiet = [&] { return s.quiet(); };
   REQUIRE(ask(start_atom::value));
   CHECK(next_change(self).cause == device_cause::started);
   // Removed: its actor ends, its work is told device_lost, it is offline.
@@ -178,5 +188,35 @@ TEST_CASE_METHOD(fixture,
   CHECK(c.cause == device_cause::started);
   CHECK(c.status == device_status::available);
   CHECK(std::string{to_string(device_cause::removed)} == "removed");
-  self->send_exit(sup, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a device appended to the roster starts when the supervisor "
+                 "is told; any other index is refused",
+                 "[actors][supervisor][lifecycle][rescan]") {
+  supervised s{sys, {sim_gpu("sim0")}};
+  auto& self = s.self;
+  auto& refused = s.refused;
+  auto ask = [&](auto... xs) { return s.ask(xs...); };
+  REQUIRE(ask(start_atom::value));
+  CHECK(next_change(self).index == 0);
+  // Not in the roster yet: refused.
+  CHECK_FALSE(ask(add_atom::value, uint32_t{1}));
+  CHECK(code_of(refused) == errc::invalid_arguments);
+  REQUIRE(s.roster->add(sim_gpu("sim1")) == 1);
+  REQUIRE(ask(add_atom::value, uint32_t{1}));
+  auto c = next_change(self);
+  CHECK(c.index == 1);
+  CHECK(c.cause == device_cause::started);
+  CHECK(c.status == device_status::available);
+  CHECK(c.generation == 1);
+  // Told twice, or of another index: refused, nothing changes.
+  CHECK_FALSE(ask(add_atom::value, uint32_t{1}));
+  CHECK(code_of(refused) == errc::invalid_arguments);
+  CHECK_FALSE(ask(add_atom::value, uint32_t{0}));
+  // It is supervised like the others: an operator drains it by name.
+  REQUIRE(ask(drain_atom::value, std::string{"sim1"}));
+  c = next_change(self);
+  CHECK(c.index == 1);
+  CHECK(c.status == device_status::draining);
 }

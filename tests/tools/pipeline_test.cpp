@@ -401,3 +401,44 @@ TEST_CASE("cohort run --report-html writes the report as a page whose plots "
   CHECK_THAT(nowhere.output, Catch::Contains("--report-html: cannot write"));
   CHECK_FALSE(std::filesystem::exists(dir.file("b.log")));
 }
+
+TEST_CASE("a device that joins during a run joins the report's plots, zero "
+          "before it joined",
+          "[tools][pipeline][rescan]") {
+  auto dev = [](const std::string& name) {
+    device_info d;
+    d.name = name;
+    d.streams = 1;
+    return d;
+  };
+  auto stats = [](std::vector<int64_t> busy) {
+    balancer_stats st;
+    for (auto b : busy) {
+      device_stats d;
+      d.busy_ns = b;
+      d.queued = 1;
+      st.devices.push_back(d);
+    }
+    return st;
+  };
+  tools::run_timeline tl;
+  tl.set_devices({dev("sim0")});
+  tl.add(1.0, stats({500'000'000}));
+  // sim1 joined: the balancer counts it before the timeline does.
+  tl.add(2.0, stats({1'000'000'000, 0}));
+  REQUIRE(tl.devices() == 1);
+  tl.grow({dev("sim0"), dev("sim1")});
+  REQUIRE(tl.devices() == 2);
+  tl.add(3.0, stats({1'000'000'000, 1'000'000'000}));
+  CHECK(tl.size() == 3);
+  auto util = tl.utilization();
+  REQUIRE(util.size() == 2);
+  CHECK(util[0] == std::vector<double>{0.5, 0.5, 0.0});
+  CHECK(util[1] == std::vector<double>{0.0, 0.0, 1.0});
+  REQUIRE(tl.queued().size() == 2);
+  CHECK(tl.queued()[1] == std::vector<uint64_t>{0, 0, 1});
+  CHECK(tl.names().size() == 2);
+  // A stale sample with fewer devices than it knows is left out.
+  tl.add(4.0, stats({1'000'000'000}));
+  CHECK(tl.size() == 3);
+}

@@ -128,3 +128,41 @@ TEST_CASE("new terms keep what is in use and what is stranded",
   CHECK(acct.book().tenant_index("b") == 1);
   CHECK(acct.lease().policies[0].device_quota[1] == 25 * MiB);
 }
+
+TEST_CASE("a device added keeps what is in use and stranded; a lease that "
+          "does not fit changes nothing",
+          "[actors][balancer][accounting]") {
+  accounting acct{make_lease()};
+  acct.charge_to(one(0, 40 * MiB), 1);
+  acct.strand(one(1, 10 * MiB), 2);
+  auto next = make_lease();
+  next.devices.push_back({"sim2", true, 50 * MiB, 50 * MiB});
+  next.policies[0].device_mask = 0b1111;
+  next.policies[0].device_quota.push_back(20 * MiB);
+  next.policies[0].device_reserve.push_back(0);
+  // b's grant does not name the new device.
+  next.policies[1].device_quota.push_back(0);
+  next.policies[1].device_reserve.push_back(0);
+  // Another tenant order is refused, and nothing changes.
+  auto swapped = next;
+  std::swap(swapped.policies[0], swapped.policies[1]);
+  CHECK(acct.add_device(swapped));
+  CHECK(acct.lease().devices.size() == 3);
+  CHECK(acct.metered_mask() == 0b110);
+  REQUIRE_FALSE(acct.add_device(next));
+  CHECK(acct.lease().devices.size() == 4);
+  CHECK(acct.metered_mask() == 0b1110);
+  // Use so far and what is stranded carry over; the new device is empty.
+  CHECK(acct.book().placed(1) == 40 * MiB);
+  CHECK(acct.book().memory(0) == 40 * MiB);
+  CHECK(acct.stranded(2) == 10 * MiB);
+  CHECK(acct.stranded(3) == 0);
+  // a may use 20 MiB of it, b none of it.
+  CHECK_FALSE(acct.check(one(0, 20 * MiB), 3));
+  CHECK(code_of(acct.check(one(0, 21 * MiB), 3)) == errc::over_memory_quota);
+  CHECK((acct.book().policy(1).device_mask >> 3 & 1) == 0);
+  acct.charge_to(one(0, 20 * MiB), 3);
+  CHECK(acct.book().placed(3) == 20 * MiB);
+  acct.release(2);
+  CHECK(acct.stranded(2) == 0);
+}

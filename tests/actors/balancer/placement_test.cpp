@@ -565,7 +565,7 @@ TEST_CASE_METHOD(fixture,
   cfg.mutable_devices()->mutable_sim_gpu(1)->add_p2p("sim3");
   auto rt = runtime::start(sys, cfg);
   REQUIRE(rt);
-  auto& infos = (*rt)->devices();
+  auto infos = (*rt)->devices();
   auto named = [&](const std::string& name) -> const device_info& {
     for (auto& d : infos)
       if (d.name == name)
