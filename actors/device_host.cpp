@@ -58,12 +58,13 @@ hosted_device::hosted_device(device_info info, endpoint where, uint32_t index)
 }
 
 hosted_device::~hosted_device() {
-  if (watching_)
-    monitor_->unwatch(info().pci_bus_id);
+  if (events_)
+    events_->leave(this);
 }
 
 void hosted_device::watch_health(
-    std::shared_ptr<devices::health::gpu_monitor> monitor, bool events) {
+    std::shared_ptr<devices::health::gpu_monitor> monitor,
+    std::shared_ptr<devices::health::gpu_watch> events, uint32_t gpu_instance) {
   // A remote host's GPU is on another machine: its bus id names nothing
   // here.
   if (!monitor || monitor_ || remote() || info().pci_bus_id.empty())
@@ -71,13 +72,14 @@ void hosted_device::watch_health(
   monitor_ = std::move(monitor);
   if (!events)
     return;
+  events_ = std::move(events);
   // From the library's event thread; the counters are atomic. An Xid that
   // means the GPU fell off the bus (79) comes as a loss, and counts too.
-  watching_ =
-      monitor_->watch(info().pci_bus_id, [this](devices::health::gpu_event ev) {
-        if (ev.xid != 0)
-          note_xid(ev.xid);
-      });
+  events_->join(this, gpu_instance,
+                [this](const devices::health::gpu_event& ev) {
+                  if (ev.xid != 0)
+                    note_xid(ev.xid);
+                });
 }
 
 devices::health::gpu_sample hosted_device::telemetry() const {
@@ -884,6 +886,7 @@ host_device(const pb::HostSpec& spec) {
   devices::gpu::gpu_options opts;
   opts.streams = g.streams();
   opts.expect_uuid = g.uuid();
+  opts.mig_instance = g.visible();
   auto dev = devices::gpu::open_gpu(g.vendor(), int(g.ordinal()), g.name(),
                                     std::move(opts));
   if (!dev)

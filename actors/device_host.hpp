@@ -23,6 +23,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "devices/device.hpp"
+#include "devices/health/gpu_watch.hpp"
 #include "devices/health/health.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "messages/atoms.hpp"
@@ -74,12 +75,21 @@ public:
   /// A real GPU in a host process: the node watches it as well, with the
   /// backend's health library, to count its Xids (`xid_errors`) and read
   /// its health (`telemetry`); its host acts on the events (a device-level
-  /// Xid loses the device there). Call once, before the runtime starts;
-  /// a remote device or one without a PCI bus id is not watched. Without
-  /// `events`, its health is read and its Xids are not counted (a library
-  /// watches a bus once: the second MIG instance of a card on).
-  void watch_health(std::shared_ptr<devices::health::gpu_monitor> monitor,
-                    bool events = true);
+  /// Xid loses the device there). Call once, before it is supervised; a
+  /// remote device or one without a PCI bus id is not watched. Its Xids
+  /// come through `events`, the watch of its GPU's bus (shared by the MIG
+  /// instances of one card; the caller starts it once they joined), those
+  /// of GPU instance `gpu_instance` and of the whole GPU; without one its
+  /// health is read and its Xids are not counted.
+  void
+  watch_health(std::shared_ptr<devices::health::gpu_monitor> monitor,
+               std::shared_ptr<devices::health::gpu_watch> events = nullptr,
+               uint32_t gpu_instance = devices::health::gpu_event::whole_gpu);
+
+  /// The watch its Xids come through (null: none).
+  const std::shared_ptr<devices::health::gpu_watch>& event_watch() const {
+    return events_;
+  }
 
   /// The GPU's health read in the node (unavailable, with why, for a
   /// simulated device, a remote one, or without a health library).
@@ -132,7 +142,7 @@ private:
 
   pb::HostSpec spec_;
   std::shared_ptr<devices::health::gpu_monitor> monitor_;
-  bool watching_ = false;
+  std::shared_ptr<devices::health::gpu_watch> events_;
   endpoint where_;
   uint32_t remote_index_ = 0;
   std::atomic<int> pid_{0};

@@ -192,7 +192,10 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
       return !gpu_in_host(cfg, name, hosting);
     });
     size_t opened = 0, probed = 0;
-    std::set<std::string> watched;
+    // One watch per bus, shared by the MIG instances of one card (each
+    // hears its own GPU instance's events and the whole GPU's); started
+    // once they all joined.
+    std::map<std::string, std::shared_ptr<devices::health::gpu_watch>> watches;
     for (auto& name : gpus.order) {
       if (opened < gpus.devices.size() &&
           gpus.devices[opened]->info().name == name) {
@@ -215,16 +218,23 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
       auto dev =
           std::make_shared<hosted_device>(std::move(info), std::move(spec));
       // A health library watches a bus id once: a GPU of the node's
-      // process on the same card keeps its watch, and of the MIG instances
-      // of one GPU the first watches (the others read its health).
+      // process on the same card keeps its watch.
       bool shared = std::any_of(
           gpus.devices.begin(), gpus.devices.end(), [&](const auto& g) {
             return g->info().pci_bus_id == p.info.pci_bus_id;
           });
-      if (!shared)
-        dev->watch_health(p.monitor, watched.insert(p.info.pci_bus_id).second);
+      if (!shared) {
+        auto& w = watches[p.info.pci_bus_id];
+        if (!w && p.monitor)
+          w = std::make_shared<devices::health::gpu_watch>(p.monitor,
+                                                           p.info.pci_bus_id);
+        dev->watch_health(p.monitor, w, p.gpu_instance);
+      }
       out.push_back(std::move(dev));
     }
+    for (auto& [bus, w] : watches)
+      if (w)
+        w->start();
     links = gpus.links;
     if (found != nullptr)
       *found = std::move(gpus);
@@ -866,15 +876,34 @@ runtime::add_scanned_gpu(const devices::gpu::scanned_gpu& found) {
   info.host_process = true;
   auto dev = std::make_shared<hosted_device>(info, spec);
   // Its health is read and its events watched here, as for the GPUs found
-  // at start; a bus that another device watches already (the GPU of MIG
-  // instances) keeps its one watch.
+  // at start: a MIG instance of a card whose other instances the node
+  // runs joins their watch, with its own GPU instance; a card a GPU of
+  // the node's process holds keeps that GPU's watch.
   if (auto m = monitors_.find(found.vendor); m != monitors_.end()) {
     auto bus = devices::canonical_pci_bus_id(info.pci_bus_id);
-    bool watched = false;
-    for (auto& x : roster_->infos())
-      watched = watched || (!bus.empty() &&
-                            devices::canonical_pci_bus_id(x.pci_bus_id) == bus);
-    dev->watch_health(m->second, !watched);
+    std::shared_ptr<devices::health::gpu_watch> w;
+    bool in_node = false;
+    for (auto& d : roster_->devices()) {
+      if (bus.empty() ||
+          devices::canonical_pci_bus_id(d->info().pci_bus_id) != bus)
+        continue;
+      auto* h = dynamic_cast<hosted_device*>(d.get());
+      if (h == nullptr)
+        in_node = true;
+      else if (h->event_watch())
+        w = h->event_watch();
+    }
+    if (!in_node) {
+      if (!w)
+        w = std::make_shared<devices::health::gpu_watch>(m->second,
+                                                         info.pci_bus_id);
+      auto gi =
+          found.visible.empty()
+              ? devices::health::gpu_event::whole_gpu
+              : devices::health::mig_gpu_instance(*m->second, found.visible);
+      dev->watch_health(m->second, w, gi);
+      w->start();
+    }
   }
   auto index = add_device(dev);
   if (!index)

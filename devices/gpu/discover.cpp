@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "devices/gpu/plugin.hpp"
+#include "devices/health/gpu_watch.hpp"
 #include "devices/topology.hpp"
 #include "messages/errc.hpp"
 
@@ -191,6 +192,7 @@ mig_instances(backend_status& st, const std::vector<health::mig_gpu>& migs,
       p.ordinal = 0;
       p.visible = x.uuid;
       p.monitor = opts.monitor;
+      p.gpu_instance = x.gpu_instance_id;
       out.push_back(std::move(p));
     }
   }
@@ -356,6 +358,9 @@ caf::expected<std::shared_ptr<gpu_device>> open_gpu(const std::string& vendor,
                           std::to_string(n) + ")");
   auto kind = cuda ? device_kind::cuda_gpu : device_kind::hip_gpu;
   opts.monitor = monitor_of(loaded, kind);
+  if (!opts.mig_instance.empty() && opts.monitor && opts.monitor->available())
+    opts.gpu_instance =
+        health::mig_gpu_instance(*opts.monitor, opts.mig_instance);
   return gpu_device::open(rt, ordinal, kind, name, std::move(opts));
 }
 

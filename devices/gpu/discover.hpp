@@ -48,6 +48,9 @@ struct probed_gpu {
   /// has none): the node reads the GPU's health and counts its Xids here
   /// while its host process watches it too.
   std::shared_ptr<health::gpu_monitor> monitor;
+  /// A MIG instance's GPU instance on its GPU (the events of that GPU
+  /// instance are its); gpu_event::whole_gpu for a GPU.
+  uint32_t gpu_instance = health::gpu_event::whole_gpu;
 };
 
 struct discovery {

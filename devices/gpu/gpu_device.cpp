@@ -190,6 +190,9 @@ gpu_device::gpu_device(std::shared_ptr<api> rt, int ordinal, device_info info,
   hub_->owner = this;
   if (opts_.monitor && !props_.pci_bus_id.empty())
     opts_.monitor->watch(props_.pci_bus_id, [this](health::gpu_event ev) {
+      // On a MIG instance: another instance's event is not its.
+      if (!health::concerns(ev, opts_.gpu_instance))
+        return;
       std::lock_guard<std::mutex> guard{events_mtx_};
       events_.push_back(std::move(ev));
     });

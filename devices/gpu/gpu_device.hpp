@@ -43,6 +43,12 @@ struct gpu_options {
   /// host opens the GPU its node probed by ordinal, and the two processes'
   /// CUDA_VISIBLE_DEVICES or device order may differ).
   std::string expect_uuid;
+  /// A MIG instance (its host's CUDA_VISIBLE_DEVICES, "MIG-..."): the
+  /// events of its GPU's other instances are not its. `open_gpu` finds its
+  /// GPU instance through the health library (gpu_instance; whole_gpu when
+  /// the library cannot say: every event of the GPU is then its own).
+  std::string mig_instance;
+  uint32_t gpu_instance = health::gpu_event::whole_gpu;
   /// The memory stack: limit, pool, tenant quotas and reservations. Pool
   /// options are used as given (the runtime sizes them for the GPU).
   memory::memory_options memory;

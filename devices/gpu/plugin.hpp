@@ -18,7 +18,7 @@ namespace cohort::devices::gpu {
 /// Bumped whenever `api`, `launch_args`, `properties`, `plugin_entry` or
 /// `health::gpu_monitor` change shape: a plugin built against another value
 /// is refused.
-inline constexpr uint32_t plugin_abi = 5;
+inline constexpr uint32_t plugin_abi = 6;
 
 /// The build a plugin and the core must share: the C++ types cross the
 /// boundary (std::string, std::shared_ptr), so the compiler must match.

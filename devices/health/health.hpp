@@ -68,7 +68,21 @@ struct gpu_event {
   kind what = kind::xid;
   uint32_t xid = 0;
   std::string detail;
+  /// The MIG GPU instance it concerns (NVML's gpuInstanceId), or
+  /// `whole_gpu`: the whole GPU, or the library cannot say.
+  static constexpr uint32_t whole_gpu = 0xFFFFFFFF;
+  uint32_t gpu_instance = whole_gpu;
 };
+
+/// Whether `ev` concerns a device on GPU instance `gpu_instance` of its GPU
+/// (gpu_event::whole_gpu: the whole GPU, which every event concerns): an
+/// event of the whole GPU concerns all its instances, one of an instance
+/// only that instance.
+inline bool concerns(const gpu_event& ev, uint32_t gpu_instance) {
+  return ev.gpu_instance == gpu_event::whole_gpu ||
+         gpu_instance == gpu_event::whole_gpu ||
+         ev.gpu_instance == gpu_instance;
+}
 
 /// One MIG instance of a GPU in MIG mode (a GPU instance and the compute
 /// instance in it), as NVML reports it. CUDA runs on it in a process whose

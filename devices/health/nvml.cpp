@@ -313,6 +313,9 @@ struct nvml_session {
       } else {
         continue;
       }
+      // NVML says which GPU instance of a GPU in MIG mode the event is of
+      // (0xFFFFFFFF: the whole GPU, or none can be said).
+      ev.gpu_instance = data.gpuInstanceId;
       deliver(key, std::move(ev));
     }
   }

@@ -969,7 +969,11 @@ TEST_CASE("the node's stand-in of a hosted GPU counts its Xids and reads "
     CHECK_FALSE(dev.telemetry().available);
     CHECK_THAT(dev.telemetry().unavailable_reason,
                Catch::Contains("no health monitor for cuda0"));
-    dev.watch_health(monitor);
+    auto watch =
+        std::make_shared<devices::health::gpu_watch>(monitor, info.pci_bus_id);
+    dev.watch_health(monitor, watch);
+    REQUIRE(watch->start());
+    watch.reset();
     CHECK(monitor->watching(info.pci_bus_id));
     CHECK(dev.telemetry().available);
     CHECK(dev.telemetry().gpu_util_percent == 42);
@@ -1000,6 +1004,48 @@ TEST_CASE("the node's stand-in of a hosted GPU counts its Xids and reads "
   remote.watch_health(monitor);
   CHECK_FALSE(monitor->watching(info.pci_bus_id));
   CHECK_FALSE(remote.telemetry().available);
+}
+
+TEST_CASE("the node's stand-ins of the MIG instances of one GPU share its "
+          "watch and count their own GPU instance's Xids",
+          "[actors][host][gpu]") {
+  auto monitor = std::make_shared<testing::fake_monitor>();
+  auto instance = [](const std::string& name) {
+    device_info info;
+    info.name = name;
+    info.kind = device_kind::cuda_gpu;
+    info.pci_bus_id = "0000:98:00.0";
+    info.host_process = true;
+    return info;
+  };
+  hosted_device first{instance("mig0.0"), pb::HostSpec{}};
+  hosted_device second{instance("mig0.1"), pb::HostSpec{}};
+  auto watch =
+      std::make_shared<devices::health::gpu_watch>(monitor, "0000:98:00.0");
+  first.watch_health(monitor, watch, 1);
+  second.watch_health(monitor, watch, 2);
+  REQUIRE(watch->start());
+  CHECK(first.event_watch() == second.event_watch());
+  using kind = devices::health::gpu_event::kind;
+  auto xid = [](uint32_t code, uint32_t gi) {
+    devices::health::gpu_event ev{kind::xid, code, ""};
+    ev.gpu_instance = gi;
+    return ev;
+  };
+  // Xid 31 of GPU instance 2 is the second's alone; Xid 48 (a double-bit
+  // ECC error) of the whole GPU is both instances'.
+  monitor->raise("0000:98:00.0", xid(31, 2));
+  CHECK(first.xid_errors() == 0);
+  CHECK(second.xid_errors() == 1);
+  CHECK(second.last_xid() == 31);
+  monitor->raise("0000:98:00.0",
+                 xid(48, devices::health::gpu_event::whole_gpu));
+  CHECK(first.xid_errors() == 1);
+  CHECK(first.last_xid() == 48);
+  CHECK(second.xid_errors() == 2);
+  // Both read their health through the library.
+  CHECK(first.telemetry().available);
+  CHECK(second.telemetry().available);
 }
 
 TEST_CASE("CAF's network modules are loaded once however often asked",
@@ -1055,6 +1101,30 @@ TEST_CASE("cohort devices says where each real GPU runs",
   INFO(bad.output);
   CHECK(bad.status == 2);
   CHECK_THAT(bad.output, Catch::Contains("'gpu0' is not a GPU's name"));
+}
+
+TEST_CASE("an Xid of one MIG instance is that instance's, in the node and "
+          "in its host process",
+          "[actors][host][gpu]") {
+  // GPU 0000:98:00.0 in MIG mode: mig0.0 on GPU instance 1, mig0.1 on 2.
+  // NVML tells each watcher of Xid 13 of GPU instance 2 as it starts
+  // watching: the node counts it for mig0.1 alone. cuda1 (not in MIG mode)
+  // hears it as its GPU's. (What a host does with its instance's events is
+  // gpu_device_test's.)
+  test::temp_dir dir;
+  auto run =
+      run_on_fake_gpus(gpu_pipeline(dir, 20, "gpu_host_processes: true", 1),
+                       "env -u CUDA_VISIBLE_DEVICES COHORT_FAKE_GPU_MIG=1 "
+                       "COHORT_FAKE_GPU_XID=13 COHORT_FAKE_GPU_XID_INSTANCE=2");
+  INFO(run.output);
+  CHECK(run.status == 0);
+  CHECK_THAT(run.output,
+             Catch::Contains("20 completed, 0 failed") &&
+                 Catch::Contains("Xid errors         mig0.1: 1 (the last "
+                                 "Xid 13)") &&
+                 Catch::Contains("Xid errors         cuda1: 1 (the last "
+                                 "Xid 13)") &&
+                 !Catch::Contains("Xid errors         mig0.0"));
 }
 
 TEST_CASE("the instances of a GPU in MIG mode are devices of their own, "

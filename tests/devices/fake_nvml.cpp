@@ -300,10 +300,11 @@ void fake_nvml_set_wait_result(int rc) {
   wait_result = rc;
 }
 
-/// Queues an event of `event_type` for the GPU at `pci` on every event set
-/// it is registered with for that type. Returns how many sets got it.
-int fake_nvml_raise(const char* pci, unsigned long long event_type,
-                    unsigned long long data) {
+/// Queues an event of `event_type` of GPU instance `gpu_instance`
+/// (0xFFFFFFFF: the whole GPU) for the GPU at `pci` on every event set it
+/// is registered with for that type. Returns how many sets got it.
+int fake_nvml_raise_instance(const char* pci, unsigned long long event_type,
+                             unsigned long long data, unsigned gpu_instance) {
   int queued = 0;
   {
     std::lock_guard<std::mutex> guard{mtx};
@@ -313,13 +314,19 @@ int fake_nvml_raise(const char* pci, unsigned long long event_type,
     for (auto& s : sets) {
       auto i = s.masks.find(d);
       if (i != s.masks.end() && (i->second & event_type) != 0) {
-        s.pending.push_back({d, event_type, data, 0xFFFFFFFF, 0xFFFFFFFF});
+        s.pending.push_back({d, event_type, data, gpu_instance, 0xFFFFFFFF});
         ++queued;
       }
     }
   }
   arrived.notify_all();
   return queued;
+}
+
+/// An event of the whole GPU.
+int fake_nvml_raise(const char* pci, unsigned long long event_type,
+                    unsigned long long data) {
+  return fake_nvml_raise_instance(pci, event_type, data, 0xFFFFFFFF);
 }
 
 /// An Xid critical error with code `xid`.

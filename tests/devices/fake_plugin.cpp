@@ -132,7 +132,8 @@ std::shared_ptr<cohort::devices::gpu::api> make_fake() {
 // The fake GPUs' health library: fixed samples and, with
 // COHORT_FAKE_GPU_XID=N, Xid N told to each watcher of a GPU as it starts
 // watching (the node and every device host alike, as NVML tells each
-// process that watches).
+// process that watches), of GPU instance COHORT_FAKE_GPU_XID_INSTANCE when
+// set (else of the whole GPU).
 std::shared_ptr<cohort::devices::health::gpu_monitor> make_fake_monitor() {
   auto m = std::make_shared<cohort::testing::fake_monitor>();
   if (auto* xid = std::getenv("COHORT_FAKE_GPU_XID"); xid != nullptr) {
@@ -140,6 +141,8 @@ std::shared_ptr<cohort::devices::health::gpu_monitor> make_fake_monitor() {
     ev.what = cohort::devices::health::gpu_event::kind::xid;
     ev.xid = uint32_t(std::strtoul(xid, nullptr, 10));
     ev.detail = "raised by the test plugin";
+    if (auto* gi = std::getenv("COHORT_FAKE_GPU_XID_INSTANCE"); gi != nullptr)
+      ev.gpu_instance = uint32_t(std::strtoul(gi, nullptr, 10));
     m->raise_on_watch(std::move(ev));
   }
   // With COHORT_FAKE_GPU_LINK=nvlink (or pcie), the two GPUs are linked.

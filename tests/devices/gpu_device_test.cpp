@@ -35,10 +35,12 @@ struct rig {
       std::make_shared<testing::fake_monitor>();
   std::shared_ptr<gpu::gpu_device> dev;
 
-  explicit rig(uint32_t streams = 4) {
+  explicit rig(uint32_t streams = 4,
+               uint32_t gpu_instance = health::gpu_event::whole_gpu) {
     gpu::gpu_options opts;
     opts.streams = streams;
     opts.monitor = monitor;
+    opts.gpu_instance = gpu_instance;
     auto d =
         gpu::gpu_device::open(fake, 0, device_kind::cuda_gpu, "fake0", opts);
     REQUIRE(d);
@@ -1185,6 +1187,37 @@ TEST_CASE("a device actor in a host registers the node's kernel and runs it "
                  Catch::Contains("is kernel 'test.node_scale_add'"));
   CHECK(r.fake->function_launches().size() == 1);
   self->send_exit(act, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a MIG instance acts on its own GPU instance's Xids and the whole "
+          "GPU's, not its siblings'",
+          "[devices][gpu]") {
+  // On GPU instance 2 of its card.
+  rig r{4, 2};
+  auto raise = [&](uint32_t xid, uint32_t gi) {
+    health::gpu_event ev;
+    ev.what = xid == 79 ? health::gpu_event::kind::lost
+                        : health::gpu_event::kind::xid;
+    ev.xid = xid;
+    ev.gpu_instance = gi;
+    r.monitor->raise("0000:99:00.0", ev);
+  };
+  // A sibling's Xid 13: not counted, no warning.
+  raise(13, 1);
+  CHECK_FALSE(r.dev->health());
+  CHECK(r.dev->take_warnings().empty());
+  CHECK(r.dev->xid_errors() == 0);
+  // Its own: counted, a warning (the default policy degrades on 13).
+  raise(13, 2);
+  CHECK_FALSE(r.dev->health());
+  auto warnings = r.dev->take_warnings();
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("Xid 13"));
+  CHECK(r.dev->xid_errors() == 1);
+  // The whole GPU fell off the bus: every instance is lost.
+  raise(79, health::gpu_event::whole_gpu);
+  CHECK(code_of(r.dev->health()) == errc::device_lost);
+  CHECK(r.dev->xid_errors() == 2);
 }
 
 TEST_CASE("the Xid policy acts on a GPU's Xids as configured",

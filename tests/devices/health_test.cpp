@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "devices/gpu/plugin.hpp"
+#include "devices/health/gpu_watch.hpp"
 #include "devices/health/health.hpp"
+#include "tests/devices/fake_gpu.hpp"
 
 using namespace cohort::devices::health;
 using namespace std::chrono_literals;
@@ -31,6 +33,8 @@ struct fake_nvml {
   void (*set_wait_result)(int) = nullptr;
   int (*raise)(const char*, unsigned long long, unsigned long long) = nullptr;
   int (*raise_xid)(const char*, unsigned long long) = nullptr;
+  int (*raise_instance)(const char*, unsigned long long, unsigned long long,
+                        unsigned) = nullptr;
   int (*init_count)() = nullptr;
   void (*set_link)(const char*, const char*, int) = nullptr;
   void (*set_mig_mode)(const char*, int, unsigned) = nullptr;
@@ -50,6 +54,7 @@ struct fake_nvml {
     bind("fake_nvml_set_wait_result", set_wait_result);
     bind("fake_nvml_raise", raise);
     bind("fake_nvml_raise_xid", raise_xid);
+    bind("fake_nvml_raise_instance", raise_instance);
     bind("fake_nvml_init_count", init_count);
     bind("fake_nvml_set_link", set_link);
     bind("fake_nvml_set_mig_mode", set_mig_mode);
@@ -364,6 +369,20 @@ TEST_CASE("NVML delivers Xid and ECC events of watched GPUs", "[devices]") {
   REQUIRE(m->watch(gpu0, log0.sink()));
   fake.raise_xid(gpu0, 43);
   REQUIRE(log0.wait_for(4));
+  {
+    std::lock_guard<std::mutex> guard{log0.mtx};
+    CHECK(log0.events[3].gpu_instance == gpu_event::whole_gpu);
+  }
+  // On a GPU in MIG mode NVML says which GPU instance an event is of.
+  REQUIRE(fake.raise_instance(gpu0, 0x8, 31, 2) == 1);
+  REQUIRE(log0.wait_for(5));
+  std::lock_guard<std::mutex> guard{log0.mtx};
+  CHECK(log0.events[4].xid == 31);
+  CHECK(log0.events[4].gpu_instance == 2);
+  CHECK(concerns(log0.events[4], 2));
+  CHECK_FALSE(concerns(log0.events[4], 1));
+  CHECK(concerns(log0.events[4], gpu_event::whole_gpu));
+  CHECK(concerns(log0.events[3], 1));
 }
 
 TEST_CASE("NVML reports a GPU that stops answering as lost, once",
@@ -463,4 +482,55 @@ TEST_CASE("ROCm SMI on this host", "[devices]") {
     CHECK_FALSE(s.unavailable_reason.empty());
     CHECK_FALSE(m->watch("ffff:ff:1f.7", [](gpu_event) {}));
   }
+}
+
+TEST_CASE("one watch of a GPU gives each MIG instance its own GPU "
+          "instance's events and the whole GPU's",
+          "[devices]") {
+  auto m = std::make_shared<cohort::testing::fake_monitor>();
+  // The instances of GPU instances 1 and 2 and a device of the whole GPU.
+  std::vector<uint32_t> heard1, heard2, heard_all;
+  int a = 0, b = 0, c = 0;
+  {
+    auto w = std::make_shared<gpu_watch>(m, gpu0);
+    w->join(&a, 1, [&](const gpu_event& ev) { heard1.push_back(ev.xid); });
+    w->join(&b, 2, [&](const gpu_event& ev) { heard2.push_back(ev.xid); });
+    w->join(&c, gpu_event::whole_gpu,
+            [&](const gpu_event& ev) { heard_all.push_back(ev.xid); });
+    // Nothing is watched before start.
+    CHECK_FALSE(m->watching(gpu0));
+    REQUIRE(w->start());
+    CHECK(w->start());
+    CHECK(m->watching(gpu0));
+    auto xid = [](uint32_t code, uint32_t gi) {
+      gpu_event ev;
+      ev.xid = code;
+      ev.gpu_instance = gi;
+      return ev;
+    };
+    m->raise(gpu0, xid(13, 1));
+    m->raise(gpu0, xid(31, 2));
+    m->raise(gpu0, xid(79, gpu_event::whole_gpu));
+    CHECK(heard1 == std::vector<uint32_t>{13, 79});
+    CHECK(heard2 == std::vector<uint32_t>{31, 79});
+    CHECK(heard_all == std::vector<uint32_t>{13, 31, 79});
+    // One that left hears nothing more; the others still do.
+    w->leave(&a);
+    m->raise(gpu0, xid(43, 1));
+    CHECK(heard1.size() == 2);
+    CHECK(heard_all.back() == 43);
+  }
+  // The watch ended with its last holder.
+  CHECK_FALSE(m->watching(gpu0));
+  // A MIG instance's GPU instance, found by its UUID.
+  mig_gpu g;
+  g.pci_bus_id = gpu0;
+  mig_instance x;
+  x.uuid = "MIG-abc";
+  x.gpu_instance_id = 7;
+  g.instances.push_back(x);
+  m->add_mig_gpu(g);
+  CHECK(mig_gpu_instance(*m, "MIG-abc") == 7);
+  CHECK(mig_gpu_instance(*m, "MIG-other") == gpu_event::whole_gpu);
+  CHECK(mig_gpu_instance(*m, "") == gpu_event::whole_gpu);
 }
