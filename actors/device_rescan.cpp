@@ -244,11 +244,13 @@ device_rescanner::add(const devices::gpu::scanned_gpu& s) {
   // A GPU on the bus of one the fleet runs is that GPU seen another way
   // (its UUID unread by one side, or the runtime's view of a GPU whose MIG
   // instances the fleet runs, listed when the health library did not
-  // answer): never opened twice.
+  // answer): never opened twice. A MIG instance beside other instances of
+  // its card is not: instances share their card's bus.
   auto bus = devices::canonical_pci_bus_id(s.info.pci_bus_id);
   for (size_t k = 0; k < known_.size() && !bus.empty(); ++k)
     if (!known_[k].removed &&
-        devices::canonical_pci_bus_id(gpus_[k].info.pci_bus_id) == bus)
+        devices::canonical_pci_bus_id(gpus_[k].info.pci_bus_id) == bus &&
+        (s.visible.empty() || gpus_[k].visible.empty()))
       return make_error(errc::invalid_transition,
                         "it is on bus " + bus + ", as " + gpus_[k].info.name +
                             " is, which the node runs");

@@ -876,9 +876,10 @@ runtime::add_scanned_gpu(const devices::gpu::scanned_gpu& found) {
   info.host_process = true;
   auto dev = std::make_shared<hosted_device>(info, spec);
   // Its health is read and its events watched here, as for the GPUs found
-  // at start: a MIG instance of a card whose other instances the node
-  // runs joins their watch, with its own GPU instance; a card a GPU of
-  // the node's process holds keeps that GPU's watch.
+  // at start: a MIG instance that appears beside instances of its card
+  // the node runs joins their watch (a library watches a bus once), with
+  // its own GPU instance; a card a GPU of the node's process holds keeps
+  // that GPU's watch.
   if (auto m = monitors_.find(found.vendor); m != monitors_.end()) {
     auto bus = devices::canonical_pci_bus_id(info.pci_bus_id);
     std::shared_ptr<devices::health::gpu_watch> w;

@@ -23,7 +23,7 @@ inline constexpr uint32_t plugin_abi = 6;
 /// The build a plugin and the core must share: the C++ types cross the
 /// boundary (std::string, std::shared_ptr), so the compiler must match.
 inline const char* plugin_build_id() {
-  return "cohort gpu plugin abi 5, C++ " __VERSION__;
+  return "cohort gpu plugin abi 6, C++ " __VERSION__;
 }
 
 /// The name of the function a plugin exports.

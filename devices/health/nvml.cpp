@@ -19,6 +19,7 @@
 #include "devices/health/health.hpp"
 #include "devices/health/unavailable.hpp"
 #include "devices/topology.hpp"
+#include "devices/xid_policy.hpp"
 
 // -- The NVML ABI, as far as it is used -------------------------------------
 
@@ -314,8 +315,14 @@ struct nvml_session {
         continue;
       }
       // NVML says which GPU instance of a GPU in MIG mode the event is of
-      // (0xFFFFFFFF: the whole GPU, or none can be said).
-      ev.gpu_instance = data.gpuInstanceId;
+      // (0xFFFFFFFF: the whole GPU, or none can be said). A device-level
+      // error (an uncorrectable ECC error, an Xid the default policy
+      // resets on: 48, 79, 95, ...) is the whole card's whichever instance
+      // it names: a card that needs a reset takes every instance with it.
+      bool card = ev.what == gpu_event::kind::lost ||
+                  ev.what == gpu_event::kind::ecc_uncorrectable ||
+                  (ev.xid != 0 && is_device_level_xid(ev.xid));
+      ev.gpu_instance = card ? gpu_event::whole_gpu : data.gpuInstanceId;
       deliver(key, std::move(ev));
     }
   }

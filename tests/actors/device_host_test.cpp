@@ -1108,23 +1108,31 @@ TEST_CASE("an Xid of one MIG instance is that instance's, in the node and "
           "[actors][host][gpu]") {
   // GPU 0000:98:00.0 in MIG mode: mig0.0 on GPU instance 1, mig0.1 on 2.
   // NVML tells each watcher of Xid 13 of GPU instance 2 as it starts
-  // watching: the node counts it for mig0.1 alone. cuda1 (not in MIG mode)
-  // hears it as its GPU's. (What a host does with its instance's events is
-  // gpu_device_test's.)
+  // watching: the node counts it for mig0.1 alone, and of the two hosts
+  // only mig0.1's acts on it (the default policy: a warning, which the
+  // node hears at the host's next health check, 50 ms on: the run lasts
+  // long enough). cuda1 (not in MIG mode) takes it as its GPU's.
   test::temp_dir dir;
   auto run =
-      run_on_fake_gpus(gpu_pipeline(dir, 20, "gpu_host_processes: true", 1),
+      run_on_fake_gpus(gpu_pipeline(dir, 10000, "gpu_host_processes: true", 1),
                        "env -u CUDA_VISIBLE_DEVICES COHORT_FAKE_GPU_MIG=1 "
                        "COHORT_FAKE_GPU_XID=13 COHORT_FAKE_GPU_XID_INSTANCE=2");
   INFO(run.output);
   CHECK(run.status == 0);
   CHECK_THAT(run.output,
-             Catch::Contains("20 completed, 0 failed") &&
+             Catch::Contains("10000 completed, 0 failed") &&
                  Catch::Contains("Xid errors         mig0.1: 1 (the last "
                                  "Xid 13)") &&
                  Catch::Contains("Xid errors         cuda1: 1 (the last "
                                  "Xid 13)") &&
                  !Catch::Contains("Xid errors         mig0.0"));
+  auto events = device_events_in(dir.file("audit.log"));
+  INFO(events);
+  CHECK_THAT(events, Catch::Contains("mig0.1: warning: fake NVML reported "
+                                     "Xid 13") &&
+                         Catch::Contains("cuda1: warning: fake NVML reported "
+                                         "Xid 13") &&
+                         !Catch::Contains("mig0.0: warning"));
 }
 
 TEST_CASE("the instances of a GPU in MIG mode are devices of their own, "

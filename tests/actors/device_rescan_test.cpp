@@ -300,6 +300,49 @@ TEST_CASE("a GPU found on the bus of one the fleet runs is never added",
                  Catch::Contains("on bus 0000:3b:00.0, as cuda0 is"));
 }
 
+TEST_CASE("a MIG instance that appears beside the instances of its card is "
+          "added; the card's whole-GPU view is not",
+          "[actors][rescan]") {
+  auto instance = [](int index, const std::string& uuid) {
+    scanned_gpu g = seen(0, uuid);
+    g.visible = uuid;
+    g.info.name = "mig0." + std::to_string(index);
+    g.info.pci_bus_id = "0000:3b:00.0";
+    return g;
+  };
+  auto first = instance(0, "MIG-a");
+  rescan_gpu known;
+  known.index = 0;
+  known.vendor = "CUDA";
+  known.visible = "MIG-a";
+  known.info = first.info;
+  known.hosted = true;
+  auto whole = seen(0, "GPU-card");
+  whole.info.pci_bus_id = "0000:3b:00.0";
+  scripted s;
+  s.scans = {scan_of({first, instance(1, "MIG-b"), whole})};
+  auto act = s.actions();
+  act.add = [&](const scanned_gpu& g) -> caf::expected<rescan_gpu> {
+    s.calls.push_back("add " + g.info.uuid);
+    rescan_gpu out;
+    out.index = 1;
+    out.vendor = g.vendor;
+    out.visible = g.visible;
+    out.info = g.info;
+    out.hosted = true;
+    return out;
+  };
+  device_rescanner r{{known}, {}, std::move(act)};
+  auto rep = r.rescan();
+  REQUIRE(rep);
+  CHECK(s.calls == std::vector<std::string>{"add MIG-b"});
+  REQUIRE(rep->added.size() == 1);
+  CHECK_THAT(rep->added[0], Catch::StartsWith("mig0.1: "));
+  REQUIRE(rep->found.size() == 1);
+  CHECK_THAT(rep->found[0],
+             Catch::Contains("GPU-card") && Catch::Contains("as mig0.0 is"));
+}
+
 TEST_CASE("rescans run one at a time and stop with the node",
           "[actors][rescan]") {
   std::atomic<int> scans{0};

@@ -376,13 +376,25 @@ TEST_CASE("NVML delivers Xid and ECC events of watched GPUs", "[devices]") {
   // On a GPU in MIG mode NVML says which GPU instance an event is of.
   REQUIRE(fake.raise_instance(gpu0, 0x8, 31, 2) == 1);
   REQUIRE(log0.wait_for(5));
+  {
+    std::lock_guard<std::mutex> guard{log0.mtx};
+    CHECK(log0.events[4].xid == 31);
+    CHECK(log0.events[4].gpu_instance == 2);
+    CHECK(concerns(log0.events[4], 2));
+    CHECK_FALSE(concerns(log0.events[4], 1));
+    CHECK(concerns(log0.events[4], gpu_event::whole_gpu));
+    CHECK(concerns(log0.events[3], 1));
+  }
+  // A device-level error is the whole card's, whichever instance NVML
+  // names: Xid 48 (double-bit ECC) and an uncorrectable ECC event.
+  REQUIRE(fake.raise_instance(gpu0, 0x8, 48, 2) == 1);
+  REQUIRE(fake.raise_instance(gpu0, 0x2, 0, 2) == 1);
+  REQUIRE(log0.wait_for(7));
   std::lock_guard<std::mutex> guard{log0.mtx};
-  CHECK(log0.events[4].xid == 31);
-  CHECK(log0.events[4].gpu_instance == 2);
-  CHECK(concerns(log0.events[4], 2));
-  CHECK_FALSE(concerns(log0.events[4], 1));
-  CHECK(concerns(log0.events[4], gpu_event::whole_gpu));
-  CHECK(concerns(log0.events[3], 1));
+  CHECK(log0.events[5].xid == 48);
+  CHECK(log0.events[5].gpu_instance == gpu_event::whole_gpu);
+  CHECK(log0.events[6].what == gpu_event::kind::ecc_uncorrectable);
+  CHECK(log0.events[6].gpu_instance == gpu_event::whole_gpu);
 }
 
 TEST_CASE("NVML reports a GPU that stops answering as lost, once",

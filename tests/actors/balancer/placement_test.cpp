@@ -301,8 +301,13 @@ TEST_CASE_METHOD(fixture, "the round-robin and least-loaded baselines run",
     test::check_exactly_once(items, e);
     auto stats = (*rt)->placement_stats();
     REQUIRE(stats);
-    for (auto& d : stats->devices)
+    for (auto& d : stats->devices) {
+      INFO(pb::PlacementPolicy_Name(policy)
+           << ": " << d.name << " " << to_string(d.status) << ", "
+           << d.completed << " completed, " << d.failed_placements
+           << " failed placements");
       CHECK(d.completed > 0);
+    }
   }
 }
 
