@@ -88,8 +88,11 @@ def test_float32_inputs_are_held_not_copied(tmp_path):
     import time
     with cohort.Runtime(cpu_workers=1, gpus=False,
                         audit_path=tmp_path / "k.log") as rt:
-        big = np.full((512, 512), 0.5, dtype=np.float32)
-        busy = rt.submit("gemm", [big, big])  # the one worker is busy
+        # The one worker is busy for a while (about a second on one core):
+        # long enough that the items below still wait when they are looked
+        # at, on a loaded machine too (a 512 x 512 one was not always).
+        big = np.full((2048, 2048), 0.5, dtype=np.float32)
+        busy = rt.submit("gemm", [big, big])
         x = np.full(4096, 2.0, dtype=np.float32)
         x64 = np.full(4096, 2.0, dtype=np.float64)
         base, base64 = sys.getrefcount(x), sys.getrefcount(x64)
