@@ -154,6 +154,32 @@ caf::error set_links(std::vector<std::shared_ptr<devices::device>>& devs,
 
 } // namespace
 
+namespace {
+
+// The node's stand-in of real GPU `info` (its name and streams as it will
+// run), which a host process opens at `ordinal` of `vendor`'s runtime,
+// seeing it through CUDA_VISIBLE_DEVICES `visible` (a MIG instance's
+// UUID; empty: the node's own).
+std::shared_ptr<hosted_device> hosted_gpu(const std::string& vendor,
+                                          int ordinal,
+                                          const std::string& visible,
+                                          device_info info) {
+  pb::HostSpec spec;
+  auto* g = spec.mutable_gpu();
+  g->set_vendor(vendor);
+  g->set_ordinal(uint32_t(ordinal));
+  g->set_name(info.name);
+  g->set_streams(info.streams);
+  // A MIG instance is named by CUDA_VISIBLE_DEVICES; the runtime there may
+  // spell its UUID as the GPU's, so it is not checked.
+  g->set_uuid(visible.empty() ? info.uuid : "");
+  g->set_visible(visible);
+  info.host_process = true;
+  return std::make_shared<hosted_device>(std::move(info), std::move(spec));
+}
+
+} // namespace
+
 caf::expected<std::vector<std::shared_ptr<devices::device>>>
 make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
              devices::gpu::discovery* found) {
@@ -203,20 +229,7 @@ make_devices(const pb::RuntimeConfig& cfg, const gpu_hosting& hosting,
         continue;
       }
       auto& p = gpus.probed[probed++];
-      pb::HostSpec spec;
-      auto* g = spec.mutable_gpu();
-      g->set_vendor(p.vendor);
-      g->set_ordinal(uint32_t(p.ordinal));
-      g->set_name(p.info.name);
-      g->set_streams(p.info.streams);
-      // A MIG instance is named by CUDA_VISIBLE_DEVICES; the runtime there
-      // may spell its UUID as the GPU's, so it is not checked.
-      g->set_uuid(p.visible.empty() ? p.info.uuid : "");
-      g->set_visible(p.visible);
-      auto info = p.info;
-      info.host_process = true;
-      auto dev =
-          std::make_shared<hosted_device>(std::move(info), std::move(spec));
+      auto dev = hosted_gpu(p.vendor, p.ordinal, p.visible, p.info);
       // A health library watches a bus id once: a GPU of the node's
       // process on the same card keeps its watch.
       bool shared = std::any_of(
@@ -860,21 +873,10 @@ runtime::add_scanned_gpu(const devices::gpu::scanned_gpu& found) {
   auto streams = cfg.devices().gpu_streams() > 0
                      ? cfg.devices().gpu_streams()
                      : devices::gpu::gpu_options{}.streams;
-  pb::HostSpec spec;
-  auto* g = spec.mutable_gpu();
-  g->set_vendor(found.vendor);
-  g->set_ordinal(uint32_t(found.ordinal));
-  g->set_name(name);
-  g->set_streams(streams);
-  // As at start: a MIG instance is named by CUDA_VISIBLE_DEVICES, and its
-  // UUID not checked.
-  g->set_uuid(found.visible.empty() ? found.info.uuid : "");
-  g->set_visible(found.visible);
   auto info = found.info;
   info.name = name;
   info.streams = streams;
-  info.host_process = true;
-  auto dev = std::make_shared<hosted_device>(info, spec);
+  auto dev = hosted_gpu(found.vendor, found.ordinal, found.visible, info);
   // Its health is read and its events watched here, as for the GPUs found
   // at start: a MIG instance that appears beside instances of its card
   // the node runs joins their watch (a library watches a bus once), with
@@ -914,7 +916,7 @@ runtime::add_scanned_gpu(const devices::gpu::scanned_gpu& found) {
   out.vendor = found.vendor;
   out.ordinal = found.ordinal;
   out.visible = found.visible;
-  out.info = std::move(info);
+  out.info = dev->info();
   out.hosted = true;
   return out;
 }
