@@ -602,6 +602,26 @@ void schedule_quiet_tick(self_ptr self) {
 // word, docs/supervision.md "Health that acts"): critical drains it,
 // unless an operator drained it already; hot degrades it while it lasts;
 // back to ok undoes what the heat did.
+// Starts device `index`'s first actor: at the supervisor's start, or
+// when it was `added` to the roster later. A hosted device starts in its
+// host process, or on its remote host (its start is audited when it is
+// up); any other here at once.
+void start_device(self_ptr self, uint32_t index, bool added) {
+  auto& e = self->state.devices[index];
+  if (e.hosted) {
+    e.start_why = std::string{added ? "added, " : ""} +
+                  (e.hosted->remote()
+                       ? "joined on its remote host " + e.dev->info().remote
+                       : "started in a host process");
+    start_hosted(self, index);
+    return;
+  }
+  auto why = added ? "added" : "started";
+  spawn_device(self, index);
+  transition(self, index, lifecycle_event::restarted, why);
+  tell(self, index, device_cause::started, {}, why);
+}
+
 void heat_changed(self_ptr self, uint32_t index, heat_level level,
                   const std::string& why) {
   auto& st = self->state;
@@ -743,15 +763,8 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
           if (e.hosted) {
             ++st.starting;
             e.first_start = true;
-            e.start_why = e.hosted->remote() ? "joined on its remote host " +
-                                                   e.dev->info().remote
-                                             : "started in a host process";
-            start_hosted(self, i);
-            continue;
           }
-          spawn_device(self, i);
-          transition(self, i, lifecycle_event::restarted, "started");
-          tell(self, i, device_cause::started, {}, "started");
+          start_device(self, i, false);
         }
         if (st.starting == 0)
           return true;
@@ -1004,18 +1017,8 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
                             "supervisor: device " + std::to_string(index) +
                                 " is not the next one of the roster (" +
                                 std::to_string(st.devices.size()) + ")");
-        auto& e = add_entry(st, dev, st.cfg);
-        if (e.hosted) {
-          e.start_why =
-              e.hosted->remote()
-                  ? "added, joined on its remote host " + dev->info().remote
-                  : "added, started in a host process";
-          start_hosted(self, index);
-        } else {
-          spawn_device(self, index);
-          transition(self, index, lifecycle_event::restarted, "added");
-          tell(self, index, device_cause::started, {}, "added");
-        }
+        add_entry(st, dev, st.cfg);
+        start_device(self, index, true);
         if (auto h = st.early_heat.find(index); h != st.early_heat.end()) {
           auto [level, why] = std::move(h->second);
           st.early_heat.erase(h);
