@@ -38,11 +38,16 @@ setup() {
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# build [TARGET...]: configures build/ once and builds the targets given,
+# by default the library, the programs, the plugins, the Python module and
+# the examples. The tests and the benchmarks are not built by default:
+# `meson test` builds what the tests it runs need, `ninja test-programs` and
+# `ninja bench-programs` build them all; `demo` is what `run` runs.
 build() {
   if [ ! -f "$build_dir/build.ninja" ]; then
     meson setup "$build_dir" --buildtype=release
   fi
-  ninja -C "$build_dir" ${COHORT_JOBS:+-j "$COHORT_JOBS"}
+  ninja -C "$build_dir" ${COHORT_JOBS:+-j "$COHORT_JOBS"} "$@"
 }
 
 # Any sanitizer report ends the process with an error (UBSan only warns by
@@ -165,7 +170,7 @@ case "$verb" in
   setup) setup ;;
   build) setup; build ;;
   run)
-    setup; build
+    setup; build demo
     "$build_dir/tools/cohort" devices --config examples/pipelines/demo.textproto
     "$build_dir/tools/cohort" run examples/pipelines/demo.textproto "$@"
     # The geo pipeline over .npy files with a kernel from a signed bundle,
@@ -175,6 +180,7 @@ case "$verb" in
       "$build_dir/examples/geo" "$@"
     ;;
   test)
+    # meson test builds the test programs the tests it runs need.
     setup; build
     meson test -C "$build_dir" --print-errorlogs -v --num-processes 1 "$@"
     ;;
@@ -189,7 +195,7 @@ case "$verb" in
     ;;
   bench)
     # ./dev.sh bench [dispatch|fleet|kernels|pool|placement|objects|geo|bundles] [options]
-    setup; build
+    setup; build all bench-programs
     which=dispatch
     if [ $# -gt 0 ] && [[ "$1" != -* ]]; then which=$1; shift; fi
     bin="$build_dir/bench/bench_$which"

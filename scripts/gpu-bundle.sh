@@ -22,7 +22,7 @@ if ! grep -q "CUDA toolchain *: /" "$build_dir/meson-logs/meson-log.txt"; then
   echo "gpu-bundle: $build_dir was configured without the CUDA backend" >&2
   exit 1
 fi
-ninja -C "$build_dir"
+ninja -C "$build_dir" all test-programs bench-programs
 
 programs=(
   tests/cohort_tests tests/libfake_nvml.so tests/audit_crash_writer

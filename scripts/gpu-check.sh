@@ -104,7 +104,7 @@ else
     step "configure (CUDA required)" "$log_dir/configure" \
       meson setup "$build_dir" --buildtype=release -Dcuda=enabled || exit 1
   fi
-  step "build" "$log_dir/build" ninja -C "$build_dir" || exit 1
+  step "build" "$log_dir/build" ninja -C "$build_dir" all test-programs bench-programs || exit 1
 fi
 
 step "devices" "$log_dir/devices" "$build_dir/tools/cohort" devices
