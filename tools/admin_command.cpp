@@ -25,75 +25,12 @@ int bad_input(const std::string& msg) {
 
 } // namespace
 
-void add_admin_command(CLI::App& parent, admin_cli& c) {
-  auto* admin = parent.add_subcommand(
-      "admin", "the admin API's client: prints the node's JSON answer. URL "
-               "defaults to $COHORT_URL or http://127.0.0.1:9470; the token "
-               "(mutating calls) comes from --token-file or "
-               "$COHORT_ADMIN_TOKEN");
-  c.app = admin;
-  admin->require_subcommand(1, 1);
-  admin->add_option("--url", c.url, "the node's address")->type_name("URL");
-  admin
-      ->add_option("--token-file", c.token_file, "the admin token (first line)")
-      ->type_name("FILE");
-  for (auto [name, help] :
-       {std::pair{"stats", "placement and admission counters"},
-        {"devices", "every device and its state"},
-        {"tenants", "every tenant's grant, limits and headroom"},
-        {"alerts", "the alerts firing now"},
-        {"objects", "every device-resident object (docs/objects.md)"},
-        {"exec-sessions", "cohort exec's sessions (docs/exec.md)"},
-        {"metrics", "the Prometheus text of /metrics"}})
-    c.commands[name] = admin->add_subcommand(name, help);
-  c.commands["rescan"] = admin->add_subcommand(
-      "rescan", "list the machine's GPUs afresh and act on what changed "
-                "(docs/gpu.md, \"Rescanning at run time\")");
-  auto* sim = admin->add_subcommand(
-      "simulate", "dry run of an allocation plan (protobuf text format)");
-  sim->add_option("PLAN", c.target, "the plan file")->required();
-  c.commands["simulate"] = sim;
-  for (auto [name, help] :
-       {std::pair{"drain", "what runs there finishes, nothing new goes there"},
-        {"offline", "take the device offline now (its work moves)"},
-        {"online", "bring the device online again"}}) {
-    auto* cmd = admin->add_subcommand(name, help);
-    cmd->add_option("DEVICE", c.target, "the device's name")->required();
-    c.commands[name] = cmd;
-  }
-  auto* quota = admin->add_subcommand(
-      "quota", "change a tenant's limits while the node runs (the options "
-               "given; the others stay)");
-  quota->add_option("TENANT", c.target, "the tenant")->required();
-  c.limits.add(*quota, "--max-inflight", "most items in flight", "N");
-  c.limits.add(*quota, "--memory-quota",
-               "device memory across devices (sizes: 256MiB, 1.5GiB)", "BYTES");
-  c.limits.add(*quota, "--rate", "items per second (0: no limit)", "R");
-  c.limits.add(*quota, "--burst", "items at once above the rate", "N");
-  c.commands["quota"] = quota;
-  // --url and --token-file may come after the command too.
-  for (auto& [name, cmd] : c.commands)
-    cmd->fallthrough();
-}
-
 std::string node_url(const std::string& given) {
   if (!given.empty())
     return given;
   if (auto* env = std::getenv("COHORT_URL"))
     return env;
   return "http://127.0.0.1:9470";
-}
-
-void add_objects_command(CLI::App& parent, objects_cli& c) {
-  c.app = parent.add_subcommand(
-      "objects", "a running node's device-resident objects (docs/objects.md): "
-                 "id, tenant, type, size, the devices holding a copy, a host "
-                 "copy, holders (handles + items reading it), age. URL "
-                 "defaults to $COHORT_URL or http://127.0.0.1:9470");
-  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
-  c.app->add_option("--tenant", c.tenant, "only this tenant's")
-      ->type_name("NAME");
-  c.app->add_flag("--json", c.json, "the admin API's JSON answer");
 }
 
 int cmd_objects(const objects_cli& c) {
@@ -166,7 +103,7 @@ int cmd_admin(const admin_cli& c) {
   auto token = std::move(*token_or);
   std::string cmd;
   for (auto& [name, app] : c.commands)
-    if (app->parsed())
+    if (parsed(app))
       cmd = name;
   std::string method = "GET";
   std::string path;

@@ -346,61 +346,19 @@ std::string iso_time(int64_t time_ns) {
   return buf;
 }
 
-void add_audit_command(CLI::App& parent, audit_cli& a) {
-  auto* audit = parent.add_subcommand(
-      "audit", "read an audit log (its rotated segments PATH.1, PATH.2, ... "
-               "and the active file PATH), verifying its hash chain");
-  audit->require_subcommand(1, 1);
-  a.verify = audit->add_subcommand(
-      "verify", "check the hash chain; exit 1 and name the first bad record "
-                "(file, seq, byte offset) if it fails");
-  a.verify->add_option("PATH", a.path, "the audit log")->required();
-  a.show = audit->add_subcommand(
-      "show", "print every record that verifies (seq, time in ns, kind, "
-              "tenant, work id, device, kernel, detail), then the verdict");
-  a.show->add_option("PATH", a.path, "the audit log")->required();
-  a.query = audit->add_subcommand(
-      "query", "print the matching records, oldest first, verifying the chain "
-               "while reading; exit 1 if the chain is broken");
-  a.query->add_option("PATH", a.path, "the audit log")->required();
-  a.filters.add(*a.query, "--tenant", "only this tenant's records", "T");
-  a.filters.add(*a.query, "--work-id", "only this work item's records", "N");
-  a.filters.add(*a.query, "--device", "only this device's records", "D");
-  a.filters.add(*a.query, "--kind", "only records of this kind (completed, "
-                                    "failed, device_event, ...)", "K");
-  a.filters.add(*a.query, "--since",
-                "from this time on: ns since the epoch or ISO-8601 UTC "
-                "(2026-11-24T10:00:00Z)", "TIME");
-  a.filters.add(*a.query, "--until", "before this time (same forms)", "TIME");
-  a.query->add_flag("--json", a.json,
-                    "one JSON object per line (protobuf's JSON mapping of "
-                    "cohort.pb.AuditRecord)");
-}
-
 int run_audit(const audit_cli& a, std::FILE* out) {
   auto& path = a.path;
   if (!log_exists(path))
     return bad_input("cannot read '" + path + "': " + std::strerror(ENOENT) +
                      " (and no rotated segments " + path + ".N)");
-  if (a.verify->parsed())
+  if (parsed(a.verify))
     return cmd_verify(path, out);
-  if (a.show->parsed())
+  if (parsed(a.show))
     return cmd_show(path, out);
   auto q = query_of(a.filters.given());
   if (!q)
     return bad_input("query: " + detail(q.error()));
   return cmd_query(path, *q, a.json, out);
-}
-
-int run_audit(const std::vector<std::string>& args, std::FILE* out) {
-  CLI::App app{"", "cohort"};
-  audit_cli a;
-  add_audit_command(app, a);
-  std::vector<std::string> words{"audit"};
-  words.insert(words.end(), args.begin(), args.end());
-  if (auto done = parse_cli(app, words, out))
-    return *done;
-  return run_audit(a, out);
 }
 
 } // namespace cohort::tools

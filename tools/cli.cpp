@@ -2,6 +2,19 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/admin_command.hpp"
+#include "tools/audit_command.hpp"
+#include "tools/exec_command.hpp"
+#include "tools/health_command.hpp"
+#include "tools/jobs_command.hpp"
+#include "tools/kernel_command.hpp"
+#include "tools/serve_command.hpp"
+#include "tools/trace_command.hpp"
+#include "tools/watch_command.hpp"
 
 namespace cohort::tools {
 
@@ -94,6 +107,10 @@ void collect(const CLI::App& app, const std::string& prefix,
 
 } // namespace
 
+bool parsed(const CLI::App* app) {
+  return app != nullptr && app->parsed();
+}
+
 std::string bash_completion(const CLI::App& app) {
   std::string cases;
   collect(app, "", cases);
@@ -137,6 +154,343 @@ std::string bash_completion(const CLI::App& app) {
          "}\n"
          "complete -F _" +
          name + " " + name + "\n";
+}
+
+
+// -- the options of the commands in files of their own ------------------------
+
+void add_admin_command(CLI::App& parent, admin_cli& c) {
+  auto* admin = parent.add_subcommand(
+      "admin", "the admin API's client: prints the node's JSON answer. URL "
+               "defaults to $COHORT_URL or http://127.0.0.1:9470; the token "
+               "(mutating calls) comes from --token-file or "
+               "$COHORT_ADMIN_TOKEN");
+  c.app = admin;
+  admin->require_subcommand(1, 1);
+  admin->add_option("--url", c.url, "the node's address")->type_name("URL");
+  admin
+      ->add_option("--token-file", c.token_file, "the admin token (first line)")
+      ->type_name("FILE");
+  for (auto [name, help] :
+       {std::pair{"stats", "placement and admission counters"},
+        {"devices", "every device and its state"},
+        {"tenants", "every tenant's grant, limits and headroom"},
+        {"alerts", "the alerts firing now"},
+        {"objects", "every device-resident object (docs/objects.md)"},
+        {"exec-sessions", "cohort exec's sessions (docs/exec.md)"},
+        {"metrics", "the Prometheus text of /metrics"}})
+    c.commands[name] = admin->add_subcommand(name, help);
+  c.commands["rescan"] = admin->add_subcommand(
+      "rescan", "list the machine's GPUs afresh and act on what changed "
+                "(docs/gpu.md, \"Rescanning at run time\")");
+  auto* sim = admin->add_subcommand(
+      "simulate", "dry run of an allocation plan (protobuf text format)");
+  sim->add_option("PLAN", c.target, "the plan file")->required();
+  c.commands["simulate"] = sim;
+  for (auto [name, help] :
+       {std::pair{"drain", "what runs there finishes, nothing new goes there"},
+        {"offline", "take the device offline now (its work moves)"},
+        {"online", "bring the device online again"}}) {
+    auto* cmd = admin->add_subcommand(name, help);
+    cmd->add_option("DEVICE", c.target, "the device's name")->required();
+    c.commands[name] = cmd;
+  }
+  auto* quota = admin->add_subcommand(
+      "quota", "change a tenant's limits while the node runs (the options "
+               "given; the others stay)");
+  quota->add_option("TENANT", c.target, "the tenant")->required();
+  c.limits.add(*quota, "--max-inflight", "most items in flight", "N");
+  c.limits.add(*quota, "--memory-quota",
+               "device memory across devices (sizes: 256MiB, 1.5GiB)", "BYTES");
+  c.limits.add(*quota, "--rate", "items per second (0: no limit)", "R");
+  c.limits.add(*quota, "--burst", "items at once above the rate", "N");
+  c.commands["quota"] = quota;
+  // --url and --token-file may come after the command too.
+  for (auto& [name, cmd] : c.commands)
+    cmd->fallthrough();
+}
+
+void add_objects_command(CLI::App& parent, objects_cli& c) {
+  c.app = parent.add_subcommand(
+      "objects", "a running node's device-resident objects (docs/objects.md): "
+                 "id, tenant, type, size, the devices holding a copy, a host "
+                 "copy, holders (handles + items reading it), age. URL "
+                 "defaults to $COHORT_URL or http://127.0.0.1:9470");
+  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
+  c.app->add_option("--tenant", c.tenant, "only this tenant's")
+      ->type_name("NAME");
+  c.app->add_flag("--json", c.json, "the admin API's JSON answer");
+}
+
+void add_audit_command(CLI::App& parent, audit_cli& a) {
+  auto* audit = parent.add_subcommand(
+      "audit", "read an audit log (its rotated segments PATH.1, PATH.2, ... "
+               "and the active file PATH), verifying its hash chain");
+  audit->require_subcommand(1, 1);
+  a.verify = audit->add_subcommand(
+      "verify", "check the hash chain; exit 1 and name the first bad record "
+                "(file, seq, byte offset) if it fails");
+  a.verify->add_option("PATH", a.path, "the audit log")->required();
+  a.show = audit->add_subcommand(
+      "show", "print every record that verifies (seq, time in ns, kind, "
+              "tenant, work id, device, kernel, detail), then the verdict");
+  a.show->add_option("PATH", a.path, "the audit log")->required();
+  a.query = audit->add_subcommand(
+      "query", "print the matching records, oldest first, verifying the chain "
+               "while reading; exit 1 if the chain is broken");
+  a.query->add_option("PATH", a.path, "the audit log")->required();
+  a.filters.add(*a.query, "--tenant", "only this tenant's records", "T");
+  a.filters.add(*a.query, "--work-id", "only this work item's records", "N");
+  a.filters.add(*a.query, "--device", "only this device's records", "D");
+  a.filters.add(*a.query, "--kind", "only records of this kind (completed, "
+                                    "failed, device_event, ...)", "K");
+  a.filters.add(*a.query, "--since",
+                "from this time on: ns since the epoch or ISO-8601 UTC "
+                "(2026-11-24T10:00:00Z)", "TIME");
+  a.filters.add(*a.query, "--until", "before this time (same forms)", "TIME");
+  a.query->add_flag("--json", a.json,
+                    "one JSON object per line (protobuf's JSON mapping of "
+                    "cohort.pb.AuditRecord)");
+}
+
+void add_exec_command(CLI::App& parent, exec_cli& c) {
+  c.app = parent.add_subcommand(
+      "exec", "run a program with its device memory held to a limit, "
+              "charged to a tenant of a node (docs/exec.md)");
+  c.app->add_option("--socket", c.socket,
+                    "the node's exec socket (default: $COHORT_EXEC_SOCKET, "
+                    "else " +
+                        std::string{default_exec_socket} + ")");
+  c.app->add_option("--tenant", c.tenant, "the tenant it is charged to")
+      ->required();
+  c.app
+      ->add_option("--limit", c.limit,
+                   "the most device memory it may hold at once (256MiB, "
+                   "8G, ...)")
+      ->required();
+  c.app
+      ->add_option("command", c.command,
+                   "the program and its arguments, after --")
+      ->required();
+}
+
+void add_health_command(CLI::App& parent, health_cli& c) {
+  c.app = parent.add_subcommand(
+      "health", "one device's health as a running node kept it: status, "
+                "circuit, losses, Xids, ECC, and its temperature, power and "
+                "utilization over time (GPUs: NVML or ROCm SMI; simulated "
+                "GPUs: their model). URL defaults to $COHORT_URL or "
+                "http://127.0.0.1:9470");
+  c.app->add_option("DEVICE", c.device, "the device (cuda0, sim1, ...)")
+      ->required();
+  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
+  c.app
+      ->add_option("--samples", c.samples,
+                   "the newest N samples one per line (0 to 600; default "
+                   "10)")
+      ->type_name("N")
+      ->check(CLI::Range(0, 600));
+  c.app->add_flag("--json", c.json, "the admin API's JSON answer");
+}
+
+void add_jobs_command(CLI::App& parent, jobs_cli& c) {
+  c.app = parent.add_subcommand(
+      "jobs", "a running node's items (docs/jobs.md): list the live ones, "
+              "describe one, cancel by job, tenant or client. URL defaults "
+              "to $COHORT_URL or http://127.0.0.1:9470; cancel's token "
+              "comes from --token-file or $COHORT_ADMIN_TOKEN");
+  c.app->require_subcommand(1, 1);
+  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
+  c.list = c.app->add_subcommand(
+      "list", "the live items: job number, id, tenant, kernel, state (held, "
+              "queued, placed, running), device, age, placements, why it "
+              "waits");
+  c.list->add_option("--tenant", c.tenant, "only this tenant's")
+      ->type_name("NAME");
+  c.list->add_flag("--json", c.json, "the admin API's JSON answer");
+  c.describe = c.app->add_subcommand(
+      "describe", "one item by job number, live or among the last 1,024 "
+                  "that ended");
+  c.describe->add_option("JOB", c.job, "the job number")->required();
+  c.describe->add_flag("--json", c.json, "the admin API's JSON answer");
+  c.cancel = c.app->add_subcommand(
+      "cancel", "cancel item JOB, or every live item of a tenant or a client "
+                "(audited; each item still ends once, with cancelled)");
+  c.cancel->add_option("JOB", c.job, "the job number");
+  c.cancel->add_option("--tenant", c.tenant, "every live item of this tenant")
+      ->type_name("NAME");
+  c.cancel->add_option("--client", c.client, "every live item of this client")
+      ->type_name("N");
+  c.cancel
+      ->add_option("--token-file", c.token_file, "the admin token (first line)")
+      ->type_name("FILE");
+  for (auto* cmd : {c.list, c.describe, c.cancel})
+    cmd->fallthrough();
+}
+
+void add_kernel_command(CLI::App& parent, kernel_cli& k) {
+  auto* kernel = parent.add_subcommand(
+      "kernel", "kernels and signing keys for kernel bundles");
+  kernel->require_subcommand(1, 1);
+  k.keygen = kernel->add_subcommand(
+      "keygen", "make an Ed25519 signing key pair: PREFIX.key (private, "
+                "mode 0600) and PREFIX.pub; prints the key id");
+  k.keygen->add_option("PREFIX", k.prefix, "where the two files go")
+      ->required();
+  k.sign = kernel->add_subcommand(
+      "sign", "sign a bundle's manifest (after checking that it parses and "
+              "that every blob matches its digest): writes "
+              "BUNDLE/manifest.sig");
+  k.sign->add_option("BUNDLE", k.bundle, "the bundle's directory")->required();
+  k.sign->add_option("--key", k.key, "the private key (PREFIX.key)")
+      ->required();
+  k.verify = kernel->add_subcommand(
+      "verify", "check a bundle as a node would before loading it: "
+                "signature, trusted and revoked keys, revoked bundles, blob "
+                "digests, its code loading; exit 1 when refused");
+  k.verify->add_option("BUNDLE", k.bundle, "the bundle's directory")
+      ->required();
+  k.verify->add_option("--config", k.config,
+                       "a runtime config whose kernel_bundles settings apply");
+  k.verify->add_option("--trusted", k.trusted,
+                       "a trusted public key file (repeatable)");
+  k.verify->add_option("--revoked-key", k.revoked_keys,
+                       "a revoked key id (repeatable)");
+  k.verify->add_option("--revoked-bundle", k.revoked_bundles,
+                       "a revoked manifest SHA-256 (repeatable)");
+  k.inspect = kernel->add_subcommand(
+      "inspect", "what a bundle holds, trusting nobody: manifest digest, "
+                 "signing key, blobs and whether each matches its digest, "
+                 "kernels");
+  k.inspect->add_option("BUNDLE", k.bundle, "the bundle's directory")
+      ->required();
+  k.inspect->add_flag("--json", k.json, "one JSON object");
+  k.list = kernel->add_subcommand(
+      "list", "the kernels of the registry: name, typed inputs and output, "
+              "GPU code, origin");
+  k.list->add_flag("--json", k.json, "one JSON object per kernel and line");
+  k.list->add_option("--config", k.config,
+                     "load this runtime config's kernel bundles first");
+}
+
+void add_serve_command(CLI::App& parent, serve_cli& c) {
+  auto* serve = parent.add_subcommand(
+      "serve",
+      "run a node: the runtime plus HTTP on 127.0.0.1:9470 by default, "
+      "Prometheus metrics at /metrics, the admin API under /v1 (mutating "
+      "calls need the token: --token-file or $COHORT_ADMIN_TOKEN). Stops "
+      "cleanly on SIGINT/SIGTERM (or after --for): what was admitted ends, "
+      "the audit log is verified; exit 1 if an item did not end");
+  c.app = serve;
+  auto& o = c.options;
+  o.add(*serve, "--config", "runtime config (protobuf text format)", "FILE");
+  o.add(*serve, "--listen", "where the HTTP server listens", "HOST:PORT");
+  o.add(*serve, "--token-file", "the admin token (first line)", "FILE");
+  o.add(*serve, "--audit", "the audit log (over the config's)", "PATH");
+  o.add(*serve, "--share-socket",
+        "share exported objects with other processes through this Unix "
+        "socket (over the config's share_socket)",
+        "PATH");
+  o.add(*serve, "--pipeline", "run this pipeline's batches as the workload",
+        "FILE");
+  o.add(*serve, "--join",
+        "add the devices of these remote device hosts (cohort device-host "
+        "--listen) to the fleet, over the config's network.join; needs the "
+        "config's network section (TLS files and the fleet's token)",
+        "HOST:PORT[,...]");
+  o.add(*serve, "--repeat", "run the pipeline N times (0: until stopped)", "N");
+  o.add(*serve, "--for", "stop after this many seconds", "SECONDS");
+  o.add(*serve, "--scheduler",
+        "CAF's scheduler over the config's (threads, moderate_sleep_us, ...: "
+        "cohort.pb.Scheduler)",
+        "KEY=VALUE,...");
+  o.add(*serve, "--http-max-body", "largest request body (sizes: 64KiB, 1M)",
+        "BYTES");
+  o.add(*serve, "--http-max-headers", "most headers per request", "N");
+  o.add(*serve, "--http-max-header-bytes", "largest request head", "BYTES");
+  o.add(*serve, "--http-read-timeout", "time for a request to arrive",
+        "SECONDS");
+  o.add(*serve, "--http-max-connections", "most open connections", "N");
+  o.add(*serve, "--http-max-connections-per-ip",
+        "most open connections from one address (0: no limit)", "N");
+  o.add(*serve, "--http-threads", "HTTP worker threads", "N");
+}
+
+void add_trace_command(CLI::App& parent, trace_cli& c) {
+  c.app = parent.add_subcommand(
+      "trace", "record a running node's timeline for --seconds and write it "
+               "in the Chrome trace event format (Perfetto, "
+               "chrome://tracing; docs/tracing.md). URL defaults to "
+               "$COHORT_URL or http://127.0.0.1:9470; the token comes from "
+               "--token-file or $COHORT_ADMIN_TOKEN");
+  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
+  c.app
+      ->add_option("--token-file", c.token_file, "the admin token (first line)")
+      ->type_name("FILE");
+  c.app->add_option("-o,--output", c.output, "where the trace goes")
+      ->required()
+      ->type_name("FILE");
+  c.app->add_option("--seconds", c.seconds, "how long to record (10)")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->type_name("S");
+  c.app
+      ->add_option("--max-events", c.max_events,
+                   "the most events the trace keeps (the node's default: "
+                   "1000000)")
+      ->check(CLI::Range(uint64_t{1}, max_trace_events))
+      ->type_name("N");
+  c.app->add_flag("--stop", c.stop,
+                  "only stop the trace being recorded (started by another "
+                  "call) and write it");
+}
+
+void add_watch_command(CLI::App& parent, watch_cli& c) {
+  c.app = parent.add_subcommand(
+      "watch", "a live view of a running node, refreshed from its admin API: "
+               "items and their rates, each device (status, circuit, queue, "
+               "items done per second, busy share, memory, Xids), each "
+               "tenant, and the alerts firing. URL defaults to $COHORT_URL "
+               "or http://127.0.0.1:9470; Ctrl-C ends it");
+  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
+  c.app
+      ->add_option("--interval", c.interval_s,
+                   "seconds between looks (0.2 to 3600; default 2)")
+      ->type_name("S")
+      ->check(CLI::Range(0.2, 3600.0));
+  c.app->add_flag("--once", c.once, "show one frame and exit");
+  c.app
+      ->add_option("--count", c.count,
+                   "show N frames and exit (default: "
+                   "until interrupted)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1000000));
+  c.app->add_flag("!--no-clear", c.clear,
+                  "print frame after frame instead of redrawing the "
+                  "terminal (always so when the output is not a terminal)");
+}
+
+// -- commands parsed on their own (a word vector, as tests and scripts call them)
+
+int run_audit(const std::vector<std::string>& args, std::FILE* out) {
+  CLI::App app{"", "cohort"};
+  audit_cli a;
+  add_audit_command(app, a);
+  std::vector<std::string> words{"audit"};
+  words.insert(words.end(), args.begin(), args.end());
+  if (auto done = parse_cli(app, words, out))
+    return *done;
+  return run_audit(a, out);
+}
+
+int run_kernel(const std::vector<std::string>& args, std::FILE* out) {
+  CLI::App app{"", "cohort"};
+  kernel_cli k;
+  add_kernel_command(app, k);
+  std::vector<std::string> words{"kernel"};
+  words.insert(words.end(), args.begin(), args.end());
+  if (auto done = parse_cli(app, words, out))
+    return *done;
+  return run_kernel(k, out);
 }
 
 } // namespace cohort::tools

@@ -1,14 +1,25 @@
 // The command line on CLI11: helpers shared by the `cohort` program's
 // commands (each command adds its subcommand to the app and runs from what
 // CLI11 parsed; values are then read strictly by tools/strict_numbers.hpp).
+//
+// CLI11 (2.1, header only) costs about ten seconds of compile time in every
+// unit that includes it, used or not: its headers define validator objects
+// and inline virtual classes that each unit compiles again. So this header
+// only names its classes, and CLI11 is compiled in two units: tools/cli.cpp
+// (these helpers and the options of every command in its own file,
+// `add_*_command`) and tools/cohort.cpp (the program's own commands).
 #pragma once
 
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
+namespace CLI {
+class App;
+class Option;
+} // namespace CLI
 
 namespace cohort::tools {
 
@@ -43,5 +54,9 @@ std::optional<int> parse_cli(CLI::App& app, std::vector<std::string> args,
 
 /// A bash completion script for `app` (`cohort completion bash`).
 std::string bash_completion(const CLI::App& app);
+
+/// Whether the command line named subcommand `app` (CLI11's
+/// `App::parsed()`, for the units that do not compile CLI11).
+bool parsed(const CLI::App* app);
 
 } // namespace cohort::tools

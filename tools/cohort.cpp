@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 
 #include "actors/device_host.hpp"

@@ -64,27 +64,6 @@ std::string exec_shim_path() {
   return {};
 }
 
-void add_exec_command(CLI::App& parent, exec_cli& c) {
-  c.app = parent.add_subcommand(
-      "exec", "run a program with its device memory held to a limit, "
-              "charged to a tenant of a node (docs/exec.md)");
-  c.app->add_option("--socket", c.socket,
-                    "the node's exec socket (default: $COHORT_EXEC_SOCKET, "
-                    "else " +
-                        std::string{default_exec_socket} + ")");
-  c.app->add_option("--tenant", c.tenant, "the tenant it is charged to")
-      ->required();
-  c.app
-      ->add_option("--limit", c.limit,
-                   "the most device memory it may hold at once (256MiB, "
-                   "8G, ...)")
-      ->required();
-  c.app
-      ->add_option("command", c.command,
-                   "the program and its arguments, after --")
-      ->required();
-}
-
 int cmd_exec(const exec_cli& c) {
   auto limit = parse_bytes("--limit", c.limit, uint64_t{1} << 50);
   if (!limit || *limit == 0) {

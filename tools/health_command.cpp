@@ -155,25 +155,6 @@ std::string health_report(const pb::DeviceHealth& h, int samples) {
   return out;
 }
 
-void add_health_command(CLI::App& parent, health_cli& c) {
-  c.app = parent.add_subcommand(
-      "health", "one device's health as a running node kept it: status, "
-                "circuit, losses, Xids, ECC, and its temperature, power and "
-                "utilization over time (GPUs: NVML or ROCm SMI; simulated "
-                "GPUs: their model). URL defaults to $COHORT_URL or "
-                "http://127.0.0.1:9470");
-  c.app->add_option("DEVICE", c.device, "the device (cuda0, sim1, ...)")
-      ->required();
-  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
-  c.app
-      ->add_option("--samples", c.samples,
-                   "the newest N samples one per line (0 to 600; default "
-                   "10)")
-      ->type_name("N")
-      ->check(CLI::Range(0, 600));
-  c.app->add_flag("--json", c.json, "the admin API's JSON answer");
-}
-
 int cmd_health(const health_cli& c) {
   auto url = node_url(c.url);
   // The name goes in the path as it is: nothing that would end or change

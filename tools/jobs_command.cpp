@@ -152,46 +152,11 @@ int cancel(const jobs_cli& c, const std::string& url) {
 
 } // namespace
 
-void add_jobs_command(CLI::App& parent, jobs_cli& c) {
-  c.app = parent.add_subcommand(
-      "jobs", "a running node's items (docs/jobs.md): list the live ones, "
-              "describe one, cancel by job, tenant or client. URL defaults "
-              "to $COHORT_URL or http://127.0.0.1:9470; cancel's token "
-              "comes from --token-file or $COHORT_ADMIN_TOKEN");
-  c.app->require_subcommand(1, 1);
-  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
-  c.list = c.app->add_subcommand(
-      "list", "the live items: job number, id, tenant, kernel, state (held, "
-              "queued, placed, running), device, age, placements, why it "
-              "waits");
-  c.list->add_option("--tenant", c.tenant, "only this tenant's")
-      ->type_name("NAME");
-  c.list->add_flag("--json", c.json, "the admin API's JSON answer");
-  c.describe = c.app->add_subcommand(
-      "describe", "one item by job number, live or among the last 1,024 "
-                  "that ended");
-  c.describe->add_option("JOB", c.job, "the job number")->required();
-  c.describe->add_flag("--json", c.json, "the admin API's JSON answer");
-  c.cancel = c.app->add_subcommand(
-      "cancel", "cancel item JOB, or every live item of a tenant or a client "
-                "(audited; each item still ends once, with cancelled)");
-  c.cancel->add_option("JOB", c.job, "the job number");
-  c.cancel->add_option("--tenant", c.tenant, "every live item of this tenant")
-      ->type_name("NAME");
-  c.cancel->add_option("--client", c.client, "every live item of this client")
-      ->type_name("N");
-  c.cancel
-      ->add_option("--token-file", c.token_file, "the admin token (first line)")
-      ->type_name("FILE");
-  for (auto* cmd : {c.list, c.describe, c.cancel})
-    cmd->fallthrough();
-}
-
 int cmd_jobs(const jobs_cli& c) {
   auto url = node_url(c.url);
-  if (c.list->parsed())
+  if (parsed(c.list))
     return list(c, url);
-  if (c.describe->parsed())
+  if (parsed(c.describe))
     return describe_job(c, url);
   return cancel(c, url);
 }

@@ -366,75 +366,19 @@ int cmd_list(bool json, std::FILE* out) {
 
 } // namespace
 
-void add_kernel_command(CLI::App& parent, kernel_cli& k) {
-  auto* kernel = parent.add_subcommand(
-      "kernel", "kernels and signing keys for kernel bundles");
-  kernel->require_subcommand(1, 1);
-  k.keygen = kernel->add_subcommand(
-      "keygen", "make an Ed25519 signing key pair: PREFIX.key (private, "
-                "mode 0600) and PREFIX.pub; prints the key id");
-  k.keygen->add_option("PREFIX", k.prefix, "where the two files go")
-      ->required();
-  k.sign = kernel->add_subcommand(
-      "sign", "sign a bundle's manifest (after checking that it parses and "
-              "that every blob matches its digest): writes "
-              "BUNDLE/manifest.sig");
-  k.sign->add_option("BUNDLE", k.bundle, "the bundle's directory")->required();
-  k.sign->add_option("--key", k.key, "the private key (PREFIX.key)")
-      ->required();
-  k.verify = kernel->add_subcommand(
-      "verify", "check a bundle as a node would before loading it: "
-                "signature, trusted and revoked keys, revoked bundles, blob "
-                "digests, its code loading; exit 1 when refused");
-  k.verify->add_option("BUNDLE", k.bundle, "the bundle's directory")
-      ->required();
-  k.verify->add_option("--config", k.config,
-                       "a runtime config whose kernel_bundles settings apply");
-  k.verify->add_option("--trusted", k.trusted,
-                       "a trusted public key file (repeatable)");
-  k.verify->add_option("--revoked-key", k.revoked_keys,
-                       "a revoked key id (repeatable)");
-  k.verify->add_option("--revoked-bundle", k.revoked_bundles,
-                       "a revoked manifest SHA-256 (repeatable)");
-  k.inspect = kernel->add_subcommand(
-      "inspect", "what a bundle holds, trusting nobody: manifest digest, "
-                 "signing key, blobs and whether each matches its digest, "
-                 "kernels");
-  k.inspect->add_option("BUNDLE", k.bundle, "the bundle's directory")
-      ->required();
-  k.inspect->add_flag("--json", k.json, "one JSON object");
-  k.list = kernel->add_subcommand(
-      "list", "the kernels of the registry: name, typed inputs and output, "
-              "GPU code, origin");
-  k.list->add_flag("--json", k.json, "one JSON object per kernel and line");
-  k.list->add_option("--config", k.config,
-                     "load this runtime config's kernel bundles first");
-}
-
 int run_kernel(const kernel_cli& k, std::FILE* out) {
-  if (k.keygen->parsed())
+  if (parsed(k.keygen))
     return cmd_keygen(k.prefix, out);
-  if (k.sign->parsed())
+  if (parsed(k.sign))
     return cmd_sign(k.bundle, k.key, out);
-  if (k.verify->parsed())
+  if (parsed(k.verify))
     return cmd_verify(k, out);
-  if (k.inspect->parsed())
+  if (parsed(k.inspect))
     return cmd_inspect(k.bundle, k.json, out);
   if (!k.config.empty())
     if (int rc = load_config_bundles(k.config); rc != 0)
       return rc;
   return cmd_list(k.json, out);
-}
-
-int run_kernel(const std::vector<std::string>& args, std::FILE* out) {
-  CLI::App app{"", "cohort"};
-  kernel_cli k;
-  add_kernel_command(app, k);
-  std::vector<std::string> words{"kernel"};
-  words.insert(words.end(), args.begin(), args.end());
-  if (auto done = parse_cli(app, words, out))
-    return *done;
-  return run_kernel(k, out);
 }
 
 } // namespace cohort::tools

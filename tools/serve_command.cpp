@@ -206,49 +206,6 @@ caf::expected<std::string> read_token(const serve_options& o) {
 
 } // namespace
 
-void add_serve_command(CLI::App& parent, serve_cli& c) {
-  auto* serve = parent.add_subcommand(
-      "serve",
-      "run a node: the runtime plus HTTP on 127.0.0.1:9470 by default, "
-      "Prometheus metrics at /metrics, the admin API under /v1 (mutating "
-      "calls need the token: --token-file or $COHORT_ADMIN_TOKEN). Stops "
-      "cleanly on SIGINT/SIGTERM (or after --for): what was admitted ends, "
-      "the audit log is verified; exit 1 if an item did not end");
-  c.app = serve;
-  auto& o = c.options;
-  o.add(*serve, "--config", "runtime config (protobuf text format)", "FILE");
-  o.add(*serve, "--listen", "where the HTTP server listens", "HOST:PORT");
-  o.add(*serve, "--token-file", "the admin token (first line)", "FILE");
-  o.add(*serve, "--audit", "the audit log (over the config's)", "PATH");
-  o.add(*serve, "--share-socket",
-        "share exported objects with other processes through this Unix "
-        "socket (over the config's share_socket)",
-        "PATH");
-  o.add(*serve, "--pipeline", "run this pipeline's batches as the workload",
-        "FILE");
-  o.add(*serve, "--join",
-        "add the devices of these remote device hosts (cohort device-host "
-        "--listen) to the fleet, over the config's network.join; needs the "
-        "config's network section (TLS files and the fleet's token)",
-        "HOST:PORT[,...]");
-  o.add(*serve, "--repeat", "run the pipeline N times (0: until stopped)", "N");
-  o.add(*serve, "--for", "stop after this many seconds", "SECONDS");
-  o.add(*serve, "--scheduler",
-        "CAF's scheduler over the config's (threads, moderate_sleep_us, ...: "
-        "cohort.pb.Scheduler)",
-        "KEY=VALUE,...");
-  o.add(*serve, "--http-max-body", "largest request body (sizes: 64KiB, 1M)",
-        "BYTES");
-  o.add(*serve, "--http-max-headers", "most headers per request", "N");
-  o.add(*serve, "--http-max-header-bytes", "largest request head", "BYTES");
-  o.add(*serve, "--http-read-timeout", "time for a request to arrive",
-        "SECONDS");
-  o.add(*serve, "--http-max-connections", "most open connections", "N");
-  o.add(*serve, "--http-max-connections-per-ip",
-        "most open connections from one address (0: no limit)", "N");
-  o.add(*serve, "--http-threads", "HTTP worker threads", "N");
-}
-
 int cmd_serve(const serve_cli& c) {
   auto opts = parse(c.options.given());
   if (!opts)

@@ -76,34 +76,6 @@ int record(const trace_cli& c, const std::string& url,
 
 } // namespace
 
-void add_trace_command(CLI::App& parent, trace_cli& c) {
-  c.app = parent.add_subcommand(
-      "trace", "record a running node's timeline for --seconds and write it "
-               "in the Chrome trace event format (Perfetto, "
-               "chrome://tracing; docs/tracing.md). URL defaults to "
-               "$COHORT_URL or http://127.0.0.1:9470; the token comes from "
-               "--token-file or $COHORT_ADMIN_TOKEN");
-  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
-  c.app
-      ->add_option("--token-file", c.token_file, "the admin token (first line)")
-      ->type_name("FILE");
-  c.app->add_option("-o,--output", c.output, "where the trace goes")
-      ->required()
-      ->type_name("FILE");
-  c.app->add_option("--seconds", c.seconds, "how long to record (10)")
-      ->check(CLI::Range(0.01, 3600.0))
-      ->type_name("S");
-  c.app
-      ->add_option("--max-events", c.max_events,
-                   "the most events the trace keeps (the node's default: "
-                   "1000000)")
-      ->check(CLI::Range(uint64_t{1}, max_trace_events))
-      ->type_name("N");
-  c.app->add_flag("--stop", c.stop,
-                  "only stop the trace being recorded (started by another "
-                  "call) and write it");
-}
-
 int cmd_trace(const trace_cli& c) {
   auto url = node_url(c.url);
   auto token = admin_token(c.token_file);

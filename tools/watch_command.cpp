@@ -192,31 +192,6 @@ std::string watch_frame(const std::string& url, const watch_snapshot& now,
   return out;
 }
 
-void add_watch_command(CLI::App& parent, watch_cli& c) {
-  c.app = parent.add_subcommand(
-      "watch", "a live view of a running node, refreshed from its admin API: "
-               "items and their rates, each device (status, circuit, queue, "
-               "items done per second, busy share, memory, Xids), each "
-               "tenant, and the alerts firing. URL defaults to $COHORT_URL "
-               "or http://127.0.0.1:9470; Ctrl-C ends it");
-  c.app->add_option("--url", c.url, "the node's address")->type_name("URL");
-  c.app
-      ->add_option("--interval", c.interval_s,
-                   "seconds between looks (0.2 to 3600; default 2)")
-      ->type_name("S")
-      ->check(CLI::Range(0.2, 3600.0));
-  c.app->add_flag("--once", c.once, "show one frame and exit");
-  c.app
-      ->add_option("--count", c.count,
-                   "show N frames and exit (default: "
-                   "until interrupted)")
-      ->type_name("N")
-      ->check(CLI::Range(1, 1000000));
-  c.app->add_flag("!--no-clear", c.clear,
-                  "print frame after frame instead of redrawing the "
-                  "terminal (always so when the output is not a terminal)");
-}
-
 int cmd_watch(const watch_cli& c) {
   auto url = node_url(c.url);
   int frames = c.once ? 1 : c.count;
