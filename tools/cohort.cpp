@@ -37,6 +37,7 @@
 #include "tools/scheduler_arg.hpp"
 #include "tools/serve_command.hpp"
 #include "tools/trace_command.hpp"
+#include "tools/version.hpp"
 #include "tools/watch_command.hpp"
 
 using namespace cohort;
@@ -462,6 +463,9 @@ int main(int argc, char** argv) {
              "input. `cohort COMMAND --help` for a command's options.");
   app.set_help_all_flag("--help-all", "every command and its options");
   auto* help = app.add_subcommand("help", "this text (also --help)");
+  auto* version = app.add_subcommand(
+      "version", "the version, the commit this program was built from and "
+                 "the GPU plugins it finds (also --version)");
 
   std::string devices_config;
   auto* devices = app.add_subcommand(
@@ -598,6 +602,11 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stderr);
     return exit_bad_input;
   }
+  // --version alone, as most programs take it; `cohort version` the same.
+  if (args.size() == 1 && args[0] == "--version") {
+    std::fputs(tools::version_text().c_str(), stdout);
+    return exit_ok;
+  }
   if (args[0].rfind('-', 0) != 0 &&
       app.get_subcommands(
              [&](const CLI::App* sub) { return sub->get_name() == args[0]; })
@@ -607,6 +616,10 @@ int main(int argc, char** argv) {
     return *done;
   if (help->parsed()) {
     std::fputs(app.help().c_str(), stdout);
+    return exit_ok;
+  }
+  if (version->parsed()) {
+    std::fputs(tools::version_text().c_str(), stdout);
     return exit_ok;
   }
   if (devices->parsed())

@@ -11,7 +11,7 @@ TEST_CASE("every command and subcommand answers --help", "[tools][cli]") {
   auto top = cohort_cli("--help");
   CHECK(top.status == 0);
   for (auto cmd : {"devices", "run", "audit", "quota", "chaos", "simulate",
-                   "serve", "admin", "completion"})
+                   "serve", "admin", "completion", "version"})
     CHECK_THAT(top.output, Catch::Contains(cmd));
   struct expect {
     const char* args;
@@ -38,6 +38,32 @@ TEST_CASE("every command and subcommand answers --help", "[tools][cli]") {
   CHECK(all.status == 0);
   CHECK_THAT(all.output, Catch::Contains("--http-threads"));
   CHECK(cohort_cli("help").status == 0);
+}
+
+TEST_CASE("cohort --version names the build and the GPU plugins it finds",
+          "[tools][cli]") {
+  // The fake CUDA plugin of the tests is found first on COHORT_PLUGIN_PATH;
+  // the HIP plugin where this build has one, else "none" and why.
+  auto res = test::run_command("COHORT_PLUGIN_PATH=" COHORT_FAKE_PLUGIN_DIR
+                               " " COHORT_BINARY " --version");
+  INFO(res.output);
+  CHECK(res.status == 0);
+  CHECK_THAT(res.output, Catch::StartsWith("cohort 0.1.0 (commit "));
+  // A commit (hex digits, maybe -dirty) or "unknown" outside git.
+  auto open = res.output.find("(commit ") + 8;
+  auto commit = res.output.substr(open, res.output.find(')') - open);
+  CHECK((commit == "unknown" ||
+         (commit.size() >= 12 &&
+          commit.find_first_not_of("0123456789abcdef") >= 12)));
+  CHECK_THAT(res.output, Catch::Contains("plugin ABI "));
+  CHECK_THAT(res.output, Catch::Contains("  CUDA: " COHORT_FAKE_PLUGIN_DIR
+                                         "/libcohort-cuda.so\n"));
+  CHECK_THAT(res.output, Catch::Contains("  HIP: "));
+  // `cohort version` says the same.
+  auto sub = test::run_command("COHORT_PLUGIN_PATH=" COHORT_FAKE_PLUGIN_DIR
+                               " " COHORT_BINARY " version");
+  CHECK(sub.status == 0);
+  CHECK(sub.output == res.output);
 }
 
 TEST_CASE("usage errors name the command and exit 2", "[tools][cli]") {
