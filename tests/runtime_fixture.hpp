@@ -19,6 +19,7 @@
 #include "messages/cohort.pb.h"
 #include "messages/errc.hpp"
 #include "messages/system_config.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -41,19 +42,19 @@ bool eventually(F&& done,
   return done();
 }
 
-/// A fresh temporary directory, removed at the end of the test.
-struct temp_dir {
-  std::filesystem::path path;
-  temp_dir() {
-    char tmpl[] = "/tmp/cohort-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
+/// Polls `rt` every 2 ms until `pred` holds for its live items, at most
+/// 10 s; returns the last items seen.
+template <class Pred>
+std::vector<item_view> wait_items(actors::runtime& rt, Pred pred) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  for (;;) {
+    auto items = rt.items();
+    REQUIRE(items);
+    if (pred(*items) || std::chrono::steady_clock::now() >= until)
+      return *items;
+    std::this_thread::sleep_for(std::chrono::milliseconds{2});
   }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return path / name; }
-};
+}
 
 /// A runtime config: `cpu` CPU workers and the given simulated GPUs, tenant
 /// "t" granted everything, the audit log in `dir`.

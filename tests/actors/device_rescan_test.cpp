@@ -11,6 +11,7 @@
 #include "actors/device_rescan.hpp"
 #include "messages/errc.hpp"
 #include "tests/runtime_fixture.hpp"
+#include "tests/temp_dir.hpp"
 #include "tests/tools/cli_fixture.hpp"
 
 using namespace cohort;
@@ -22,7 +23,7 @@ using devices::gpu::scanned_gpu;
 
 namespace {
 
-device_info gpu_info(const std::string& name, const std::string& uuid) {
+device_info fleet_gpu(const std::string& name, const std::string& uuid) {
   device_info d;
   d.name = name;
   d.kind = device_kind::cuda_gpu;
@@ -31,9 +32,9 @@ device_info gpu_info(const std::string& name, const std::string& uuid) {
   return d;
 }
 
-scanned_gpu seen(int ordinal, const std::string& uuid) {
+scanned_gpu scan_of(int ordinal, const std::string& uuid) {
   return {"CUDA", ordinal, "",
-          gpu_info("cuda" + std::to_string(ordinal), uuid)};
+          fleet_gpu("cuda" + std::to_string(ordinal), uuid)};
 }
 
 rescan_gpu ours(size_t index, int ordinal, const std::string& uuid,
@@ -42,7 +43,7 @@ rescan_gpu ours(size_t index, int ordinal, const std::string& uuid,
   g.index = index;
   g.vendor = "CUDA";
   g.ordinal = ordinal;
-  g.info = gpu_info("cuda" + std::to_string(ordinal), uuid);
+  g.info = fleet_gpu("cuda" + std::to_string(ordinal), uuid);
   g.hosted = hosted;
   return g;
 }
@@ -92,9 +93,9 @@ TEST_CASE("a GPU missing from enough rescans is removed, and comes back in "
           "a new host process when found again",
           "[actors][rescan]") {
   scripted s;
-  s.scans = {scan_of({seen(0, "GPU-b")}), scan_of({seen(0, "GPU-b")}),
-             scan_of({seen(0, "GPU-b")}),
-             scan_of({seen(0, "GPU-a"), seen(1, "GPU-b")})};
+  s.scans = {scan_of({scan_of(0, "GPU-b")}), scan_of({scan_of(0, "GPU-b")}),
+             scan_of({scan_of(0, "GPU-b")}),
+             scan_of({scan_of(0, "GPU-a"), scan_of(1, "GPU-b")})};
   actors::rescan_settings cfg;
   cfg.missing_scans = 2;
   device_rescanner r{
@@ -144,8 +145,8 @@ TEST_CASE("a GPU missing from enough rescans is removed, and comes back in "
 TEST_CASE("a GPU in the node's process is removed but not brought back",
           "[actors][rescan]") {
   scripted s;
-  s.scans = {scan_of({}), scan_of({seen(3, "GPU-a")}),
-             scan_of({seen(3, "GPU-a")})};
+  s.scans = {scan_of({}), scan_of({scan_of(3, "GPU-a")}),
+             scan_of({scan_of(3, "GPU-a")})};
   actors::rescan_settings cfg;
   cfg.missing_scans = 1;
   device_rescanner r{{ours(0, 0, "GPU-a", false)}, cfg, s.actions()};
@@ -170,11 +171,11 @@ TEST_CASE("a GPU that appears is reported once per appearance; a failed "
           "scan changes nothing",
           "[actors][rescan]") {
   scripted s;
-  s.scans = {scan_of({seen(0, "GPU-a"), seen(1, "GPU-new")}),
-             scan_of({seen(0, "GPU-a"), seen(1, "GPU-new")}),
+  s.scans = {scan_of({scan_of(0, "GPU-a"), scan_of(1, "GPU-new")}),
+             scan_of({scan_of(0, "GPU-a"), scan_of(1, "GPU-new")}),
              caf::expected<gpu_scan>{make_error(errc::io_error, "it crashed")},
-             scan_of({seen(0, "GPU-a")}),
-             scan_of({seen(0, "GPU-a"), seen(1, "GPU-new")})};
+             scan_of({scan_of(0, "GPU-a")}),
+             scan_of({scan_of(0, "GPU-a"), scan_of(1, "GPU-new")})};
   actors::rescan_settings cfg;
   cfg.missing_scans = 1;
   device_rescanner r{{ours(0, 0, "GPU-a")}, cfg, s.actions()};
@@ -205,11 +206,11 @@ TEST_CASE("a GPU that appears is added when it can be; from then on it is "
           "the fleet's: moved and removed like the others",
           "[actors][rescan]") {
   scripted s;
-  s.scans = {scan_of({seen(0, "GPU-a"), seen(1, "GPU-new")}),
-             scan_of({seen(0, "GPU-a"), seen(1, "GPU-new")}),
-             scan_of({seen(0, "GPU-a"), seen(1, "GPU-new")}),
-             scan_of({seen(0, "GPU-new"), seen(1, "GPU-a")}),
-             scan_of({seen(1, "GPU-a")})};
+  s.scans = {scan_of({scan_of(0, "GPU-a"), scan_of(1, "GPU-new")}),
+             scan_of({scan_of(0, "GPU-a"), scan_of(1, "GPU-new")}),
+             scan_of({scan_of(0, "GPU-a"), scan_of(1, "GPU-new")}),
+             scan_of({scan_of(0, "GPU-new"), scan_of(1, "GPU-a")}),
+             scan_of({scan_of(1, "GPU-a")})};
   actors::rescan_settings cfg;
   cfg.missing_scans = 1;
   auto act = s.actions();
@@ -273,11 +274,11 @@ TEST_CASE("a GPU found on the bus of one the fleet runs is never added",
   // whose MIG instances the fleet runs.
   auto known = ours(0, 0, "GPU-a");
   known.info.pci_bus_id = "0000:3b:00.0";
-  auto same = seen(1, "GPU-other-view");
+  auto same = scan_of(1, "GPU-other-view");
   same.info.pci_bus_id = "00000000:3B:00.0";
-  auto elsewhere = seen(2, "GPU-b");
+  auto elsewhere = scan_of(2, "GPU-b");
   elsewhere.info.pci_bus_id = "0000:5e:00.0";
-  auto mine = seen(0, "GPU-a");
+  auto mine = scan_of(0, "GPU-a");
   mine.info.pci_bus_id = "0000:3b:00.0";
   scripted s;
   s.scans = {scan_of({mine, same, elsewhere})};
@@ -304,7 +305,7 @@ TEST_CASE("a MIG instance that appears beside the instances of its card is "
           "added; the card's whole-GPU view is not",
           "[actors][rescan]") {
   auto instance = [](int index, const std::string& uuid) {
-    scanned_gpu g = seen(0, uuid);
+    scanned_gpu g = scan_of(0, uuid);
     g.visible = uuid;
     g.info.name = "mig0." + std::to_string(index);
     g.info.pci_bus_id = "0000:3b:00.0";
@@ -317,7 +318,7 @@ TEST_CASE("a MIG instance that appears beside the instances of its card is "
   known.visible = "MIG-a";
   known.info = first.info;
   known.hosted = true;
-  auto whole = seen(0, "GPU-card");
+  auto whole = scan_of(0, "GPU-card");
   whole.info.pci_bus_id = "0000:3b:00.0";
   scripted s;
   s.scans = {scan_of({first, instance(1, "MIG-b"), whole})};
@@ -381,14 +382,9 @@ TEST_CASE("rescans run one at a time and stop with the node",
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in{path};
-  return std::string{std::istreambuf_iterator<char>{in}, {}};
-}
+using test::slurp;
 
-bool has(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
+using test::has;
 
 // `cohort serve` on the fake GPU plugin, whose GPUs are the bus lines of
 // the file `present` ("98" is FAKE-98 at 0000:98:00.0), rescanning only

@@ -17,18 +17,7 @@ using fixture = test::actor_fixture;
 
 namespace {
 
-// Polls `rt` until `pred` holds for its live items (up to 10 s).
-template <class Pred>
-std::vector<item_view> wait_items(runtime& rt, Pred pred) {
-  auto until = std::chrono::steady_clock::now() + 10s;
-  for (;;) {
-    auto items = rt.items();
-    REQUIRE(items);
-    if (pred(*items) || std::chrono::steady_clock::now() >= until)
-      return *items;
-    std::this_thread::sleep_for(5ms);
-  }
-}
+using test::wait_items;
 
 size_t count_state(const std::vector<item_view>& items, const char* state) {
   return size_t(std::count_if(items.begin(), items.end(),

@@ -52,18 +52,7 @@ struct end_order {
   }
 };
 
-// Polls `rt` until `pred` holds for its live items (up to 10 s).
-template <class Pred>
-std::vector<item_view> wait_items(runtime& rt, Pred pred) {
-  auto until = std::chrono::steady_clock::now() + 10s;
-  for (;;) {
-    auto items = rt.items();
-    REQUIRE(items);
-    if (pred(*items) || std::chrono::steady_clock::now() >= until)
-      return *items;
-    std::this_thread::sleep_for(2ms);
-  }
-}
+using test::wait_items;
 
 // Takes `device` offline and waits until the balancer knows (set_offline
 // answers once the supervisor acted; items submitted before the balancer

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/runtime_fixture.hpp"
+#include "tests/sizes.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
@@ -11,7 +12,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr uint64_t MiB = uint64_t{1} << 20;
+using test::MiB;
 
 using fixture = test::actor_fixture;
 

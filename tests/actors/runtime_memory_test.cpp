@@ -12,13 +12,14 @@
 #include "chaos/quota_observer.hpp"
 #include "devices/sim/sim_device.hpp"
 #include "tests/runtime_fixture.hpp"
+#include "tests/sizes.hpp"
 
 using namespace cohort;
 using namespace cohort::actors;
 
 namespace {
 
-constexpr uint64_t MiB = uint64_t{1} << 20;
+using test::MiB;
 
 // The chaos harness's observer checks every allocation of every device
 // against the limits it was told.
@@ -114,7 +115,7 @@ TEST_CASE("device memory holds its invariants under random tenants and load",
         dq->set_reserve_bytes(MiB);
     }
   }
-  auto rt = runtime::start(sys, cfg, sims);
+  auto rt = actors::runtime::start(sys, cfg, sims);
   REQUIRE(rt);
   for (auto& s : sims)
     std::static_pointer_cast<devices::sim::sim_device>(s)->slow_down(

@@ -14,22 +14,13 @@
 #include <unistd.h>
 
 #include "cohort/cohort.hpp"
+#include "tests/api/api_fixture.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace {
 
-struct scratch_dir {
-  std::filesystem::path path;
-  scratch_dir() {
-    char tmpl[] = "/tmp/cohort-objects-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
-cohort::runtime start(const scratch_dir& dir, const std::string& devices,
+cohort::runtime start(const cohort::test::temp_dir& dir,
+                      const std::string& devices,
                       const std::string& tenants =
                           "tenant { tenant: \"t\" kernels: \"*\" devices: "
                           "\"*\" } tenant { tenant: \"u\" kernels: \"*\" "
@@ -40,21 +31,8 @@ cohort::runtime start(const scratch_dir& dir, const std::string& devices,
   return cohort::runtime::start(o);
 }
 
-std::vector<float> ramp(size_t n, float scale = 1.0f) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = float(i % 1000) * scale;
-  return v;
-}
-
-cohort::errc code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const cohort::error& e) {
-    return e.code();
-  }
-  return cohort::errc::none;
-}
+using cohort::test::code_of;
+using cohort::test::ramp;
 
 // Releases are one-way messages: waits until the runtime lists `n` objects.
 bool wait_for_objects(cohort::runtime& rt, size_t n) {
@@ -70,7 +48,7 @@ bool wait_for_objects(cohort::runtime& rt, size_t n) {
 
 TEST_CASE("an object is put on a device, read by items and got back",
           "[api][objects]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, "cpu_workers: 1 sim_gpu { name: \"sim0\" memory_mib: "
                        "64 streams: 2 speed: 4 }");
   auto x = ramp(10000);
@@ -111,7 +89,7 @@ TEST_CASE("an object is put on a device, read by items and got back",
 
 TEST_CASE("outputs kept on a device chain items without host copies",
           "[api][objects]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, "cpu_workers: 1 sim_gpu { name: \"sim0\" memory_mib: "
                        "64 streams: 2 speed: 4 }");
   auto x = ramp(4096);
@@ -169,7 +147,7 @@ TEST_CASE("outputs kept on a device chain items without host copies",
 
 TEST_CASE("items follow their objects to the device that holds them",
           "[api][objects]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, "cpu_workers: 0 "
                        "sim_gpu { name: \"sim0\" memory_mib: 256 streams: 2 "
                        "speed: 1 } "
@@ -198,7 +176,7 @@ TEST_CASE("items follow their objects to the device that holds them",
 
 TEST_CASE("objects are charged to their tenant and evicted for room",
           "[api][objects]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir,
                   "cpu_workers: 1 sim_gpu { name: \"sim0\" memory_mib: 64 "
                   "streams: 2 speed: 1 }",
@@ -243,7 +221,7 @@ TEST_CASE("objects are charged to their tenant and evicted for room",
 
 TEST_CASE("the only copy of an object is spilled to host memory for room",
           "[api][objects]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir,
                   "cpu_workers: 0 sim_gpu { name: \"sim0\" memory_mib: 64 "
                   "streams: 2 speed: 4 }",
@@ -297,7 +275,7 @@ TEST_CASE("the only copy of an object is spilled to host memory for room",
 }
 
 TEST_CASE("handles are counted right under concurrency", "[api][objects]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, "cpu_workers: 1 "
                        "sim_gpu { name: \"sim0\" memory_mib: 256 streams: 4 "
                        "speed: 4 } "
@@ -343,7 +321,7 @@ TEST_CASE("handles are counted right under concurrency", "[api][objects]") {
 
 TEST_CASE("a fleet of CPU workers keeps objects in host memory",
           "[api][objects]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, "cpu_workers: 2");
   auto x = ramp(1000);
   auto obj = rt.put("t", cohort::buffer{x});
@@ -366,7 +344,7 @@ TEST_CASE("a fleet of CPU workers keeps objects in host memory",
 
 TEST_CASE("an end nobody takes releases the object it names",
           "[api][objects]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, "cpu_workers: 1 sim_gpu { name: \"sim0\" memory_mib: "
                        "64 streams: 2 speed: 4 }");
   auto x = ramp(1000);
@@ -396,7 +374,7 @@ TEST_CASE("an end nobody takes releases the object it names",
 }
 
 TEST_CASE("objects refuse what they cannot do", "[api][objects]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, "cpu_workers: 1 sim_gpu { name: \"sim0\" memory_mib: "
                        "64 streams: 2 speed: 4 }");
   auto x = ramp(100);
@@ -431,7 +409,7 @@ TEST_CASE("objects refuse what they cannot do", "[api][objects]") {
   w.inputs = {cohort::buffer{obj}, cohort::buffer{ramp(10)}};
   CHECK(rt.run(w).code() == errc::invalid_arguments);
   // Another runtime's object is refused by this one.
-  scratch_dir other_dir;
+  cohort::test::temp_dir other_dir;
   auto other = start(other_dir, "cpu_workers: 1");
   CHECK(code_of([&] { other.get(obj); }) == errc::invalid_arguments);
   cohort::work foreign;

@@ -16,22 +16,11 @@
 #include <future>
 
 #include "cohort/cohort.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace {
 
-struct scratch_dir {
-  std::filesystem::path path;
-  scratch_dir() {
-    char tmpl[] = "/tmp/cohort-api-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
-cohort::runtime start(const scratch_dir& dir, uint32_t cpu = 2) {
+cohort::runtime start(const cohort::test::temp_dir& dir, uint32_t cpu = 2) {
   cohort::options opts;
   opts.cpu_workers = cpu;
   opts.gpus = false;
@@ -68,7 +57,7 @@ cohort::work big_gemm(uint64_t id, uint64_t m) {
 
 TEST_CASE("the public API runs work through a future, a callback and run",
           "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir);
   // A future: y = 2x + y.
   auto f = rt.submit(axpy(1, 100));
@@ -126,7 +115,7 @@ TEST_CASE("the public API runs work through a future, a callback and run",
 }
 
 TEST_CASE("submit_many keeps the order of its items", "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir);
   std::vector<cohort::work> items;
   for (uint64_t i = 1; i <= 50; ++i)
@@ -192,7 +181,7 @@ TEST_CASE("buffers carry their element type and wrap the caller's memory",
   auto wrapped = cohort::buffer::wrap(memory->data(), memory->size(), memory);
   CHECK(wrapped.data() == memory->data());
   CHECK(memory.use_count() == 2);
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, 1);
   cohort::work w;
   w.id = 9;
@@ -218,7 +207,7 @@ TEST_CASE("buffers carry their element type and wrap the caller's memory",
 }
 
 TEST_CASE("cancel by id ends every such item exactly once", "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, 1);
   // One worker, twenty products that take a while: most still wait when
   // the cancel arrives (made first, so that submitting takes no time).
@@ -250,7 +239,7 @@ TEST_CASE("cancel by id ends every such item exactly once", "[api]") {
 }
 
 TEST_CASE("cancel of one future and run with a timeout", "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, 1);
   // The one worker is busy long enough (tens of milliseconds) that the
   // cancel reaches the balancer while the second item still waits, also
@@ -275,7 +264,7 @@ TEST_CASE("cancel of one future and run with a timeout", "[api]") {
 
 TEST_CASE("the public runtime refuses bad options and ends work after stop",
           "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   cohort::options bad;
   bad.config_text = "devices { cpu_workers: 1 } tenant { tenant: ";
   bad.audit_path = (dir.path / "a.log").string();
@@ -319,7 +308,7 @@ TEST_CASE("the public runtime refuses bad options and ends work after stop",
 }
 
 TEST_CASE("a device view lists the GPUs it reaches directly", "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   cohort::options opts;
   opts.config_text = "devices { cpu_workers: 0 gpus: false "
                      "sim_gpu { name: \"sim0\" memory_mib: 64 streams: 1 "
@@ -363,7 +352,7 @@ TEST_CASE("kernels by name and the version", "[api]") {
 }
 
 TEST_CASE("headroom and dry runs through the public API", "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   cohort::options text;
   text.config_text =
       "devices { cpu_workers: 1 gpus: false "
@@ -408,7 +397,7 @@ TEST_CASE("headroom and dry runs through the public API", "[api]") {
 }
 
 TEST_CASE("a callback may stop the runtime, or destroy it", "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   SECTION("stop") {
     auto rt = start(dir);
     std::promise<bool> stopped;
@@ -440,7 +429,7 @@ TEST_CASE("a callback may stop the runtime, or destroy it", "[api]") {
 TEST_CASE("work a callback submits goes out before that thread waits, "
           "cancels or stops",
           "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir);
   auto within = [](auto& fut) {
     return fut.wait_for(std::chrono::seconds{30}) == std::future_status::ready;
@@ -530,7 +519,7 @@ TEST_CASE("work a callback submits goes out before that thread waits, "
 
 TEST_CASE("after_callbacks runs once the callbacks of a batch returned",
           "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir);
   // Elsewhere than on the callback thread: at once, on the calling thread.
   auto here = std::this_thread::get_id();
@@ -568,7 +557,7 @@ TEST_CASE("after_callbacks runs once the callbacks of a batch returned",
 TEST_CASE("work a callback holds while another thread stops the runtime "
           "ends exactly once",
           "[api]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = std::make_unique<cohort::runtime>(start(dir));
   std::mutex m;
   std::map<uint64_t, int> ends;
@@ -608,7 +597,7 @@ TEST_CASE("a callback may submit more items than one message carries",
   // most 65,536 items each). Each is admitted or refused on its own (the
   // tenant's in-flight cap is 1,024), none as part of an oversized batch,
   // and each ends once.
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir);
   constexpr uint64_t total = 70000;
   std::atomic<uint64_t> ok{0};

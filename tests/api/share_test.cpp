@@ -28,6 +28,8 @@
 #include "cohort/client.hpp"
 #include "cohort/cohort.hpp"
 #include "objects/share.pb.h"
+#include "tests/api/api_fixture.hpp"
+#include "tests/temp_dir.hpp"
 
 extern char** environ;
 
@@ -35,48 +37,22 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-struct scratch_dir {
-  std::filesystem::path path;
-  scratch_dir() {
-    char tmpl[] = "/tmp/cohort-share-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string socket() const { return (path / "share.sock").string(); }
-};
-
-cohort::runtime
-start(const scratch_dir& dir,
-      const std::string& devices = "cpu_workers: 1 sim_gpu { name: \"sim0\" "
-                                   "memory_mib: 64 streams: 2 speed: 4 }") {
+cohort::runtime start_shared(const cohort::test::temp_dir& dir,
+                             const std::string& devices =
+                                 "cpu_workers: 1 sim_gpu { name: \"sim0\" "
+                                 "memory_mib: 64 streams: 2 speed: 4 }") {
   cohort::options o;
   o.config_text = "devices { " + devices +
                   " gpus: false } tenant { tenant: \"t\" kernels: \"*\" "
                   "devices: \"*\" } tenant { tenant: \"u\" kernels: \"*\" "
                   "devices: \"*\" }";
   o.audit_path = (dir.path / "audit.log").string();
-  o.share_socket = dir.socket();
+  o.share_socket = dir.file("share.sock");
   return cohort::runtime::start(o);
 }
 
-std::vector<float> ramp(size_t n) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = float(i % 1000);
-  return v;
-}
-
-cohort::errc code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const cohort::error& e) {
-    return e.code();
-  }
-  return cohort::errc::none;
-}
+using cohort::test::code_of;
+using cohort::test::ramp;
 
 bool eventually(const std::function<bool()>& f, int ms = 5000) {
   auto end = clock_type::now() + std::chrono::milliseconds(ms);
@@ -215,9 +191,9 @@ struct consumer {
 
 TEST_CASE("an exported object is attached and read where it lives",
           "[api][objects][share]") {
-  scratch_dir dir;
-  auto rt = start(dir);
-  CHECK(rt.share_socket() == dir.socket());
+  cohort::test::temp_dir dir;
+  auto rt = start_shared(dir);
+  CHECK(rt.share_socket() == dir.file("share.sock"));
   auto x = ramp(100000);
   auto obj = rt.put("t", cohort::buffer{x}, "sim0");
   auto token = rt.share(obj);
@@ -262,8 +238,8 @@ TEST_CASE("an exported object is attached and read where it lives",
 
 TEST_CASE("attaches are refused unless the export grants them",
           "[api][objects][share]") {
-  scratch_dir dir;
-  auto rt = start(dir);
+  cohort::test::temp_dir dir;
+  auto rt = start_shared(dir);
   auto x = ramp(1000);
   auto obj = rt.put("t", cohort::buffer{x}, "sim0");
   auto attach = [&](const std::string& token, bool write = false) {
@@ -307,8 +283,8 @@ TEST_CASE("attaches are refused unless the export grants them",
 
 TEST_CASE("a read-only attachment's descriptor refuses writable mappings",
           "[api][objects][share]") {
-  scratch_dir dir;
-  auto rt = start(dir);
+  cohort::test::temp_dir dir;
+  auto rt = start_shared(dir);
   auto x = ramp(4096);
   auto obj = rt.put("t", cohort::buffer{x}, "sim0");
   auto token = rt.share(obj);
@@ -365,8 +341,8 @@ TEST_CASE("a read-only attachment's descriptor refuses writable mappings",
 
 TEST_CASE("malformed requests get an error and the socket serves on",
           "[api][objects][share]") {
-  scratch_dir dir;
-  auto rt = start(dir);
+  cohort::test::temp_dir dir;
+  auto rt = start_shared(dir);
   auto obj = rt.put("t", cohort::buffer{ramp(100)}, "sim0");
   auto token = rt.share(obj);
   raw_conn c{rt.share_socket()};
@@ -401,8 +377,8 @@ TEST_CASE("malformed requests get an error and the socket serves on",
 
 TEST_CASE("a read-write attach's slab cannot be shrunk or grown",
           "[api][objects][share]") {
-  scratch_dir dir;
-  auto rt = start(dir);
+  cohort::test::temp_dir dir;
+  auto rt = start_shared(dir);
   auto obj = rt.put("t", cohort::buffer{ramp(4096)}, "sim0");
   cohort::share_options rw;
   rw.write = true;
@@ -432,8 +408,8 @@ TEST_CASE("a read-write attach's slab cannot be shrunk or grown",
 
 TEST_CASE("a read-write export is written in place and read by items",
           "[api][objects][share]") {
-  scratch_dir dir;
-  auto rt = start(dir);
+  cohort::test::temp_dir dir;
+  auto rt = start_shared(dir);
   std::vector<float> x(1000, 1.0f);
   auto obj = rt.put("t", cohort::buffer{x}, "sim0");
   cohort::share_options rw;
@@ -459,8 +435,8 @@ TEST_CASE("a read-write export is written in place and read by items",
 
 TEST_CASE("an attached process holds the object; killed, it is reclaimed",
           "[api][objects][share]") {
-  scratch_dir dir;
-  auto rt = start(dir);
+  cohort::test::temp_dir dir;
+  auto rt = start_shared(dir);
   auto before = rt.headroom("t")[0].memory;
   auto x = ramp(1 << 20); // 4 MiB
   auto obj = rt.put("t", cohort::buffer{x}, "sim0");
@@ -501,8 +477,8 @@ TEST_CASE("an attached process holds the object; killed, it is reclaimed",
 
 TEST_CASE("a process that detaches gives the object back at once",
           "[api][objects][share]") {
-  scratch_dir dir;
-  auto rt = start(dir);
+  cohort::test::temp_dir dir;
+  auto rt = start_shared(dir);
   auto obj = rt.put("t", cohort::buffer{ramp(1000)}, "sim0");
   auto id = obj.id();
   auto token = rt.share(obj);
@@ -516,8 +492,8 @@ TEST_CASE("a process that detaches gives the object back at once",
 }
 
 TEST_CASE("a consumer's refused attach says why", "[api][objects][share]") {
-  scratch_dir dir;
-  auto rt = start(dir);
+  cohort::test::temp_dir dir;
+  auto rt = start_shared(dir);
   auto obj = rt.put("t", cohort::buffer{ramp(10)}, "sim0");
   consumer c{rt.share_socket(), "not-a-token"};
   CHECK_THAT(c.line(), Catch::StartsWith("error not_granted"));
@@ -526,8 +502,8 @@ TEST_CASE("a consumer's refused attach says why", "[api][objects][share]") {
 
 TEST_CASE("an object with only a host copy is shared as a sealed snapshot",
           "[api][objects][share]") {
-  scratch_dir dir;
-  auto rt = start(dir, "cpu_workers: 1");
+  cohort::test::temp_dir dir;
+  auto rt = start_shared(dir, "cpu_workers: 1");
   auto x = ramp(5000);
   auto obj = rt.put("t", cohort::buffer{x});
   auto token = rt.share(obj);
@@ -546,7 +522,7 @@ TEST_CASE("an object with only a host copy is shared as a sealed snapshot",
 
 TEST_CASE("sharing needs a share socket, and stop ends it",
           "[api][objects][share]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   cohort::options o;
   o.config_text =
       "devices { cpu_workers: 1 sim_gpu { name: \"sim0\" "
@@ -560,7 +536,7 @@ TEST_CASE("sharing needs a share socket, and stop ends it",
     CHECK(code_of([&] { rt.share(obj); }) == cohort::errc::invalid_arguments);
   }
   // A file in the way is an error; a stale socket is replaced.
-  auto path = dir.socket();
+  auto path = dir.file("share.sock");
   { std::ofstream{path} << "x"; }
   o.share_socket = path;
   CHECK(code_of([&] { cohort::runtime::start(o); }) == cohort::errc::io_error);
@@ -588,14 +564,14 @@ TEST_CASE("sharing needs a share socket, and stop ends it",
 
 TEST_CASE("an object on a real CUDA GPU is attached through CUDA IPC",
           "[api][objects][share][gpu][cuda]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   cohort::options o;
   // CUDA IPC maps memory of the node's own process: the GPU stays there.
   o.config_text = "devices { cpu_workers: 1 gpus: true gpu_host_processes: "
                   "false } tenant { tenant: "
                   "\"default\" kernels: \"*\" devices: \"*\" }";
   o.audit_path = (dir.path / "audit.log").string();
-  o.share_socket = dir.socket();
+  o.share_socket = dir.file("share.sock");
   auto rt = cohort::runtime::start(o);
   std::string gpu;
   for (auto& d : rt.devices())

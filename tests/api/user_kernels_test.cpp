@@ -13,20 +13,9 @@
 
 #include "cohort/cohort.hpp"
 #include "tests/kernels/bundle/bundle_fixture.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace {
-
-struct scratch_dir {
-  std::filesystem::path path;
-  scratch_dir() {
-    char tmpl[] = "/tmp/cohort-kernels-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 std::atomic<int> cpu_calls{0};
 
@@ -75,7 +64,8 @@ cohort::work histogram_of(uint64_t id, std::vector<int64_t> values,
   return w;
 }
 
-cohort::runtime start(const scratch_dir& dir, uint32_t cpu, uint32_t sims) {
+cohort::runtime start(const cohort::test::temp_dir& dir, uint32_t cpu,
+                      uint32_t sims) {
   cohort::options opts;
   opts.cpu_workers = cpu;
   opts.simulated_gpus = sims;
@@ -91,7 +81,7 @@ TEST_CASE("a registered kernel runs on CPU workers and simulated GPUs",
   auto k = histogram();
   CHECK(std::string{cohort::to_string(k)} == "test.histogram");
   CHECK(cohort::kernel_named("test.histogram") == k);
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   for (auto [cpu, sims] : {std::pair{1u, 0u}, std::pair{0u, 2u}}) {
     auto rt = start(dir, cpu, sims);
     std::vector<cohort::future> fs;
@@ -115,7 +105,7 @@ TEST_CASE("a registered kernel runs on CPU workers and simulated GPUs",
 
 TEST_CASE("a registered kernel's errors are clear and end items once",
           "[api][kernels]") {
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   auto rt = start(dir, 1, 1);
   // Inputs of the wrong type, the wrong count, bad arguments.
   auto wrong = histogram_of(1, {}, 3);
@@ -294,7 +284,7 @@ TEST_CASE("the geo kernels run end to end on CPU workers and simulated GPUs",
   auto seg = cohort::kernel_named("geo.segment_intersection");
   REQUIRE(pip);
   REQUIRE(seg);
-  scratch_dir dir;
+  cohort::test::temp_dir dir;
   for (auto [cpu, sims] : {std::pair{1u, 0u}, std::pair{0u, 2u}}) {
     auto rt = start(dir, cpu, sims);
     // A square with a square hole; points inside, in the hole, on an edge,

@@ -9,6 +9,7 @@
 #include "audit/audit_log.hpp"
 #include "messages/errc.hpp"
 #include "tests/runtime_fixture.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace cohort;
 using namespace cohort::audit;
@@ -24,10 +25,7 @@ void write_events(const std::string& path, int n, uint32_t batch = 8) {
   REQUIRE_FALSE((*log)->flush(true));
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  return {std::istreambuf_iterator<char>{in}, {}};
-}
+using test::slurp;
 
 void spit(const std::string& path, const std::string& bytes) {
   std::ofstream out{path, std::ios::binary | std::ios::trunc};

@@ -5,6 +5,7 @@
 
 #include "messages/errc.hpp"
 #include "quota/quota_book.hpp"
+#include "tests/sizes.hpp"
 
 using namespace cohort;
 using namespace cohort::quota;
@@ -12,7 +13,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr uint64_t MiB = uint64_t{1} << 20;
+using test::MiB;
 
 // cpu0, sim0 (100 MiB, whole), sim1 (100 MiB, limit 80 MiB).
 quota_lease make_lease() {

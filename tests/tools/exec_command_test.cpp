@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/temp_dir.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tests/tools/served_fixture.hpp"
 
@@ -71,9 +72,7 @@ struct exec_node : test::served {
   }
 };
 
-bool has(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
+using test::has;
 
 } // namespace
 

@@ -2,15 +2,14 @@
 // state, counters now, Xids, trends, and the newest samples.
 #include <catch2/catch.hpp>
 
+#include "tests/temp_dir.hpp"
 #include "tools/health_command.hpp"
 
 using namespace cohort;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::has;
 
 } // namespace
 

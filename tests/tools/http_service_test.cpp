@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "tests/runtime_fixture.hpp"
+#include "tests/temp_dir.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tests/tools/served_fixture.hpp"
 #include "tools/serve_command.hpp"
@@ -29,9 +30,7 @@ namespace {
 
 using test::token;
 
-bool has(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
+using test::has;
 
 /// A raw client socket, for requests no well-behaved client library sends.
 struct raw_client {

@@ -13,6 +13,7 @@
 #include "kernels/registry.hpp"
 #include "tests/kernels/bundle/bundle_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
+#include "tests/temp_dir.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tools/kernel_command.hpp"
 
@@ -34,12 +35,7 @@ cli_result kernel_in_process(const std::vector<std::string>& words) {
   return res;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in{path};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::slurp;
 
 } // namespace
 

@@ -16,6 +16,7 @@
 #include "cohort/client.hpp"
 #include "tests/json_fixture.hpp"
 #include "tests/runtime_fixture.hpp"
+#include "tests/temp_dir.hpp"
 #include "tests/tools/cli_fixture.hpp"
 #include "tests/tools/served_fixture.hpp"
 #include "tools/serve_command.hpp"
@@ -28,9 +29,7 @@ namespace {
 using test::served;
 using test::token;
 
-bool has(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
+using test::has;
 
 } // namespace
 

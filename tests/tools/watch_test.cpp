@@ -2,6 +2,7 @@
 // rates and busy shares come from two looks, alerts say for how long.
 #include <catch2/catch.hpp>
 
+#include "tests/temp_dir.hpp"
 #include "tools/watch_command.hpp"
 
 using namespace cohort;
@@ -9,9 +10,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::has;
 
 tools::watch_snapshot look(double at, uint64_t completed, double busy) {
   tools::watch_snapshot s;

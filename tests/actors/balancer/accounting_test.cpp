@@ -7,17 +7,18 @@
 
 #include "actors/balancer/accounting.hpp"
 #include "messages/errc.hpp"
+#include "tests/sizes.hpp"
 
 using namespace cohort;
 using namespace cohort::actors::balancer;
 
 namespace {
 
-constexpr uint64_t MiB = uint64_t{1} << 20;
+using test::MiB;
 
 // cpu0 (not metered), sim0 and sim1 (100 MiB each); tenant a may take 60
 // MiB of sim0, b has no quota.
-quota_lease make_lease() {
+quota_lease accounting_lease() {
   quota_lease l;
   l.devices = {{"cpu0", false, 0, 0},
                {"sim0", true, 100 * MiB, 100 * MiB},
@@ -43,7 +44,7 @@ std::vector<charge> one(int t, uint64_t bytes) {
 
 TEST_CASE("placing charges the device and leaving refunds it",
           "[actors][balancer][accounting]") {
-  accounting acct{make_lease()};
+  accounting acct{accounting_lease()};
   CHECK_FALSE(acct.metered(0));
   CHECK(acct.metered(1));
   CHECK_FALSE(acct.metered(7));
@@ -63,7 +64,7 @@ TEST_CASE("placing charges the device and leaving refunds it",
 
 TEST_CASE("a merged launch is checked and charged member by member",
           "[actors][balancer][accounting]") {
-  accounting acct{make_lease()};
+  accounting acct{accounting_lease()};
   std::vector<charge> merged{{0, 20 * MiB}, {1, 50 * MiB}, {0, 20 * MiB}};
   CHECK_FALSE(acct.check(merged, 1));
   acct.charge_to(merged, 1);
@@ -79,7 +80,7 @@ TEST_CASE("a merged launch is checked and charged member by member",
 
 TEST_CASE("charges stranded on a lost device stay until it is released",
           "[actors][balancer][accounting]") {
-  accounting acct{make_lease()};
+  accounting acct{accounting_lease()};
   std::vector<charge> held{{0, 30 * MiB}, {1, 0}};
   // The items move on: their charge leaves the device they were placed on,
   // but its pool keeps their blocks until a reset.
@@ -105,10 +106,10 @@ TEST_CASE("charges stranded on a lost device stay until it is released",
 
 TEST_CASE("new terms keep what is in use and what is stranded",
           "[actors][balancer][accounting]") {
-  accounting acct{make_lease()};
+  accounting acct{accounting_lease()};
   acct.charge_to(one(0, 20 * MiB), 1);
   acct.strand(one(0, 10 * MiB), 2);
-  auto tighter = make_lease();
+  auto tighter = accounting_lease();
   tighter.policies[0].device_quota = {0, 25 * MiB, 0};
   REQUIRE(acct.renew(tighter));
   CHECK(acct.lease().policies[0].device_quota[1] == 25 * MiB);
@@ -119,10 +120,10 @@ TEST_CASE("new terms keep what is in use and what is stranded",
   acct.release(2);
   CHECK(acct.book().placed(2) == 0);
   // Other tenants or another fleet: refused, nothing changes.
-  auto renamed = make_lease();
+  auto renamed = accounting_lease();
   renamed.policies[1].tenant = "c";
   CHECK_FALSE(acct.renew(renamed));
-  auto smaller = make_lease();
+  auto smaller = accounting_lease();
   smaller.devices.pop_back();
   CHECK_FALSE(acct.renew(smaller));
   CHECK(acct.book().tenant_index("b") == 1);
@@ -132,10 +133,10 @@ TEST_CASE("new terms keep what is in use and what is stranded",
 TEST_CASE("a device added keeps what is in use and stranded; a lease that "
           "does not fit changes nothing",
           "[actors][balancer][accounting]") {
-  accounting acct{make_lease()};
+  accounting acct{accounting_lease()};
   acct.charge_to(one(0, 40 * MiB), 1);
   acct.strand(one(1, 10 * MiB), 2);
-  auto next = make_lease();
+  auto next = accounting_lease();
   next.devices.push_back({"sim2", true, 50 * MiB, 50 * MiB});
   next.policies[0].device_mask = 0b1111;
   next.policies[0].device_quota.push_back(20 * MiB);

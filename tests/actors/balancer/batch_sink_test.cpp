@@ -37,11 +37,12 @@ heard receive_ends(caf::scoped_actor& self, size_t n) {
     }
   };
   while (received < n && !out.timed_out)
-    self->receive(on_ends,
-                  caf::after(60s) >> [&] { out.timed_out = true; });
+    self->receive(
+        on_ends, caf::after(60s) >> [&] { out.timed_out = true; });
   bool quiet = false;
   while (!quiet)
-    self->receive(on_ends, caf::after(50ms) >> [&] { quiet = true; });
+    self->receive(
+        on_ends, caf::after(50ms) >> [&] { quiet = true; });
   return out;
 }
 
@@ -51,7 +52,8 @@ TEST_CASE_METHOD(fixture,
                  "a batched submit to a batch sink: every item ends once, "
                  "ends coalesced",
                  "[actors][balancer][batch]") {
-  auto rt = runtime::start(sys, test::make_config(dir, 2, {{"sim0", 1}}));
+  auto rt =
+      actors::runtime::start(sys, test::make_config(dir, 2, {{"sim0", 1}}));
   REQUIRE(rt);
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<batch_sink>(self);
@@ -99,7 +101,7 @@ TEST_CASE_METHOD(fixture,
                  "a batched submit with a client sink ends each item by "
                  "itself; duplicate ids in one batch are refused",
                  "[actors][balancer][batch]") {
-  auto rt = runtime::start(sys, test::make_config(dir, 2, {}));
+  auto rt = actors::runtime::start(sys, test::make_config(dir, 2, {}));
   REQUIRE(rt);
   caf::scoped_actor self{sys};
   std::vector<work_item> items;
@@ -140,7 +142,7 @@ TEST_CASE_METHOD(fixture,
                  "a batch over the limit ends every item with "
                  "invalid_arguments",
                  "[actors][balancer][batch]") {
-  auto rt = runtime::start(sys, test::make_config(dir, 1, {}));
+  auto rt = actors::runtime::start(sys, test::make_config(dir, 1, {}));
   REQUIRE(rt);
   caf::scoped_actor self{sys};
   // Items without inputs: the batch is refused before any is looked at.
@@ -170,7 +172,7 @@ TEST_CASE_METHOD(fixture,
                  "[actors][balancer][batch]") {
   auto cfg = test::make_config(dir, 0, {{"sim0", 1}});
   cfg.set_shutdown_drain_ms(20);
-  auto rt = runtime::start(sys, cfg);
+  auto rt = actors::runtime::start(sys, cfg);
   REQUIRE(rt);
   auto& r = **rt;
   // A 64 x 64 gemv is about 12 us at speed 1: 50 ms each.

@@ -61,8 +61,8 @@ work_item pair_item(uint64_t n) {
   return w;
 }
 
-device_info gpu(device_kind kind, bool host_process,
-                const std::string& remote = "") {
+device_info hosted_gpu(device_kind kind, bool host_process,
+                       const std::string& remote = "") {
   device_info d;
   d.name = "g";
   d.kind = kind;
@@ -117,20 +117,21 @@ TEST_CASE("which kernels are the node's own, and which devices outside its "
   chained.then.push_back({pair_kernel(), {}, {}, 0});
   CHECK(has_node_only(chained));
   // A real GPU in a host process with code for its backend: yes.
-  CHECK(host_runs(gpu(device_kind::cuda_gpu, true), item));
+  CHECK(host_runs(hosted_gpu(device_kind::cuda_gpu, true), item));
   // No HIP code; a remote host; a simulated GPU (CPU code only); and a GPU
   // of the node's own process, which is not this rule's to decide.
-  CHECK_FALSE(host_runs(gpu(device_kind::hip_gpu, true), item));
-  CHECK_FALSE(host_runs(gpu(device_kind::cuda_gpu, true, "n2:9471"), item));
-  auto sim = gpu(device_kind::sim_gpu, true);
+  CHECK_FALSE(host_runs(hosted_gpu(device_kind::hip_gpu, true), item));
+  CHECK_FALSE(
+      host_runs(hosted_gpu(device_kind::cuda_gpu, true, "n2:9471"), item));
+  auto sim = hosted_gpu(device_kind::sim_gpu, true);
   sim.simulated = true;
   CHECK_FALSE(host_runs(sim, item));
-  CHECK_FALSE(host_runs(gpu(device_kind::cuda_gpu, false), item));
+  CHECK_FALSE(host_runs(hosted_gpu(device_kind::cuda_gpu, false), item));
 }
 
 TEST_CASE("a host is sent a kernel's code once, and each launch's sizes",
           "[actors][balancer][host]") {
-  auto cuda = gpu(device_kind::cuda_gpu, true);
+  auto cuda = hosted_gpu(device_kind::cuda_gpu, true);
   auto item = pair_item(1001);
   // The same kernel chained after itself: its second stage takes the
   // first's output in slot 1.
@@ -155,7 +156,8 @@ TEST_CASE("a host is sent a kernel's code once, and each launch's sizes",
   CHECK(code_to_send(cuda, item, sent).empty());
   // Nothing for a backend it has no code for.
   std::bitset<256> none;
-  CHECK(code_to_send(gpu(device_kind::hip_gpu, true), item, none).empty());
+  CHECK(
+      code_to_send(hosted_gpu(device_kind::hip_gpu, true), item, none).empty());
   CHECK(none.none());
   // Per stage: the output's elements and the launch's threads.
   CHECK(*launch_sizes(cuda, item) ==
@@ -211,7 +213,7 @@ TEST_CASE("a size rule that throws on the node ends the item, not the "
   work_item w;
   w.kernel = id;
   w.inputs = {host_buffer{std::vector<float>(8, 1.0f)}};
-  auto sizes = launch_sizes(gpu(device_kind::cuda_gpu, true), w);
+  auto sizes = launch_sizes(hosted_gpu(device_kind::cuda_gpu, true), w);
   REQUIRE_FALSE(sizes);
   CHECK(code_of(sizes.error()) == errc::kernel_error);
   CHECK_THAT(describe(sizes.error()), Catch::Contains("no threads for you"));

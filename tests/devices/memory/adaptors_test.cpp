@@ -8,15 +8,16 @@
 #include "devices/memory/host_slab_resource.hpp"
 #include "devices/memory/virtual_resource.hpp"
 #include "messages/errc.hpp"
+#include "tests/sizes.hpp"
 
 using namespace cohort;
 using namespace cohort::devices::memory;
 
 namespace {
 
-constexpr uint64_t MiB = uint64_t{1} << 20;
+using test::MiB;
 
-owner_tag owner(std::string tenant, uint64_t id = 0) {
+owner_tag gemv_owner(std::string tenant, uint64_t id = 0) {
   return {std::move(tenant), id, "gemv"};
 }
 
@@ -37,16 +38,16 @@ TEST_CASE("the limiting adaptor refuses past the device limit and quotas",
   opts.limit = 10 * MiB;
   opts.tenant_limits["small"] = 2 * MiB;
   auto m = make_stack("simL", 64 * MiB, opts);
-  auto a = m->allocate(2 * MiB, stream_ref{0}, owner("small"));
+  auto a = m->allocate(2 * MiB, stream_ref{0}, gemv_owner("small"));
   REQUIRE(a);
-  auto b = m->allocate(1, stream_ref{0}, owner("small"));
+  auto b = m->allocate(1, stream_ref{0}, gemv_owner("small"));
   REQUIRE_FALSE(b);
   CHECK(code_of(b.error()) == errc::over_memory_quota);
   CHECK_THAT(describe(b.error()), Catch::Contains("quota on this device"));
-  auto big = m->allocate(9 * MiB, stream_ref{0}, owner("other"));
+  auto big = m->allocate(9 * MiB, stream_ref{0}, gemv_owner("other"));
   REQUIRE_FALSE(big);
   CHECK(code_of(big.error()) == errc::memory_limit);
-  CHECK(m->allocate(8 * MiB, stream_ref{0}, owner("other")));
+  CHECK(m->allocate(8 * MiB, stream_ref{0}, gemv_owner("other")));
   auto s = m->snapshot();
   CHECK(s.used == 10 * MiB);
   CHECK(s.used_by_tenant["small"] == 2 * MiB);
@@ -54,7 +55,7 @@ TEST_CASE("the limiting adaptor refuses past the device limit and quotas",
   CHECK(s.refused["over_memory_quota"] == 1);
   // Freeing makes room again.
   REQUIRE_FALSE(m->deallocate(*a, 2 * MiB, stream_ref{0}));
-  CHECK(m->allocate(2 * MiB, stream_ref{1}, owner("small")));
+  CHECK(m->allocate(2 * MiB, stream_ref{1}, gemv_owner("small")));
 }
 
 TEST_CASE("a tenant's global quota holds across devices and threads",
@@ -66,14 +67,14 @@ TEST_CASE("a tenant's global quota holds across devices and threads",
   auto d0 = make_stack("sim0", 64 * MiB, opts);
   auto d1 = make_stack("sim1", 64 * MiB, opts);
   // Unknown tenants are refused when a ledger is in place.
-  auto who = d0->allocate(1, stream_ref{0}, owner("mallory"));
+  auto who = d0->allocate(1, stream_ref{0}, gemv_owner("mallory"));
   REQUIRE_FALSE(who);
   CHECK(code_of(who.error()) == errc::unknown_tenant);
   // Two devices race on one quota from two threads.
   std::atomic<uint64_t> got{0};
   auto worker = [&](device_memory& m) {
     for (int i = 0; i < 200; ++i)
-      if (m.allocate(MiB / 4, stream_ref{0}, owner("t")))
+      if (m.allocate(MiB / 4, stream_ref{0}, gemv_owner("t")))
         got += MiB / 4;
   };
   std::thread t0{worker, std::ref(*d0)}, t1{worker, std::ref(*d1)};
@@ -85,14 +86,14 @@ TEST_CASE("a tenant's global quota holds across devices and threads",
   // A reset refunds the ledger.
   d0->reset(false);
   CHECK(ledger->used(ledger->slot("t")) == d1->snapshot().used);
-  CHECK(d0->allocate(MiB, stream_ref{0}, owner("free")));
+  CHECK(d0->allocate(MiB, stream_ref{0}, gemv_owner("free")));
 }
 
 TEST_CASE("tracking names the owners of what is still held",
           "[devices][memory]") {
   auto m = make_stack("simT", 64 * MiB);
-  auto a = m->allocate(4096, stream_ref{0}, owner("alice", 7));
-  auto b = m->allocate(8192, stream_ref{1}, owner("bob", 9));
+  auto a = m->allocate(4096, stream_ref{0}, gemv_owner("alice", 7));
+  auto b = m->allocate(8192, stream_ref{1}, gemv_owner("bob", 9));
   REQUIRE(a);
   REQUIRE(b);
   auto live = m->tracking().live();
@@ -123,21 +124,21 @@ TEST_CASE("injected allocation faults are hard OOM and reproducible",
   auto m = make_stack("simF", 64 * MiB);
   m->faults().fail_next(2);
   for (int i = 0; i < 2; ++i) {
-    auto p = m->allocate(100, stream_ref{0}, owner("t"));
+    auto p = m->allocate(100, stream_ref{0}, gemv_owner("t"));
     REQUIRE_FALSE(p);
     CHECK(code_of(p.error()) == errc::out_of_memory);
     CHECK_THAT(describe(p.error()), Catch::Contains("injected"));
   }
-  CHECK(m->allocate(100, stream_ref{0}, owner("t")));
+  CHECK(m->allocate(100, stream_ref{0}, gemv_owner("t")));
   m->faults().fail_above(MiB);
-  CHECK_FALSE(m->allocate(2 * MiB, stream_ref{0}, owner("t")));
-  CHECK(m->allocate(MiB, stream_ref{0}, owner("t")));
+  CHECK_FALSE(m->allocate(2 * MiB, stream_ref{0}, gemv_owner("t")));
+  CHECK(m->allocate(MiB, stream_ref{0}, gemv_owner("t")));
   m->faults().clear();
   auto pattern = [&](uint64_t seed) {
     m->faults().fail_randomly(0.3, seed);
     std::string out;
     for (int i = 0; i < 64; ++i) {
-      auto p = m->allocate(256, stream_ref{0}, owner("t"));
+      auto p = m->allocate(256, stream_ref{0}, gemv_owner("t"));
       out += p ? '.' : 'x';
       if (p)
         REQUIRE_FALSE(m->deallocate(*p, 256, stream_ref{0}));

@@ -14,13 +14,14 @@
 #include "devices/memory/pool_resource.hpp"
 #include "devices/memory/virtual_resource.hpp"
 #include "messages/errc.hpp"
+#include "tests/sizes.hpp"
 
 using namespace cohort;
 using namespace cohort::devices::memory;
 
 namespace {
 
-constexpr uint64_t MiB = uint64_t{1} << 20;
+using test::MiB;
 
 owner_tag owner(std::string tenant = "t", uint64_t id = 0) {
   return {std::move(tenant), id, "test"};

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <variant>
 
 #include "devices/gpu/bundle_isolation.hpp"
 #include "kernels/bundle/bundle.hpp"
@@ -27,6 +28,25 @@ inline std::string built_file(const std::string& path) {
   auto here = fs::read_symlink("/proc/self/exe", ec).parent_path();
   auto near = here / fs::path{path}.filename();
   return fs::exists(near, ec) ? near.string() : path;
+}
+
+/// The refusal a load returned; fails the test when it loaded.
+inline kernels::bundle::refused
+refusal_of(const std::variant<kernels::bundle::loaded_bundle,
+                              kernels::bundle::refused>& r) {
+  if (auto* ok = std::get_if<kernels::bundle::loaded_bundle>(&r))
+    FAIL("loaded " << ok->name << ", expected a refusal");
+  return std::get<kernels::bundle::refused>(r);
+}
+
+/// The bundle a load returned; fails the test, saying why, when it was
+/// refused.
+inline kernels::bundle::loaded_bundle
+loaded_of(const std::variant<kernels::bundle::loaded_bundle,
+                             kernels::bundle::refused>& r) {
+  if (auto* no = std::get_if<kernels::bundle::refused>(&r))
+    FAIL("refused (" << to_string(no->reason) << "): " << no->detail);
+  return std::get<kernels::bundle::loaded_bundle>(r);
 }
 
 inline std::string read_bytes(const std::string& path) {

@@ -32,16 +32,8 @@ trust_store trusting(const private_key& key) {
   return t;
 }
 
-refused refusal_of(const std::variant<loaded_bundle, refused>& r) {
-  REQUIRE(std::holds_alternative<refused>(r));
-  return std::get<refused>(r);
-}
-
-loaded_bundle loaded_of(const std::variant<loaded_bundle, refused>& r) {
-  if (auto* no = std::get_if<refused>(&r))
-    FAIL("refused (" << to_string(no->reason) << "): " << no->detail);
-  return std::get<loaded_bundle>(r);
-}
+using test::loaded_of;
+using test::refusal_of;
 
 // Signs the manifest's bytes as they are, without sign_bundle's checks: a
 // trusted signer's mistakes must still be refused at load.

@@ -44,17 +44,8 @@ isolation fake_gpu_isolation(
   return iso;
 }
 
-refused refusal_of(const std::variant<loaded_bundle, refused>& r) {
-  if (auto* ok = std::get_if<loaded_bundle>(&r))
-    FAIL("loaded " << ok->name << ", expected a refusal");
-  return std::get<refused>(r);
-}
-
-loaded_bundle loaded_of(const std::variant<loaded_bundle, refused>& r) {
-  if (auto* no = std::get_if<refused>(&r))
-    FAIL("refused (" << to_string(no->reason) << "): " << no->detail);
-  return std::get<loaded_bundle>(r);
-}
+using test::loaded_of;
+using test::refusal_of;
 
 /// A bundle whose scale_add also has CUDA code: a fake module image whose
 /// lines after the magic are `module_lines`.
