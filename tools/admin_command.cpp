@@ -17,7 +17,7 @@ namespace cohort::tools {
 
 namespace {
 
-int bad_input(const std::string& msg) {
+int admin_bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort admin: %s (see `cohort admin --help`)\n",
                msg.c_str());
   return exit_bad_input;
@@ -99,7 +99,7 @@ int cmd_admin(const admin_cli& c) {
   auto url = node_url(c.url);
   auto token_or = admin_token(c.token_file);
   if (!token_or)
-    return bad_input(describe(token_or.error()));
+    return admin_bad_input(describe(token_or.error()));
   auto token = std::move(*token_or);
   std::string cmd;
   for (auto& [name, app] : c.commands)
@@ -121,7 +121,7 @@ int cmd_admin(const admin_cli& c) {
   } else if (cmd == "simulate") {
     auto plan = load_plan(c.target);
     if (!plan)
-      return bad_input(describe(plan.error()));
+      return admin_bad_input(describe(plan.error()));
     method = "POST";
     path = "/v1/simulate";
     google::protobuf::util::MessageToJsonString(*plan, &body);
@@ -157,7 +157,7 @@ int cmd_admin(const admin_cli& c) {
           err = n.error();
       }
       if (err)
-        return bad_input(describe(err));
+        return admin_bad_input(describe(err));
     }
     method = "POST";
     path = "/v1/tenants/" + c.target + "/quota";

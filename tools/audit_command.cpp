@@ -20,7 +20,7 @@ namespace cohort::tools {
 
 namespace {
 
-int bad_input(const std::string& msg) {
+int audit_bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort: audit: %s\n", msg.c_str());
   return exit_bad_input;
 }
@@ -349,15 +349,16 @@ std::string iso_time(int64_t time_ns) {
 int run_audit(const audit_cli& a, std::FILE* out) {
   auto& path = a.path;
   if (!log_exists(path))
-    return bad_input("cannot read '" + path + "': " + std::strerror(ENOENT) +
-                     " (and no rotated segments " + path + ".N)");
+    return audit_bad_input("cannot read '" + path +
+                           "': " + std::strerror(ENOENT) +
+                           " (and no rotated segments " + path + ".N)");
   if (parsed(a.verify))
     return cmd_verify(path, out);
   if (parsed(a.show))
     return cmd_show(path, out);
   auto q = query_of(a.filters.given());
   if (!q)
-    return bad_input("query: " + detail(q.error()));
+    return audit_bad_input("query: " + detail(q.error()));
   return cmd_query(path, *q, a.json, out);
 }
 

@@ -15,7 +15,7 @@ namespace cohort::tools {
 
 namespace {
 
-int bad_input(const std::string& msg) {
+int jobs_bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort jobs: %s (see `cohort jobs --help`)\n",
                msg.c_str());
   return exit_bad_input;
@@ -84,7 +84,7 @@ int list(const jobs_cli& c, const std::string& url) {
 int describe_job(const jobs_cli& c, const std::string& url) {
   auto job = parse_id("JOB", c.job);
   if (!job)
-    return bad_input(describe(job.error()));
+    return jobs_bad_input(describe(job.error()));
   auto body = call(url, "GET", "/v1/items/" + std::to_string(*job), "");
   if (!body)
     return exit_failed;
@@ -120,24 +120,25 @@ int describe_job(const jobs_cli& c, const std::string& url) {
 int cancel(const jobs_cli& c, const std::string& url) {
   int given = !c.job.empty() + !c.tenant.empty() + !c.client.empty();
   if (given != 1)
-    return bad_input("cancel takes one of JOB, --tenant NAME or --client N");
+    return jobs_bad_input(
+        "cancel takes one of JOB, --tenant NAME or --client N");
   std::string path;
   if (!c.job.empty()) {
     auto job = parse_id("JOB", c.job);
     if (!job)
-      return bad_input(describe(job.error()));
+      return jobs_bad_input(describe(job.error()));
     path = "/v1/items/" + std::to_string(*job) + "/cancel";
   } else if (!c.client.empty()) {
     auto client = parse_id("--client", c.client);
     if (!client)
-      return bad_input(describe(client.error()));
+      return jobs_bad_input(describe(client.error()));
     path = "/v1/clients/" + std::to_string(*client) + "/cancel";
   } else {
     path = "/v1/tenants/" + c.tenant + "/cancel";
   }
   auto token = admin_token(c.token_file);
   if (!token)
-    return bad_input(describe(token.error()));
+    return jobs_bad_input(describe(token.error()));
   auto body = call(url, "POST", path, *token);
   if (!body)
     return exit_failed;

@@ -19,7 +19,7 @@ namespace cohort::tools {
 
 namespace {
 
-int bad_input(const std::string& msg) {
+int kernel_bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort: kernel: %s\n", msg.c_str());
   return exit_bad_input;
 }
@@ -54,15 +54,15 @@ std::string write_new(const std::string& path, const std::string& text,
 int cmd_keygen(const std::string& prefix, std::FILE* out) {
   auto key = kernels::bundle::private_key::generate();
   if (!key)
-    return bad_input("keygen: " + describe(key.error()));
+    return kernel_bad_input("keygen: " + describe(key.error()));
   auto priv = prefix + ".key";
   auto pub = prefix + ".pub";
   if (auto why = write_new(priv, key->to_pem(), 0600); !why.empty())
-    return bad_input("keygen: " + why);
+    return kernel_bad_input("keygen: " + why);
   if (auto why = write_new(pub, key->public_key().to_pem(), 0644);
       !why.empty()) {
     ::unlink(priv.c_str());
-    return bad_input("keygen: " + why);
+    return kernel_bad_input("keygen: " + why);
   }
   std::fprintf(out,
                "key %s\n  private %s (mode 0600: keep it secret)\n"
@@ -93,14 +93,15 @@ int cmd_sign(const std::string& dir, const std::string& key_path,
              std::FILE* out) {
   auto pem = read_small(key_path);
   if (!pem)
-    return bad_input("sign: " + describe(pem.error()));
+    return kernel_bad_input("sign: " + describe(pem.error()));
   auto key = kernels::bundle::private_key::from_pem(*pem);
   if (!key)
-    return bad_input("sign: " + key_path + ": " + describe(key.error()));
+    return kernel_bad_input("sign: " + key_path + ": " + describe(key.error()));
   auto sig = kernels::bundle::sign_bundle(dir, *key);
   if (auto* no = std::get_if<kernels::bundle::refused>(&sig))
-    return bad_input("sign: not signed (" + std::string{to_string(no->reason)} +
-                     "): " + no->detail);
+    return kernel_bad_input("sign: not signed (" +
+                            std::string{to_string(no->reason)} +
+                            "): " + no->detail);
   // A new signature replaces the old one whole, or not at all.
   auto path = dir + "/" + kernels::bundle::signature_file;
   auto tmp = path + ".tmp";
@@ -108,11 +109,11 @@ int cmd_sign(const std::string& dir, const std::string& key_path,
   auto text =
       kernels::bundle::signature_text(std::get<pb::BundleSignature>(sig));
   if (auto why = write_new(tmp, text, 0644); !why.empty())
-    return bad_input("sign: " + why);
+    return kernel_bad_input("sign: " + why);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     auto why = std::string{std::strerror(errno)};
     ::unlink(tmp.c_str());
-    return bad_input("sign: cannot replace '" + path + "': " + why);
+    return kernel_bad_input("sign: cannot replace '" + path + "': " + why);
   }
   auto manifest = kernels::bundle::read_manifest(dir);
   std::fprintf(
@@ -154,7 +155,7 @@ int cmd_verify(const kernel_cli& k, std::FILE* out) {
   auto timeout = kernels::bundle::default_probe_timeout;
   auto trust = trust_of(k, timeout);
   if (!trust)
-    return bad_input("verify: " + describe(trust.error()));
+    return kernel_bad_input("verify: " + describe(trust.error()));
   auto r = kernels::bundle::load_bundle(
       k.bundle, *trust, devices::gpu::bundle_isolation(timeout));
   if (auto* no = std::get_if<kernels::bundle::refused>(&r)) {
@@ -204,11 +205,11 @@ int cmd_inspect(const std::string& dir, bool json, std::FILE* out) {
   namespace kb = kernels::bundle;
   auto mf = kb::read_manifest(dir);
   if (auto* no = std::get_if<kb::refused>(&mf))
-    return bad_input("inspect: " + no->detail);
+    return kernel_bad_input("inspect: " + no->detail);
   auto& manifest = std::get<kb::manifest_bytes>(mf);
   auto parsed = kb::parse_manifest(manifest.text);
   if (auto* no = std::get_if<kb::refused>(&parsed))
-    return bad_input("inspect: " + dir + ": " + no->detail);
+    return kernel_bad_input("inspect: " + dir + ": " + no->detail);
   auto& m = std::get<pb::KernelBundle>(parsed);
   auto sf = kb::read_signature(dir);
   std::string signer = "unsigned";
@@ -296,10 +297,11 @@ int cmd_inspect(const std::string& dir, bool json, std::FILE* out) {
 int load_config_bundles(const std::string& path) {
   auto cfg = load_config(path);
   if (!cfg)
-    return bad_input("list: " + describe(cfg.error()));
+    return kernel_bad_input("list: " + describe(cfg.error()));
   auto settings = config::compile(*cfg);
   if (!settings)
-    return bad_input("list: " + path + ": " + describe(settings.error()));
+    return kernel_bad_input("list: " + path + ": " +
+                            describe(settings.error()));
   for (auto& dir : settings->bundles) {
     auto r = kernels::bundle::load_bundle(
         dir, *settings->trust,

@@ -24,7 +24,7 @@ namespace cohort::tools {
 
 namespace {
 
-int bad_input(const std::string& msg) {
+int serve_bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort serve: %s\n", msg.c_str());
   return exit_bad_input;
 }
@@ -209,16 +209,16 @@ caf::expected<std::string> read_token(const serve_options& o) {
 int cmd_serve(const serve_cli& c) {
   auto opts = parse(c.options.given());
   if (!opts)
-    return bad_input(describe(opts.error()));
+    return serve_bad_input(describe(opts.error()));
   auto token = read_token(*opts);
   if (!token)
-    return bad_input(describe(token.error()));
+    return serve_bad_input(describe(token.error()));
   pb::PipelineSpec spec;
   bool has_pipeline = !opts->pipeline.empty();
   if (has_pipeline) {
     auto loaded = load_pipeline(opts->pipeline);
     if (!loaded)
-      return bad_input(describe(loaded.error()));
+      return serve_bad_input(describe(loaded.error()));
     spec = std::move(*loaded);
   }
   pb::RuntimeConfig cfg = has_pipeline ? config_for(spec) : [] {
@@ -229,7 +229,7 @@ int cmd_serve(const serve_cli& c) {
   if (!opts->config.empty()) {
     auto loaded = load_config(opts->config);
     if (!loaded)
-      return bad_input(describe(loaded.error()));
+      return serve_bad_input(describe(loaded.error()));
     cfg = std::move(*loaded);
   }
   if (!opts->join.empty()) {
@@ -238,7 +238,7 @@ int cmd_serve(const serve_cli& c) {
     for (auto& j : opts->join)
       cfg.mutable_network()->add_join(j);
     if (auto net = compile_network(cfg); !net)
-      return bad_input(describe(net.error()));
+      return serve_bad_input(describe(net.error()));
   }
   if (!opts->audit.empty())
     cfg.set_audit_path(opts->audit);
@@ -246,9 +246,9 @@ int cmd_serve(const serve_cli& c) {
     cfg.set_share_socket(opts->share_socket);
   if (!opts->scheduler.empty()) {
     if (auto err = apply_scheduler_arg(cfg, opts->scheduler))
-      return bad_input(describe(err));
+      return serve_bad_input(describe(err));
     if (auto err = config::check_config(cfg))
-      return bad_input(describe(err));
+      return serve_bad_input(describe(err));
   }
   // SIGINT and SIGTERM are taken by sigwait below: blocked before any
   // thread starts, so that every thread inherits the mask.
@@ -261,14 +261,14 @@ int cmd_serve(const serve_cli& c) {
   caf::actor_system sys{sys_cfg};
   auto rt = actors::runtime::start(sys, cfg);
   if (!rt)
-    return bad_input(describe(rt.error()));
+    return serve_bad_input(describe(rt.error()));
   metrics_exporter metrics{**rt};
   admin_api api{**rt, *token, metrics};
   http_service http{api, opts->http};
   auto port = http.start(opts->host, opts->port);
   if (!port) {
     (*rt)->stop();
-    return bad_input(describe(port.error()));
+    return serve_bad_input(describe(port.error()));
   }
   std::printf("cohort serve: listening on http://%s:%d (metrics at /metrics, "
               "admin API at /v1; mutating calls %s)\n",

@@ -14,8 +14,8 @@ const char* build_commit() {
 }
 
 std::string version_text() {
-  std::string out = std::string{"cohort "} + version() + " (commit " +
-                    build_commit() + ")\n";
+  std::string out =
+      std::string{"cohort "} + version() + " (commit " + build_commit() + ")\n";
   out += std::string{"built by C++ "} + __VERSION__ + ", plugin ABI " +
          std::to_string(devices::gpu::plugin_abi) + "\n";
   out += "GPU plugins:\n";
