@@ -103,9 +103,14 @@ sanitize() {
   asan_build
   sanitizer_env
   local rc=0
-  # The chaos suite runs every shipped scenario (tests/chaos/chaos_test.cpp,
-  # "every shipped scenario holds its invariants"), here under the
-  # sanitizers; `cohort chaos` is not run over them a second time.
+  # The chaos suite runs the scenarios of sanitize/chaos_scenarios.txt
+  # (tests/chaos/chaos_test.cpp, "every shipped scenario holds its
+  # invariants"; the release run of `test` runs every one), unless
+  # COHORT_CHAOS_SCENARIOS says otherwise ("all": every one).
+  if [ -z "${COHORT_CHAOS_SCENARIOS+set}" ]; then
+    COHORT_CHAOS_SCENARIOS=$(grep -v '^#' sanitize/chaos_scenarios.txt | tr '\n' ' ')
+    export COHORT_CHAOS_SCENARIOS
+  fi
   meson test -C "$asan_dir" --print-errorlogs -v --num-processes 1 \
     --timeout-multiplier 3 "$@" || rc=1
   if [ $rc -eq 0 ]; then

@@ -3,8 +3,11 @@
 // from their seed; bad scenarios get clear errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "audit/audit_log.hpp"
 #include "chaos/harness.hpp"
@@ -59,10 +62,42 @@ bool mentions(const verdict& v, const std::string& text) {
 
 } // namespace
 
+// COHORT_CHAOS_SCENARIOS: the scenarios to run, by name, separated by
+// commas or white space (every shipped one when unset, empty or "all"); the
+// sanitizer run takes its set from sanitize/chaos_scenarios.txt. A name
+// that no shipped scenario has fails the test, so that the set cannot rot.
+std::vector<std::string> chosen_scenarios(std::vector<std::string> files) {
+  const char* env = std::getenv("COHORT_CHAOS_SCENARIOS");
+  std::string list = env != nullptr ? env : "";
+  for (auto& c : list)
+    if (c == ',' || c == '\n' || c == '\t')
+      c = ' ';
+  std::istringstream in{list};
+  std::vector<std::string> names;
+  for (std::string n; in >> n;)
+    names.push_back(n);
+  if (names.empty() || (names.size() == 1 && names[0] == "all"))
+    return files;
+  std::vector<std::string> out;
+  for (auto& n : names) {
+    auto it = std::find_if(files.begin(), files.end(), [&](auto& f) {
+      return std::filesystem::path{f}.stem() == n;
+    });
+    INFO("COHORT_CHAOS_SCENARIOS names '" << n << "'");
+    REQUIRE(it != files.end());
+    out.push_back(*it);
+  }
+  return out;
+}
+
 TEST_CASE("every shipped scenario holds its invariants", "[chaos]") {
-  auto files = scenario_files();
+  auto shipped = scenario_files();
   // The issue asks for at least ten, random mixes besides.
-  REQUIRE(files.size() >= 10);
+  REQUIRE(shipped.size() >= 10);
+  auto files = chosen_scenarios(shipped);
+  if (files.size() < shipped.size())
+    WARN("running " << files.size() << " of the " << shipped.size()
+                    << " shipped scenarios (COHORT_CHAOS_SCENARIOS)");
   system_config cfg;
   // Some scenarios run devices in host processes.
   load_network(cfg);
