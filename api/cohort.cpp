@@ -311,21 +311,44 @@ kernel register_kernel(kernel_definition def) {
     out.top_k = a.top_k;
     return out;
   };
-  if (def.check)
-    d.check = [f = def.check, args_of](const kernels::kernel_args& a,
-                                       kernels::input_lengths in) {
-      return f(args_of(a), in);
+  // The rules are the application's code: whatever one throws becomes a
+  // kernels::kernel_failure that names the kernel and the rule, which ends
+  // the item with kernel_error where it was called (admission, a device, the
+  // balancer sizing a host's launch) and never crosses into an actor.
+  auto fence = [name = def.name](const char* rule, auto f) {
+    return [name, rule, f = std::move(f)](const kernels::kernel_args& a,
+                                          kernels::input_lengths in) {
+      try {
+        return f(a, in);
+      } catch (const kernels::kernel_failure&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw kernels::kernel_failure{"kernel '" + name + "': its " + rule +
+                                      " threw: " + e.what()};
+      } catch (...) {
+        throw kernels::kernel_failure{"kernel '" + name + "': its " + rule +
+                                      " threw a non-standard exception"};
+      }
     };
-  d.output_elements = [f = def.output_size,
-                       args_of](const kernels::kernel_args& a,
-                                kernels::input_lengths in) {
-    return f(args_of(a), in);
   };
+  if (def.check)
+    d.check = fence("check", [f = def.check, args_of](
+                                 const kernels::kernel_args& a,
+                                 kernels::input_lengths in) {
+      return f(args_of(a), in);
+    });
+  d.output_elements =
+      fence("output_size", [f = def.output_size, args_of](
+                               const kernels::kernel_args& a,
+                               kernels::input_lengths in) {
+        return f(args_of(a), in);
+      });
   if (def.flops)
-    d.cost = [f = def.flops, args_of](const kernels::kernel_args& a,
-                                      kernels::input_lengths in) {
+    d.cost = fence("flops", [f = def.flops, args_of](
+                                const kernels::kernel_args& a,
+                                kernels::input_lengths in) {
       return kernels::kernel_cost{f(args_of(a), in), 0};
-    };
+    });
   auto gpu = [&](gpu_module& m) {
     kernels::gpu_code c;
     c.kind = static_cast<kernels::gpu_code::format>(m.kind);
@@ -336,17 +359,18 @@ kernel register_kernel(kernel_definition def) {
     c.function = std::move(m.function);
     c.block = m.block;
     if (m.threads)
-      c.launch_elements = [f = std::move(m.threads),
-                           args_of](const kernels::kernel_args& a,
-                                    kernels::input_lengths in) {
+      c.launch_elements = fence("threads", [f = std::move(m.threads), args_of](
+                                               const kernels::kernel_args& a,
+                                               kernels::input_lengths in) {
         return f(args_of(a), in);
-      };
+      });
     return c;
   };
   d.cuda = gpu(def.cuda);
   d.hip = gpu(def.hip);
   auto out_type = d.signature.output.type;
-  d.cpu = [f = def.cpu, args_of, out_type, size = d.output_elements](
+  d.cpu = [f = def.cpu, args_of, out_type, size = d.output_elements,
+           name = def.name](
               const kernels::kernel_args& a, kernels::typed_inputs in) {
     // At most 8 inputs (the registry's rule): views on the stack, no
     // allocation per call.
@@ -367,9 +391,10 @@ kernel register_kernel(kernel_definition def) {
     } catch (const std::bad_alloc&) {
       throw;
     } catch (const std::exception& e) {
-      throw kernels::kernel_failure{std::string{"kernel threw: "} + e.what()};
+      throw kernels::kernel_failure{"kernel '" + name + "' threw: " + e.what()};
     } catch (...) {
-      throw kernels::kernel_failure{"kernel threw a non-standard exception"};
+      throw kernels::kernel_failure{"kernel '" + name +
+                                    "' threw a non-standard exception"};
     }
     return out;
   };
@@ -468,6 +493,37 @@ runtime::runtime(runtime&& other) noexcept = default;
 
 namespace {
 
+// Whether the calling thread's thread_locals are gone: true in a static's
+// destructor at exit (the main thread's thread_locals are destroyed before
+// its statics) and in a thread_local's destructor run after the watch's.
+// CAF keeps the calling thread's current logger in a thread_local that an
+// actor system's constructor, scoped actors and its destructor set; used
+// once it is gone, it releases the logger a second time ("free():
+// corrupted unsorted chunks" in caf::actor_system::~actor_system for a
+// runtime in a static). Such a thread stops and tears down a runtime on a
+// new thread, joined; any other does it itself (CAF's destructor waits for
+// the logger's last reference, which the calling thread's thread_local may
+// hold).
+thread_local bool thread_locals_gone = false;
+
+struct thread_local_watch {
+  ~thread_local_watch() { thread_locals_gone = true; }
+};
+
+void watch_thread_locals() {
+  thread_local thread_local_watch watch;
+  (void) watch;
+}
+
+// Runs `f` here, or on a new thread (joined) where this one's
+// thread_locals are gone.
+template <class F> void on_live_thread(F f) {
+  if (!thread_locals_gone)
+    f();
+  else
+    std::thread(std::move(f)).join();
+}
+
 // Stops a runtime and releases it. From one of its own callbacks the
 // release moves to a thread of its own: the actor system and the callback
 // thread cannot be torn down from that thread, so they go once the
@@ -475,9 +531,33 @@ namespace {
 void release(std::unique_ptr<runtime::impl> p) {
   if (!p)
     return;
-  p->rt->stop();
-  if (p->rt->on_callback_thread())
-    std::thread([q = std::move(p)]() mutable { q.reset(); }).detach();
+  on_live_thread([&p] {
+    p->rt->stop();
+    if (p->rt->on_callback_thread())
+      std::thread([q = std::move(p)]() mutable { q.reset(); }).detach();
+    else
+      p.reset();
+  });
+}
+
+// The runtime behind a handle, or a clear error for a moved-from one.
+runtime::impl& live(const std::unique_ptr<runtime::impl>& p) {
+  watch_thread_locals();
+  if (!p)
+    throw error{errc::invalid_arguments,
+                "invalid_arguments: this cohort::runtime was moved from; "
+                "use the runtime it was moved to"};
+  return *p;
+}
+
+// A running runtime: the calls the header says throw shutting_down after
+// stop() check here (the actors may still answer while they wind down).
+runtime::impl& running(const std::unique_ptr<runtime::impl>& p) {
+  auto& x = live(p);
+  if (x.rt->stopped())
+    throw error{errc::shutting_down,
+                "shutting_down: the runtime is stopped (stop() was called)"};
+  return x;
 }
 
 } // namespace
@@ -536,6 +616,7 @@ runtime runtime::start(const options& opts) {
     cfg.set_audit_path(opts.audit_path);
   if (!opts.share_socket.empty())
     cfg.set_share_socket(opts.share_socket);
+  watch_thread_locals();
   auto p = std::make_unique<impl>(cfg);
   auto rt = actors::runtime::start(p->sys, cfg);
   if (!rt)
@@ -546,29 +627,32 @@ runtime runtime::start(const options& opts) {
 }
 
 future runtime::submit(work item) {
+  auto& self = live(impl_);
   work_item internal;
   auto id = item.id;
-  if (auto why = to_item(std::move(item), internal, impl_->home); !why.empty())
+  if (auto why = to_item(std::move(item), internal, self.home); !why.empty())
     return slot_access::make(actors::client_hub::ready(id, refusal(id, why)));
-  return impl_->make_future(impl_->rt->submit(std::move(internal)));
+  return self.make_future(self.rt->submit(std::move(internal)));
 }
 
 void runtime::submit(work item, callback done) {
+  auto& self = live(impl_);
   work_item internal;
   auto id = item.id;
-  if (auto why = to_item(std::move(item), internal, impl_->home);
+  if (auto why = to_item(std::move(item), internal, self.home);
       !why.empty()) {
     done(refused(id, why));
     return;
   }
-  impl_->rt->submit(std::move(internal),
+  self.rt->submit(std::move(internal),
                     [done = std::move(done),
-                     home = impl_->home](caf::expected<work_result> x) {
+                     home = self.home](caf::expected<work_result> x) {
                       done(to_outcome(std::move(x), home));
                     });
 }
 
 std::vector<future> runtime::submit_many(std::vector<work> items) {
+  auto& self = live(impl_);
   // Refused items get their end at once; the others go in one batch, and
   // their futures take their places in order.
   std::vector<work_item> ok;
@@ -579,7 +663,7 @@ std::vector<future> runtime::submit_many(std::vector<work> items) {
   for (size_t i = 0; i < items.size(); ++i) {
     work_item internal;
     auto id = items[i].id;
-    if (auto why = to_item(std::move(items[i]), internal, impl_->home);
+    if (auto why = to_item(std::move(items[i]), internal, self.home);
         !why.empty()) {
       out[i] =
           slot_access::make(actors::client_hub::ready(id, refusal(id, why)));
@@ -588,46 +672,50 @@ std::vector<future> runtime::submit_many(std::vector<work> items) {
     ok.push_back(std::move(internal));
     where.push_back(i);
   }
-  auto futures = impl_->rt->submit(std::move(ok));
+  auto futures = self.rt->submit(std::move(ok));
   for (size_t j = 0; j < futures.size(); ++j)
-    out[where[j]] = impl_->make_future(std::move(futures[j]));
+    out[where[j]] = self.make_future(std::move(futures[j]));
   return out;
 }
 
 void runtime::submit_many(std::vector<work> items, batch_callback done) {
+  auto& self = live(impl_);
   std::vector<work_item> ok;
   ok.reserve(items.size());
   for (auto& w : items) {
     work_item internal;
     auto id = w.id;
-    if (auto why = to_item(std::move(w), internal, impl_->home); !why.empty()) {
+    if (auto why = to_item(std::move(w), internal, self.home); !why.empty()) {
       done(id, refused(id, why));
       continue;
     }
     ok.push_back(std::move(internal));
   }
   auto shared = std::make_shared<batch_callback>(std::move(done));
-  impl_->rt->submit(
+  self.rt->submit(
       std::move(ok),
-      [shared, home = impl_->home](uint64_t id, caf::expected<work_result> x) {
+      [shared, home = self.home](uint64_t id, caf::expected<work_result> x) {
         (*shared)(id, to_outcome(std::move(x), home));
       });
 }
 
 void runtime::cancel(uint64_t id) {
-  impl_->rt->cancel(id);
+  auto& self = live(impl_);
+  self.rt->cancel(id);
 }
 
 void runtime::after_callbacks(std::function<void()> fn) {
+  auto& self = live(impl_);
   if (!fn)
     throw error(errc::invalid_arguments,
                 "runtime::after_callbacks: an empty function");
-  impl_->rt->after_callbacks(std::move(fn));
+  self.rt->after_callbacks(std::move(fn));
 }
 
 void runtime::cancel(const future& f) {
+  auto& self = live(impl_);
   if (f.valid() && !f.ready())
-    impl_->rt->cancel(slot_access::share(f));
+    self.rt->cancel(slot_access::share(f));
 }
 
 outcome runtime::run(work item) {
@@ -635,17 +723,19 @@ outcome runtime::run(work item) {
 }
 
 outcome runtime::run(work item, std::chrono::milliseconds timeout) {
+  auto& self = live(impl_);
   // The facade refuses a timeout that is not positive.
   work_item internal;
   auto id = item.id;
-  if (auto why = to_item(std::move(item), internal, impl_->home); !why.empty())
+  if (auto why = to_item(std::move(item), internal, self.home); !why.empty())
     return refused(id, why);
-  return to_outcome(impl_->rt->run(std::move(internal), timeout), impl_->home);
+  return to_outcome(self.rt->run(std::move(internal), timeout), self.home);
 }
 
 std::vector<device_view> runtime::devices() const {
+  auto& self = live(impl_);
   std::vector<device_view> out;
-  for (auto& d : impl_->rt->devices()) {
+  for (auto& d : self.rt->devices()) {
     device_view v;
     v.name = d.name;
     v.kind = cohort::to_string(d.kind);
@@ -662,7 +752,8 @@ std::vector<device_view> runtime::devices() const {
 }
 
 cohort::stats runtime::stats() {
-  auto s = impl_->rt->placement_stats();
+  auto& self = live(impl_);
+  auto s = self.rt->placement_stats();
   if (!s)
     raise(s.error());
   cohort::stats out;
@@ -678,14 +769,16 @@ cohort::stats runtime::stats() {
 }
 
 std::vector<std::string> runtime::load_kernel_bundle(const std::string& dir) {
-  auto names = impl_->rt->load_kernel_bundle(dir);
+  auto& self = running(impl_);
+  auto names = self.rt->load_kernel_bundle(dir);
   if (!names)
     raise(names.error());
   return std::move(*names);
 }
 
 std::vector<headroom_view> runtime::headroom(const std::string& tenant) {
-  auto h = impl_->rt->headroom(tenant);
+  auto& self = running(impl_);
+  auto h = self.rt->headroom(tenant);
   if (!h)
     raise(h.error());
   std::vector<headroom_view> out;
@@ -708,6 +801,7 @@ std::vector<headroom_view> runtime::headroom(const std::string& tenant) {
 
 dry_run_report runtime::dry_run(const std::vector<dry_run_step>& steps,
                                 bool from_now) {
+  auto& self = live(impl_);
   pb::AllocationPlan plan;
   plan.set_name("dry_run");
   for (auto& st : steps) {
@@ -723,7 +817,7 @@ dry_run_report runtime::dry_run(const std::vector<dry_run_step>& steps,
     raise(err);
   auto internal = from_proto(plan);
   internal.from_now = from_now;
-  auto r = impl_->rt->simulate(std::move(internal));
+  auto r = self.rt->simulate(std::move(internal));
   if (!r)
     raise(r.error());
   dry_run_report out;
@@ -736,26 +830,28 @@ dry_run_report runtime::dry_run(const std::vector<dry_run_step>& steps,
 
 object_ref runtime::put(const std::string& tenant, buffer data,
                         const std::string& device) {
+  auto& self = running(impl_);
   if (data.object() != 0)
     throw error{errc::invalid_arguments,
                 "invalid_arguments: an object is made from host data, not "
                 "from another object's buffer"};
-  auto info = impl_->rt->put_object(tenant, to_host(data), device);
+  auto info = self.rt->put_object(tenant, to_host(data), device);
   if (!info)
     raise(info.error());
-  return detail::object_access::make(std::move(*info), impl_->home);
+  return detail::object_access::make(std::move(*info), self.home);
 }
 
 buffer runtime::get(const object_ref& obj) {
+  auto& self = running(impl_);
   auto& st = detail::object_access::state(obj);
   if (!st)
     throw error{errc::invalid_arguments,
                 "invalid_arguments: runtime::get of an empty object handle"};
-  if (st->home != impl_->home)
+  if (st->home != self.home)
     throw error{errc::invalid_arguments, "invalid_arguments: object " +
                                              std::to_string(st->id) +
                                              " belongs to another runtime"};
-  auto b = impl_->rt->get_object(st->tenant, st->id);
+  auto b = self.rt->get_object(st->tenant, st->id);
   if (!b)
     raise(b.error());
   auto held = std::make_shared<host_buffer>(std::move(*b));
@@ -765,11 +861,12 @@ buffer runtime::get(const object_ref& obj) {
 }
 
 std::string runtime::share(const object_ref& obj, const share_options& opts) {
+  auto& self = running(impl_);
   auto& st = detail::object_access::state(obj);
   if (!st)
     throw error{errc::invalid_arguments,
                 "invalid_arguments: runtime::share of an empty object handle"};
-  if (st->home != impl_->home)
+  if (st->home != self.home)
     throw error{errc::invalid_arguments, "invalid_arguments: object " +
                                              std::to_string(st->id) +
                                              " belongs to another runtime"};
@@ -777,19 +874,21 @@ std::string runtime::share(const object_ref& obj, const share_options& opts) {
   grant.write = opts.write;
   grant.uid = opts.uid;
   grant.max_attached = opts.max_attached;
-  auto token = impl_->rt->export_object(st->tenant, st->id, grant);
+  auto token = self.rt->export_object(st->tenant, st->id, grant);
   if (!token)
     raise(token.error());
   return std::move(*token);
 }
 
 void runtime::unshare(const std::string& token) {
-  if (auto err = impl_->rt->unexport_object("", token))
+  auto& self = live(impl_);
+  if (auto err = self.rt->unexport_object("", token))
     raise(err);
 }
 
 std::string runtime::share_socket() const {
-  return impl_->rt->share_socket();
+  auto& self = live(impl_);
+  return self.rt->share_socket();
 }
 
 namespace {
@@ -814,21 +913,24 @@ item_info to_info(item_view&& v) {
 } // namespace
 
 void runtime::start_trace(uint64_t max_events) {
-  if (auto err = impl_->rt->start_trace(max_events))
+  auto& self = running(impl_);
+  if (auto err = self.rt->start_trace(max_events))
     raise(err);
 }
 
 std::string runtime::stop_trace() {
-  auto x = impl_->rt->trace(true);
+  auto& self = running(impl_);
+  auto x = self.rt->trace(true);
   if (!x)
     raise(x.error());
   return chrome_trace_json(*x);
 }
 
 std::vector<item_info> runtime::items(const std::string& tenant) {
+  auto& self = running(impl_);
   item_filter f;
   f.tenant = tenant;
-  auto list = impl_->rt->items(f);
+  auto list = self.rt->items(f);
   if (!list)
     raise(list.error());
   std::vector<item_info> out;
@@ -839,7 +941,8 @@ std::vector<item_info> runtime::items(const std::string& tenant) {
 }
 
 item_info runtime::item(uint64_t job) {
-  auto v = impl_->rt->item(job);
+  auto& self = running(impl_);
+  auto v = self.rt->item(job);
   if (!v)
     raise(v.error());
   return to_info(std::move(*v));
@@ -861,29 +964,34 @@ uint64_t cancel_with(actors::runtime& rt, const item_filter& f) {
 } // namespace
 
 uint64_t runtime::cancel_job(uint64_t job) {
+  auto& self = running(impl_);
   item_filter f;
   f.job = job;
-  return cancel_with(*impl_->rt, f);
+  return cancel_with(*self.rt, f);
 }
 
 uint64_t runtime::cancel_tenant(const std::string& tenant) {
+  auto& self = running(impl_);
   item_filter f;
   f.tenant = tenant;
-  return cancel_with(*impl_->rt, f);
+  return cancel_with(*self.rt, f);
 }
 
 uint64_t runtime::cancel_client(uint64_t client) {
+  auto& self = running(impl_);
   item_filter f;
   f.client = client;
-  return cancel_with(*impl_->rt, f);
+  return cancel_with(*self.rt, f);
 }
 
 uint64_t runtime::client() const {
-  return impl_->rt->client();
+  auto& self = live(impl_);
+  return self.rt->client();
 }
 
 std::vector<object_view> runtime::objects(const std::string& tenant) {
-  auto list = impl_->rt->objects(tenant);
+  auto& self = live(impl_);
+  auto list = self.rt->objects(tenant);
   if (!list)
     raise(list.error());
   std::vector<object_view> out;
@@ -908,11 +1016,15 @@ std::vector<object_view> runtime::objects(const std::string& tenant) {
 }
 
 void runtime::stop() {
-  impl_->rt->stop();
+  if (!impl_)
+    return;
+  // Also from a static's destructor or an atexit handler (see release).
+  on_live_thread([rt = impl_->rt.get()] { rt->stop(); });
 }
 
 const std::string& runtime::audit_path() const {
-  return impl_->rt->audit_path();
+  auto& self = live(impl_);
+  return self.rt->audit_path();
 }
 
 } // namespace cohort

@@ -135,7 +135,8 @@ inline constexpr uint64_t max_output_elements = uint64_t{1} << 30;
 
 /// Checks inputs and arguments (shapes, a finite alpha, an output of at most
 /// max_output_elements); returns an empty string when valid, otherwise a
-/// message naming the kernel and the mismatch.
+/// message naming the kernel and the mismatch. A registered kernel's rule
+/// that throws throws kernel_failure (naming the kernel and the rule).
 std::string validate(kernel_id id, const kernel_args& args, input_views inputs);
 std::string validate(kernel_id id, const kernel_args& args,
                      input_lengths inputs);

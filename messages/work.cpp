@@ -122,7 +122,11 @@ std::string shape_item(const work_item& item, item_shape& shape) {
 
 std::string validate_item(const work_item& item) {
   item_shape ignored;
-  return shape_item(item, ignored);
+  try {
+    return shape_item(item, ignored);
+  } catch (const kernels::kernel_failure& e) {
+    return e.what();
+  }
 }
 
 uint64_t item_bytes(const work_item& item) {

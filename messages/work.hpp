@@ -141,7 +141,8 @@ struct work_item {
 };
 
 /// Checks every stage's kernel, inputs and arguments (a chained stage's
-/// input from the previous stage by its length); empty when valid.
+/// input from the previous stage by its length); empty when valid. A
+/// registered kernel's rule that throws makes it invalid, with that message.
 std::string validate_item(const work_item& item);
 
 /// What the runtime needs of an item's size, worked out once.
@@ -157,6 +158,8 @@ struct item_shape {
 /// Checks `item` as validate_item does and, when it is valid, fills
 /// `shape`, in one pass over its stages without allocating (but for the
 /// message of an invalid item). Returns what is wrong, empty when valid.
+/// Throws kernels::kernel_failure when a registered kernel's rule throws
+/// (admission ends the item with kernel_error).
 std::string shape_item(const work_item& item, item_shape& shape);
 
 /// Device buffers are aligned to this many bytes.

@@ -20,8 +20,13 @@ caf::error check_item(const tenant_policy& pol, const work_item& item,
                                                "' is not granted kernel " +
                                                std::string{kernels::name(k)});
   }
-  if (auto why = shape_item(item, shape); !why.empty())
-    return make_error(errc::invalid_arguments, std::move(why));
+  try {
+    if (auto why = shape_item(item, shape); !why.empty())
+      return make_error(errc::invalid_arguments, std::move(why));
+  } catch (const kernels::kernel_failure& e) {
+    // A registered kernel's rule threw: the item ends here, named.
+    return make_error(errc::kernel_error, e.what());
+  }
   if (item.gang > 1 && (item.kernel != kernel_id::gemm || !item.then.empty() ||
                         item.args.m < item.gang || item.gang > max_gang))
     return make_error(errc::invalid_arguments,

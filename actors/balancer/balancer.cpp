@@ -3285,7 +3285,7 @@ void admit(self_ptr self, int t, work_item item, end_sink sink,
   }
   auto& rule = st.cfg.batch[static_cast<size_t>(rec.item.kernel)];
   if (rule.enabled && !st.closed && rec.objects.empty() && rec.keep_as == 0 &&
-      batching::output_elements(rec.item) <= rule.max_item_elements) {
+      shape.output_elements <= rule.max_item_elements) {
     if (auto key = batching::key_of(rec.item)) {
       // Waits for company: up to the preferred batch or the longest delay.
       rec.batching = true;

@@ -286,7 +286,9 @@ struct gpu_module {
 /// A kernel an application brings (docs/kernels.md, "Your own kernels").
 /// CPU workers, simulated GPUs and CPU fallback run `cpu`; a real GPU runs
 /// only kernels with code for it, so an item of a kernel without GPU code
-/// is never placed on one.
+/// is never placed on one. An exception from any of its functions (`check`,
+/// `output_size`, `flops`, `cpu`, `threads`) ends that item with
+/// kernel_error naming the kernel, and nothing else.
 struct kernel_definition {
   /// 1 to 64 characters of a-z, 0-9, '_' and '.', starting with a letter;
   /// unique in the process.
@@ -664,7 +666,10 @@ struct dry_run_report {
 
 /// A running Cohort instance: its own actor system, devices, balancer,
 /// supervisor, quota and audit actors. Thread-safe: any thread may submit.
-/// Destroying it stops it (see stop()). Move-only.
+/// Destroying it stops it (see stop()), also as a static destroyed at exit.
+/// Move-only: a moved-from runtime holds nothing, and every call on it but
+/// stop() (which does nothing), assignment and destruction throws
+/// cohort::error (invalid_arguments).
 class runtime {
 public:
   /// Starts a runtime; throws cohort::error (malformed_config for a bad

@@ -17,6 +17,7 @@
 
 #include "cohort/cohort.hpp"
 #include "tests/temp_dir.hpp"
+#include "tests/tools/cli_fixture.hpp"
 
 namespace {
 
@@ -303,8 +304,74 @@ TEST_CASE("the public runtime refuses bad options and ends work after stop",
   rt.stop();
   CHECK(rt.run(w).code() == cohort::errc::shutting_down);
   CHECK(rt.submit(w).wait().code() == cohort::errc::shutting_down);
-  // The final counters stay readable.
+  // The final counters stay readable, and the devices.
   CHECK(rt.stats().completed == 1);
+  CHECK(rt.devices().size() == 2);
+  // What the header says of the other calls after stop(): shutting_down.
+  auto shutting = [](auto&& call) {
+    try {
+      call();
+      return false;
+    } catch (const cohort::error& e) {
+      return e.code() == cohort::errc::shutting_down;
+    }
+  };
+  CHECK(shutting([&] { rt.items(); }));
+  CHECK(shutting([&] { rt.item(1); }));
+  CHECK(shutting([&] { rt.cancel_job(1); }));
+  CHECK(shutting([&] { rt.cancel_tenant("t"); }));
+  CHECK(shutting([&] { rt.cancel_client(rt.client()); }));
+  CHECK(shutting([&] { rt.start_trace(); }));
+  CHECK(shutting([&] { rt.stop_trace(); }));
+  CHECK(shutting([&] { rt.headroom(); }));
+  CHECK(shutting(
+      [&] { rt.put("t", cohort::buffer{std::vector<float>{1, 2}}); }));
+  CHECK(shutting([&] { rt.load_kernel_bundle(dir.path.string()); }));
+  rt.stop(); // again: nothing more
+}
+
+TEST_CASE("a moved-from runtime says so, and runtimes in statics stop at exit",
+          "[api]") {
+  cohort::test::temp_dir dir;
+  cohort::options opts;
+  opts.cpu_workers = 1;
+  opts.gpus = false;
+  opts.audit_path = (dir.path / "moved.log").string();
+  auto a = cohort::runtime::start(opts);
+  auto b = std::move(a);
+  auto moved_from = [](auto&& call) {
+    try {
+      call();
+      return false;
+    } catch (const cohort::error& e) {
+      return e.code() == cohort::errc::invalid_arguments &&
+             std::string{e.what()}.find("moved from") != std::string::npos;
+    }
+  };
+  CHECK(moved_from([&] { (void) a.submit(axpy(1, 4)); }));
+  CHECK(moved_from([&] { a.run(axpy(2, 4)); }));
+  CHECK(moved_from([&] { a.submit(axpy(3, 4), [](cohort::outcome) {}); }));
+  CHECK(moved_from([&] { a.stats(); }));
+  CHECK(moved_from([&] { a.devices(); }));
+  CHECK(moved_from([&] { a.items(); }));
+  CHECK(moved_from([&] { a.audit_path(); }));
+  a.stop(); // nothing to stop
+  CHECK(b.run(axpy(4, 4)).ok());
+  // Moved back: it works again.
+  a = std::move(b);
+  CHECK(a.run(axpy(5, 4)).ok());
+  a.stop();
+  // Runtimes in a global, a function-local static and a static moved into,
+  // with items in flight when main returns: the process exits 0 and every
+  // item's callback ran.
+  auto r = cohort::test::run_command("COHORT_STATIC_AUDIT_DIR=" +
+                                     dir.path.string() + " " +
+                                     COHORT_STATIC_RUNTIME);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("static_runtime: 16 items ran"));
+  CHECK_THAT(r.output, Catch::Contains("static_runtime: 128 callbacks ran"));
+  CHECK_THAT(r.output, !Catch::Contains("ERROR") && !Catch::Contains("abort"));
 }
 
 TEST_CASE("a device view lists the GPUs it reaches directly", "[api]") {

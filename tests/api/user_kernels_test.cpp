@@ -150,6 +150,92 @@ TEST_CASE("a registered kernel's errors are clear and end items once",
   rt.stop();
 }
 
+// A kernel whose rules throw on a poison value of m: check on 13, the
+// output size rule on 14, the flops rule on 15, the CPU code on 16.
+cohort::kernel thrower() {
+  static auto k = [] {
+    cohort::kernel_definition d;
+    d.name = "test.thrower";
+    d.inputs = {{"x", cohort::dtype::f32}};
+    d.scalars = {"m"};
+    d.check = [](const cohort::kernel_args& a,
+                 std::span<const uint64_t>) -> std::string {
+      if (a.m == 13)
+        throw std::invalid_argument("check saw 13");
+      return {};
+    };
+    d.output_size = [](const cohort::kernel_args& a,
+                       std::span<const uint64_t> in) -> uint64_t {
+      if (a.m == 14)
+        throw 14; // not even a std::exception
+      return in[0];
+    };
+    d.flops = [](const cohort::kernel_args& a,
+                 std::span<const uint64_t> in) -> double {
+      if (a.m == 15)
+        throw std::runtime_error("flops saw 15");
+      return double(in[0]);
+    };
+    d.cpu = [](const cohort::kernel_args& a, std::span<const cohort::buffer> in,
+               cohort::output_span out) {
+      if (a.m == 16)
+        throw std::runtime_error("cpu saw 16");
+      auto x = in[0].view<float>();
+      std::copy(x.begin(), x.end(), out.as<float>().begin());
+    };
+    return cohort::register_kernel(std::move(d));
+  }();
+  return k;
+}
+
+cohort::work thrower_of(uint64_t id, uint64_t m) {
+  cohort::work w;
+  w.id = id;
+  w.kernel = thrower();
+  w.args.m = m;
+  w.inputs = {cohort::buffer{std::vector<float>{1, 2, 3}}};
+  return w;
+}
+
+TEST_CASE("a registered kernel's throwing rules end its item, not the node",
+          "[api][kernels]") {
+  cohort::test::temp_dir dir;
+  auto rt = start(dir, 1, 1);
+  for (uint64_t round = 0; round < 2; ++round) {
+    for (auto [m, what] : {std::pair{13, "check threw: check saw 13"},
+                           std::pair{14, "output_size threw a non-standard "
+                                         "exception"},
+                           std::pair{15, "flops threw: flops saw 15"},
+                           std::pair{16, "cpu saw 16"}}) {
+      INFO("m = " << m);
+      auto o = rt.run(thrower_of(round * 100 + m, m));
+      CHECK(o.code() == cohort::errc::kernel_error);
+      CHECK_THAT(o.message(), Catch::Contains("test.thrower"));
+      CHECK_THAT(o.message(), Catch::Contains(what));
+    }
+  }
+  // Many at once, mixed with good items: each ends once, the good ones
+  // with their result.
+  std::vector<cohort::future> fs;
+  for (uint64_t i = 0; i < 40; ++i)
+    fs.push_back(rt.submit(thrower_of(1000 + i, i % 2 == 0 ? 1 : 13 + i % 4)));
+  for (uint64_t i = 0; i < fs.size(); ++i) {
+    auto o = fs[i].wait();
+    if (i % 2 == 0) {
+      REQUIRE(o.ok());
+      CHECK(o->values.view<float>().size() == 3);
+    } else {
+      CHECK(o.code() == cohort::errc::kernel_error);
+    }
+  }
+  // The balancer is still there: stats answer and good items run.
+  auto st = rt.stats();
+  CHECK(st.completed >= 20);
+  CHECK(st.failed + st.rejected >= 28);
+  CHECK(rt.run(thrower_of(2000, 1)).ok());
+  rt.stop();
+}
+
 TEST_CASE("bad definitions are refused when registered", "[api][kernels]") {
   auto refused = [](cohort::kernel_definition d) {
     try {
