@@ -11,7 +11,8 @@
 
 Inputs are NumPy arrays (or anything np.asarray takes). float32 arrays in
 C order go in without a copy and are kept alive until Cohort is done with
-them; float64 and float16 arrays are converted to float32 (a copy). Results
+them; for a float32 input, float64 and float16 arrays are converted to
+float32 (a copy; a value beyond float32's range is refused). Results
 are read-only float32 arrays over Cohort's own memory (topk_cosine's row
 indices are int64). Every error is a cohort.Error whose `errc` attribute is
 Cohort's error name ("cancelled", "unknown_tenant", ...).
@@ -66,6 +67,34 @@ def _infer(kernel, inputs, args):
     return args
 
 
+def _count(value, name, bits=64):
+    # A non-negative integer argument of `bits` bits: an int or anything
+    # with __index__ (NumPy integers); bool, str and float are refused.
+    if isinstance(value, bool):
+        raise TypeError("%s must be an int, not bool" % name)
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an int, not %s" %
+                        (name, type(value).__name__)) from None
+    if not 0 <= value < 2**bits:
+        raise ValueError("%s %d is out of range: 0 to %d" %
+                         (name, value, 2**bits - 1))
+    return value
+
+
+def _real(value, name):
+    # A number (int, float, NumPy scalar); str and bytes are refused.
+    if isinstance(value, (str, bytes, bool)):
+        raise TypeError("%s must be a number, not %s" %
+                        (name, type(value).__name__))
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError("%s must be a number, not %s" %
+                        (name, type(value).__name__)) from None
+
+
 def _priority(value):
     # An item's priority is an int32 (docs/jobs.md); bool is not a number here.
     if isinstance(value, bool):
@@ -115,10 +144,14 @@ class Runtime:
     def _args(kernel, inputs, kw):
         inputs = list(inputs)
         args = _infer(kernel, inputs, dict(kw))
-        return inputs, (int(args.pop("id", 0)), str(args.pop("tenant", "default")),
-                        float(args.pop("alpha", 1.0)), int(args.pop("m", 0)),
-                        int(args.pop("n", 0)), int(args.pop("k", 0)),
-                        int(args.pop("top_k", 0)), int(args.pop("gang", 0)),
+        return inputs, (_count(args.pop("id", 0), "id"),
+                        str(args.pop("tenant", "default")),
+                        _real(args.pop("alpha", 1.0), "alpha"),
+                        _count(args.pop("m", 0), "m"),
+                        _count(args.pop("n", 0), "n"),
+                        _count(args.pop("k", 0), "k"),
+                        _count(args.pop("top_k", 0), "top_k", 32),
+                        _count(args.pop("gang", 0), "gang", 32),
                         bool(args.pop("keep_on_device", False)),
                         _priority(args.pop("priority", 0))), args
 
@@ -158,7 +191,7 @@ class Runtime:
         """Cancels every item with this id still in flight: one waiting ends
         with errc "cancelled" and never runs; one running finishes and then
         ends with "cancelled". Exactly one end either way."""
-        self._rt.cancel(int(id))
+        self._rt.cancel(_count(id, "id"))
 
     def items(self, tenant=""):
         """The live items of the node (of `tenant`), as dicts: job, id,
@@ -170,12 +203,12 @@ class Runtime:
     def item(self, job):
         """Item `job`, live or among the last 1,024 that ended (state done,
         failed or cancelled), as a dict; errc "unknown_item" otherwise."""
-        return self._rt.item(int(job))
+        return self._rt.item(_count(job, "job"))
 
     def cancel_job(self, job):
         """Cancels item `job`; returns 1, or 0 when it ended already. Each
         cancel is audited; the item still ends once, with "cancelled"."""
-        return self._rt.cancel_job(int(job))
+        return self._rt.cancel_job(_count(job, "job"))
 
     def cancel_tenant(self, tenant):
         """Cancels every live item of `tenant`; returns how many."""
@@ -184,7 +217,7 @@ class Runtime:
     def cancel_client(self, client):
         """Cancels every live item of client `client` (a number, as items
         list it; this runtime's own is `client()`); returns how many."""
-        return self._rt.cancel_client(int(client))
+        return self._rt.cancel_client(_count(client, "client"))
 
     def start_trace(self, max_events=1_000_000):
         """Starts recording a trace of this runtime's work (docs/tracing.md):

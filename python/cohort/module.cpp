@@ -3,6 +3,8 @@
 // when they are float32 and C-contiguous, and results come out as read-only
 // arrays over Cohort's own buffers. cohort/__init__.py builds the Python
 // API (futures, asyncio, shape inference) on top.
+#include <cmath>
+#include <string>
 #include <type_traits>
 
 #include <pybind11/numpy.h>
@@ -76,10 +78,28 @@ cohort::buffer to_buffer(py::handle obj, std::optional<cohort::dtype> want) {
   if (want == cohort::dtype::i32 && integer &&
       (dt.itemsize() < 4 || (kind == 'i' && dt.itemsize() == 4)))
     return cast_array<int32_t>(arr);
-  if (kind == 'f')
-    return wrap_array<float>(
+  if (kind == 'f') {
+    auto narrow =
         py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(
-            arr));
+            arr);
+    if (dt.itemsize() > 4) {
+      // No value is lost without a word: a finite value beyond float32's
+      // range would become inf.
+      auto wide = py::array_t<double, py::array::c_style |
+                                          py::array::forcecast>::ensure(arr);
+      auto* w = wide.data();
+      auto* f = narrow.data();
+      for (py::ssize_t i = 0; i < wide.size(); ++i)
+        if (std::isfinite(w[i]) && !std::isfinite(f[i]))
+          throw cohort::error{
+              cohort::errc::invalid_arguments,
+              "invalid_arguments: an input holds " + std::to_string(w[i]) +
+                  " (element " + std::to_string(i) +
+                  "), beyond float32's range, and the input takes f32; "
+                  "scale it, or use a kernel that takes f64"};
+    }
+    return wrap_array<float>(std::move(narrow));
+  }
   if (kind == 'b' || (kind == 'u' && dt.itemsize() == 1))
     return wrap_array<uint8_t>(
         py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(
@@ -217,9 +237,10 @@ cohort::work make_work(const std::string& kernel, const py::list& inputs,
                        uint32_t gang, bool keep_on_device, int32_t priority) {
   auto kn = cohort::kernel_named(kernel);
   if (!kn)
-    throw py::value_error("unknown kernel '" + kernel +
-                          "' (axpy, dot, nrm2, reduce_sum, inclusive_scan, "
-                          "gemv, gemm, topk_cosine, or a registered one)");
+    throw cohort::error{cohort::errc::unknown_kernel,
+                        "unknown_kernel: unknown kernel '" + kernel +
+                            "' (axpy, dot, nrm2, reduce_sum, inclusive_scan, "
+                            "gemv, gemm, topk_cosine, or a registered one)"};
   auto sig = cohort::signature_of(*kn);
   cohort::work w;
   w.id = id;
@@ -466,7 +487,13 @@ public:
 
   py_object put(const std::string& tenant, py::handle array,
                 const std::string& device) {
-    auto b = to_buffer(array, std::nullopt);
+    // An object keeps a float64 array's type (other floating point types
+    // become float32, integers and bool as inputs keep theirs).
+    std::optional<cohort::dtype> keep;
+    if (auto arr = py::array::ensure(array);
+        arr && arr.dtype().kind() == 'f' && arr.dtype().itemsize() == 8)
+      keep = cohort::dtype::f64;
+    auto b = to_buffer(array, keep);
     return waiting([&](cohort::runtime& rt) {
       return py_object{rt.put(tenant, std::move(b), device)};
     });

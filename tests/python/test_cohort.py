@@ -125,8 +125,10 @@ def test_other_dtypes_and_layouts(rt):
     assert "i64" in str(e.value)
     with pytest.raises(TypeError):
         rt.run("reduce_sum", [np.array(["a", "b"])])
-    with pytest.raises(ValueError):
+    with pytest.raises(cohort.Error) as e:
         rt.run("conv2d", [x64])
+    assert e.value.errc == "unknown_kernel"
+    assert "conv2d" in str(e.value)
     with pytest.raises(TypeError):
         rt.run("reduce_sum", [x64], colour="red")
 
@@ -348,6 +350,46 @@ def test_object_errors(tmp_path):
         with pytest.raises(cohort.Error) as e:
             rt.put(np.ones(0, np.float32))
         assert e.value.errc == "invalid_arguments"
+
+
+def test_float64_is_kept_or_refused_never_rounded_away(tmp_path):
+    with cohort.Runtime(cpu_workers=1, simulated_gpus=1, gpus=False,
+                        audit_path=tmp_path / "audit.log") as rt:
+        big = np.array([1e300, 2.0, -3.5], np.float64)
+        obj = rt.put(big)
+        assert (obj.dtype, obj.size, obj.nbytes) == ("f64", 3, 24)
+        back = rt.get(obj)
+        assert back.dtype == np.float64
+        np.testing.assert_array_equal(back, big)
+        # An f32 kernel's input: converted where every value fits, refused
+        # where one would become inf.
+        small = np.array([1.5, 2.5], np.float64)
+        assert rt.run("reduce_sum", [small]).values[0] == pytest.approx(4.0)
+        with pytest.raises(cohort.Error) as e:
+            rt.run("reduce_sum", [big])
+        assert e.value.errc == "invalid_arguments"
+        assert "float32's range" in str(e.value)
+        # inf and nan stay what they are.
+        special = np.array([np.inf, 1.0], np.float64)
+        assert np.isinf(rt.run("reduce_sum", [special]).values[0])
+
+
+def test_numbers_are_checked_with_clear_errors(rt):
+    x = np.ones(4, np.float32)
+    for key, bad, kind in (("id", -1, ValueError), ("id", 2**64, ValueError),
+                           ("id", "7", TypeError), ("id", 1.0, TypeError),
+                           ("m", -3, ValueError), ("top_k", 2**32, ValueError),
+                           ("gang", True, TypeError),
+                           ("alpha", "2", TypeError)):
+        with pytest.raises(kind) as e:
+            rt.run("reduce_sum", [x], **{key: bad})
+        assert key in str(e.value)
+    for call in (rt.cancel, rt.item, rt.cancel_job, rt.cancel_client):
+        with pytest.raises(TypeError):
+            call("7")
+        with pytest.raises(ValueError):
+            call(-1)
+    assert rt.run("reduce_sum", [x], id=np.uint64(5)).id == 5
 
 
 def _wait(cond, seconds=5.0):
