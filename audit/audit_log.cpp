@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
@@ -84,10 +85,75 @@ caf::expected<int> lock_log(const std::string& path) {
   return fd;
 }
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+// The file a log at `path` is: `path` itself when it does not exist yet
+// (open creates it), the file a symbolic link names (the lock and the
+// segments then go with that file's name, so that two names of one file
+// share one lock), and an error for anything but a regular file with one
+// name: a device (/dev/full), a FIFO or a directory cannot hold a chain,
+// and a second name (a hard link) would let a writer that locks the other
+// name write the same file.
+caf::expected<std::string> log_file(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT)
+      return path;
+    return make_error(errc::io_error,
+                      io_failure(path + ": cannot stat the audit log"));
+  }
+  std::string file = path;
+  if (S_ISLNK(st.st_mode)) {
+    std::unique_ptr<char, void (*)(void*)> real{::realpath(path.c_str(),
+                                                           nullptr),
+                                                &std::free};
+    if (!real) {
+      if (errno == ENOENT)
+        return make_error(errc::io_error,
+                          path + ": the audit log is a symbolic link to a "
+                                 "file that does not exist");
+      return make_error(errc::io_error,
+                        io_failure(path + ": cannot follow the symbolic link"));
+    }
+    file = real.get();
+    if (::stat(file.c_str(), &st) != 0)
+      return make_error(errc::io_error,
+                        io_failure(file + ": cannot stat the audit log"));
+  }
+  if (!S_ISREG(st.st_mode))
+    return make_error(errc::io_error,
+                      path + ": the audit log must be a regular file; this "
+                             "is " +
+                          file_kind(st.st_mode));
+  if (st.st_nlink > 1)
+    return make_error(errc::io_error,
+                      path + ": the audit log has " +
+                          std::to_string(st.st_nlink) +
+                          " names (hard links); a log has one name and one "
+                          "writer");
+  return file;
+}
+
 } // namespace
 
 caf::expected<std::unique_ptr<audit_log>>
-audit_log::open(const std::string& path, audit_options opts) {
+audit_log::open(const std::string& name, audit_options opts) {
+  auto file = log_file(name);
+  if (!file)
+    return file.error();
+  const std::string& path = *file;
   auto lock = lock_log(path);
   if (!lock)
     return lock.error();

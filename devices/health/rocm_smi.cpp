@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include "devices/health/health.hpp"
 #include "devices/health/unavailable.hpp"
 
@@ -358,6 +360,14 @@ private:
 } // namespace
 
 std::shared_ptr<gpu_monitor> open_rocm_smi() {
+  // Without the amdgpu driver there is no AMD GPU to watch, and rsmi_init
+  // says so on stderr ("Failed to open drm root directory", "Exception
+  // caught: rsmi_init.") in every process that loads the HIP plugin.
+  if (::access("/sys/module/amdgpu", F_OK) != 0 &&
+      ::access("/dev/kfd", F_OK) != 0)
+    return std::make_shared<unavailable_monitor>(
+        "ROCm SMI", "ROCm SMI: no amdgpu driver is loaded (neither "
+                    "/sys/module/amdgpu nor /dev/kfd exists)");
   if (auto rc = rsmi_init(0); rc != RSMI_STATUS_SUCCESS)
     return std::make_shared<unavailable_monitor>(
         "ROCm SMI", "ROCm SMI: rsmi_init failed: " + status_text(rc));

@@ -592,6 +592,49 @@ TEST_CASE("a log has one writer: a second open is refused until the first "
   CHECK(third);
 }
 
+TEST_CASE("a log is one regular file with one name: devices, directories and "
+          "second names are refused, a symbolic link shares its file's lock",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto refused = [](const std::string& path, const std::string& why) {
+    auto log = audit_log::open(path, 8);
+    REQUIRE_FALSE(log);
+    CHECK(code_of(log.error()) == errc::io_error);
+    CHECK_THAT(describe(log.error()), Catch::Contains(why));
+  };
+  // /dev/full took every write's error after admission had begun.
+  refused("/dev/full", "must be a regular file; this is a character device");
+  refused(dir.path.string(), "this is a directory");
+  auto path = dir.file("a.log");
+  {
+    auto first = audit_log::open(path, 1);
+    REQUIRE(first);
+    REQUIRE_FALSE((*first)->append(
+        {audit_kind::admitted, "t", 1, "", "gemv", "", 1}));
+    // Another name of the same file: through a symbolic link the lock is
+    // the file's, so the second writer is refused; a hard link is refused
+    // whoever opens it.
+    auto link = dir.file("link.log");
+    std::filesystem::create_symlink(path, link);
+    refused(link, "in use by another writer");
+    auto hard = dir.file("hard.log");
+    std::filesystem::create_hard_link(path, hard);
+    refused(hard, "2 names (hard links)");
+    std::filesystem::remove(hard);
+  }
+  // Through the link once the first writer is gone: the same chain goes on.
+  auto again = audit_log::open(dir.file("link.log"), 1);
+  REQUIRE(again);
+  REQUIRE_FALSE((*again)->append(
+      {audit_kind::completed, "t", 1, "cpu0", "gemv", "", 2}));
+  again->reset();
+  auto v = audit_log::verify(path);
+  CHECK(v.ok);
+  CHECK(v.good_records == 2);
+  std::filesystem::create_symlink(dir.file("nowhere.log"), dir.file("dangling.log"));
+  refused(dir.file("dangling.log"), "a file that does not exist");
+}
+
 TEST_CASE("while writes fail, records wait in bounded memory and the gap is "
           "chained",
           "[actors][audit]") {

@@ -66,6 +66,21 @@ TEST_CASE("cohort --version names the build and the GPU plugins it finds",
   CHECK(sub.output == res.output);
 }
 
+TEST_CASE("cohort devices is quiet about vendors' libraries without their "
+          "GPUs",
+          "[tools][cli]") {
+  // The HIP plugin's ROCm SMI printed "Failed to open drm root directory"
+  // and "Exception caught: rsmi_init." in every process on a machine
+  // without the amdgpu driver.
+  auto res = test::cohort_cli("devices");
+  INFO(res.output);
+  CHECK(res.status == 0);
+  CHECK_THAT(res.output, Catch::Contains("cpu0"));
+  CHECK_THAT(res.output, !Catch::Contains("drm root directory") &&
+                             !Catch::Contains("rsmi_init") &&
+                             !Catch::Contains("Exception caught"));
+}
+
 TEST_CASE("usage errors name the command and exit 2", "[tools][cli]") {
   struct expect {
     const char* args;
