@@ -67,16 +67,21 @@ def _infer(kernel, inputs, args):
     return args
 
 
-def _count(value, name, bits=64):
-    # A non-negative integer argument of `bits` bits: an int or anything
-    # with __index__ (NumPy integers); bool, str and float are refused.
+def _int(value, name):
+    # An int or anything with __index__ (NumPy integers); bool, str and float
+    # are refused.
     if isinstance(value, bool):
         raise TypeError("%s must be an int, not bool" % name)
     try:
-        value = operator.index(value)
+        return operator.index(value)
     except TypeError:
         raise TypeError("%s must be an int, not %s" %
                         (name, type(value).__name__)) from None
+
+
+def _count(value, name, bits=64):
+    # A non-negative integer argument of `bits` bits.
+    value = _int(value, name)
     if not 0 <= value < 2**bits:
         raise ValueError("%s %d is out of range: 0 to %d" %
                          (name, value, 2**bits - 1))
@@ -96,14 +101,8 @@ def _real(value, name):
 
 
 def _priority(value):
-    # An item's priority is an int32 (docs/jobs.md); bool is not a number here.
-    if isinstance(value, bool):
-        raise TypeError("priority must be an int, not bool")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError("priority must be an int, not " +
-                        type(value).__name__) from None
+    # An item's priority is an int32 (docs/jobs.md).
+    value = _int(value, "priority")
     if not -2**31 <= value < 2**31:
         raise ValueError("priority %d is out of range: it is an int32 "
                          "(-2147483648 to 2147483647)" % value)
@@ -224,13 +223,7 @@ class Runtime:
         each item's wait, each launch on its device's stream, failovers,
         failures and device events, at most `max_events` (1 to 4,000,000)
         of them. errc "invalid_transition" while one is being recorded."""
-        if isinstance(max_events, bool):
-            raise TypeError("max_events must be an int, not bool")
-        try:
-            max_events = operator.index(max_events)
-        except TypeError:
-            raise TypeError("max_events must be an int, not " +
-                            type(max_events).__name__) from None
+        max_events = _int(max_events, "max_events")
         if not 1 <= max_events <= 4_000_000:
             raise ValueError("max_events must be 1 to 4,000,000, not %d"
                              % max_events)
