@@ -2,20 +2,19 @@
 // argument validation.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "kernels/catalog.hpp"
+#include "kernels/random_data.hpp"
 
 using namespace cohort::kernels;
 
 namespace {
 
 std::vector<float> random_vec(std::mt19937& rng, size_t n) {
-  std::uniform_real_distribution<float> d{-1.0f, 1.0f};
-  std::vector<float> v(n);
-  for (auto& x : v)
-    x = d(rng);
-  return v;
+  return random_floats(rng(), n);
 }
 
 struct call {
@@ -231,4 +230,35 @@ TEST_CASE("lengths of a call's inputs need no allocation for a few inputs",
   std::vector<std::span<const float>> nine(many.begin(), many.end());
   CHECK_THAT(validate(kernel_id::axpy, {}, nine),
              Catch::Contains("takes 2 input buffer(s), got 9"));
+}
+
+TEST_CASE("random input data is the seed's, uniform in [-1, 1)", "[kernels]") {
+  auto a = random_floats(7, 100000);
+  REQUIRE(a.size() == 100000);
+  // The same seed gives the same values, another seed others; a prefix is
+  // the start of the longer sequence.
+  CHECK(random_floats(7, 100000) == a);
+  CHECK(random_floats(8, 100000) != a);
+  auto head = random_floats(7, 10);
+  CHECK(std::equal(head.begin(), head.end(), a.begin()));
+  // Fixed values, whatever the compiler and its standard library.
+  CHECK(random_floats(0, 1)[0] == 0.7666215896606445f);
+  double sum = 0, lo = 1, hi = -1;
+  size_t below_zero = 0;
+  for (float x : a) {
+    REQUIRE(x >= -1.0f);
+    REQUIRE(x < 1.0f);
+    // On the grid of 2^-23.
+    REQUIRE(std::ldexp(double(x), 23) == std::round(std::ldexp(double(x), 23)));
+    sum += x;
+    lo = std::min(lo, double(x));
+    hi = std::max(hi, double(x));
+    below_zero += x < 0;
+  }
+  CHECK(std::abs(sum / double(a.size())) < 0.01);
+  CHECK(lo < -0.999);
+  CHECK(hi > 0.999);
+  CHECK(below_zero > 49000);
+  CHECK(below_zero < 51000);
+  CHECK(random_floats(3, 0).empty());
 }
