@@ -11,8 +11,9 @@ namespace cohort::kernels {
 /// seed's sequence, which fixes every value whatever the compiler and its
 /// standard library (std::uniform_real_distribution's values are the
 /// library's choice). It is also cheap: libstdc++'s distribution over a
-/// 64-bit Mersenne Twister took a logarithm per value, and filling the tests'
-/// inputs was two fifths of their time under the sanitizers.
+/// 64-bit Mersenne Twister took a logarithm per value under clang, and
+/// filling inputs was two fifths of the heaviest actors tests' time under
+/// the sanitizers.
 inline std::vector<float> random_floats(uint64_t seed, size_t n) {
   std::vector<float> out(n);
   uint64_t state = seed;
