@@ -128,7 +128,7 @@ sanitize() {
 fuzz() {
   local secs=60
   if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
-  local targets=(config pipeline scenario plan audit admin pool bundle npy)
+  local targets=(config pipeline scenario plan audit admin pool bundle npy secret)
   [ $# -eq 0 ] || targets=("$@")
   local dir=$asan_dir t bins=()
   for t in "${targets[@]}"; do bins+=("fuzz/${t}_fuzzer"); done

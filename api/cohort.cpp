@@ -10,6 +10,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/runtime.hpp"
+#include "config/bounds.hpp"
 #include "kernels/catalog.hpp"
 #include "kernels/registry.hpp"
 #include "messages/convert.hpp"
@@ -616,6 +617,10 @@ runtime runtime::start(const options& opts) {
     cfg.set_audit_path(opts.audit_path);
   if (!opts.share_socket.empty())
     cfg.set_share_socket(opts.share_socket);
+  // The actor system starts its scheduler's threads from the config: its
+  // bounds are checked first (runtime::start checks the rest).
+  if (auto err = config::check_bounds(cfg))
+    raise(err);
   watch_thread_locals();
   auto p = std::make_unique<impl>(cfg);
   auto rt = actors::runtime::start(p->sys, cfg);

@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <memory>
 
 #include <openssl/err.h>
@@ -14,6 +13,7 @@
 #include <openssl/x509v3.h>
 
 #include "messages/errc.hpp"
+#include "messages/secret_file.hpp"
 
 namespace cohort {
 
@@ -46,28 +46,6 @@ caf::error check_file(const std::string& field, const std::string& path,
     return bad(field + ": '" + path + "' has " + std::to_string(st.st_size) +
                " bytes, at most " + std::to_string(limit));
   return caf::none;
-}
-
-// The first line of a small file, without its line end and surrounding
-// blanks.
-caf::expected<std::string> first_line(const std::string& field,
-                                      const std::string& path) {
-  if (auto err = check_file(field, path, 1 << 20))
-    return err;
-  std::ifstream in{path};
-  if (!in)
-    return bad(field + ": cannot read '" + path + "'");
-  std::string line;
-  std::getline(in, line);
-  auto blank = [](char c) {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-  };
-  while (!line.empty() && blank(line.back()))
-    line.pop_back();
-  size_t lead = 0;
-  while (lead < line.size() && blank(line[lead]))
-    ++lead;
-  return line.substr(lead);
 }
 
 struct bio_free {
@@ -240,7 +218,8 @@ caf::expected<network_settings> compile_network(const pb::RuntimeConfig& cfg) {
       return bad("network: TLS needs both network.certificate and "
                  "network.key (and network.cafile or network.capath)");
     if (!n.passphrase_file().empty()) {
-      auto p = first_line("network.passphrase_file", n.passphrase_file());
+      auto p = read_secret_file("network.passphrase_file", n.passphrase_file(),
+                                errc::malformed_config);
       if (!p)
         return p.error();
       out.passphrase = std::move(*p);
@@ -249,10 +228,11 @@ caf::expected<network_settings> compile_network(const pb::RuntimeConfig& cfg) {
       return err;
   }
   if (!n.token_file().empty()) {
-    auto t = first_line("network.token_file", n.token_file());
+    auto t = read_secret_file("network.token_file", n.token_file(),
+                              errc::malformed_config);
     if (!t)
       return t.error();
-    if (t->size() < 16 || t->size() > 4096)
+    if (t->size() < 16)
       return bad("network.token_file: the token on the first line of '" +
                  n.token_file() + "' has " + std::to_string(t->size()) +
                  " characters, not 16 to 4096");

@@ -273,7 +273,8 @@ http_reply admin_api::route(const std::string& method, const std::string& path,
                             const std::string& authorization,
                             const std::string& body, const std::string& peer,
                             std::string& route_name) {
-  auto m = router().match(method, path);
+  // HEAD is GET without the body (libmicrohttpd leaves the body out).
+  auto m = router().match(method == "HEAD" ? "GET" : method, path);
   using outcome = http_route_match::outcome;
   if (m.what == outcome::none)
     return error(404, "not_found", "no route " + method + " " + path);

@@ -2,13 +2,13 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include <google/protobuf/util/json_util.h>
 
 #include "messages/admin.pb.h"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
+#include "messages/secret_file.hpp"
 #include "tools/admin_client.hpp"
 #include "tools/byte_units.hpp"
 #include "tools/strict_numbers.hpp"
@@ -86,11 +86,10 @@ caf::expected<std::string> admin_token(const std::string& token_file) {
   if (auto* env = std::getenv("COHORT_ADMIN_TOKEN"))
     token = env;
   if (!token_file.empty()) {
-    std::ifstream in{token_file};
-    if (!in)
-      return make_error(errc::io_error,
-                        "cannot read the token file '" + token_file + "'");
-    std::getline(in, token);
+    auto t = read_secret_file("--token-file", token_file, errc::io_error);
+    if (!t)
+      return t.error();
+    token = std::move(*t);
   }
   return token;
 }

@@ -29,8 +29,9 @@ struct admin_cli {
 std::string node_url(const std::string& given);
 
 /// The admin token for mutating calls: the first line of `token_file`
-/// when given, else $COHORT_ADMIN_TOKEN, else empty; io_error when the
-/// file cannot be read.
+/// when given (read_secret_file: a regular file of at most 64 KiB whose
+/// first line is not blank), else $COHORT_ADMIN_TOKEN, else empty; io_error
+/// naming the file when it is none of that.
 caf::expected<std::string> admin_token(const std::string& token_file);
 
 /// `cohort objects` as CLI11 parsed it.

@@ -104,6 +104,37 @@ MHD_Result tally(void* cls, MHD_ValueKind, const char* key, const char* value) {
   return MHD_YES;
 }
 
+// Decodes the %HH escapes of a URL's path and arguments as libmicrohttpd
+// does, except those of control characters (%00 to %1F, %7F), which stay
+// as written: a NUL decoded ended the path early ("/v1/items/1%00" was item
+// 1), and the others reached the terminal and the audit log raw.
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+size_t unescape_url(void*, MHD_Connection*, char* s) {
+  char* out = s;
+  for (const char* in = s; *in != '\0';) {
+    if (in[0] == '%' && hex_digit(in[1]) >= 0 && hex_digit(in[2]) >= 0) {
+      int v = hex_digit(in[1]) * 16 + hex_digit(in[2]);
+      if (v >= 0x20 && v != 0x7f) {
+        *out++ = char(v);
+        in += 3;
+        continue;
+      }
+    }
+    *out++ = *in++;
+  }
+  *out = '\0';
+  return size_t(out - s);
+}
+
 // Binds and listens itself rather than through libmicrohttpd, to name why an
 // address cannot be had. SO_REUSEADDR lets a restarted node bind past its
 // old connections in TIME_WAIT; on Linux it never lets a second socket
@@ -249,6 +280,19 @@ struct http_callbacks {
       conn->deadline_ns = now_ns() + to_ns(self.limits_.read_timeout_s);
   }
 
+  // A connection over max_connections is closed at once on accept, not
+  // left in the listen queue, where a scrape would wait behind idle peers
+  // until they time out. libmicrohttpd's own limit is set above it (it stops
+  // accepting at its limit).
+  static MHD_Result on_accept(void* cls, const sockaddr*, socklen_t) {
+    auto& self = *static_cast<http_service*>(cls);
+    std::lock_guard guard{self.mtx_};
+    if (self.open_.size() < self.limits_.max_connections)
+      return MHD_YES;
+    self.api_.count_refused(503);
+    return MHD_NO;
+  }
+
   static void on_connection(void* cls, MHD_Connection* c, void** context,
                             MHD_ConnectionNotificationCode event) {
     auto& self = *static_cast<http_service*>(cls);
@@ -305,7 +349,10 @@ caf::expected<int> http_service::start(const std::string& host, int port) {
   auto idle = unsigned(std::max(1.0, std::ceil(lim.read_timeout_s)));
   std::vector<MHD_OptionItem> opts{
       {MHD_OPTION_LISTEN_SOCKET, fd, nullptr},
-      {MHD_OPTION_CONNECTION_LIMIT, intptr_t(lim.max_connections), nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT,
+       intptr_t(std::min<uint64_t>(uint64_t(lim.max_connections) * 2 + 16,
+                                   1u << 30)),
+       nullptr},
       {MHD_OPTION_PER_IP_CONNECTION_LIMIT, intptr_t(lim.max_connections_per_ip),
        nullptr},
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT, intptr_t(memory), nullptr},
@@ -314,6 +361,8 @@ caf::expected<int> http_service::start(const std::string& host, int port) {
        reinterpret_cast<intptr_t>(&http_callbacks::on_completed), this},
       {MHD_OPTION_NOTIFY_CONNECTION,
        reinterpret_cast<intptr_t>(&http_callbacks::on_connection), this},
+      {MHD_OPTION_UNESCAPE_CALLBACK, reinterpret_cast<intptr_t>(&unescape_url),
+       nullptr},
   };
   if (lim.threads > 1)
     opts.push_back(
@@ -323,7 +372,8 @@ caf::expected<int> http_service::start(const std::string& host, int port) {
     std::lock_guard guard{mtx_};
     stopping_ = false;
   }
-  daemon_ = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD, 0, nullptr, nullptr,
+  daemon_ = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD, 0,
+                             &http_callbacks::on_accept, this,
                              &http_callbacks::on_request, this,
                              MHD_OPTION_ARRAY, opts.data(), MHD_OPTION_END);
   if (daemon_ == nullptr) {

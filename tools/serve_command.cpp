@@ -4,7 +4,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -15,6 +14,7 @@
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/network.hpp"
+#include "messages/secret_file.hpp"
 #include "messages/system_config.hpp"
 #include "tools/pipeline.hpp"
 #include "tools/scheduler_arg.hpp"
@@ -176,19 +176,17 @@ std::string trimmed(std::string s) {
 caf::expected<std::string> read_token(const serve_options& o) {
   std::string token;
   if (!o.token_file.empty()) {
-    std::ifstream in{o.token_file};
-    if (!in)
-      return make_error(errc::invalid_arguments,
-                        "cannot read the token file '" + o.token_file + "'");
-    std::getline(in, token);
-    token = trimmed(token);
     // A node meant to take admin calls would otherwise start read-only.
-    if (token.empty())
-      return make_error(errc::invalid_arguments,
-                        "the token file '" + o.token_file +
-                            "' is empty or blank on its first line; write "
-                            "the admin token there (16 characters at least), "
-                            "or leave out --token-file for a read-only node");
+    auto t = read_secret_file("--token-file", o.token_file,
+                              errc::invalid_arguments);
+    if (!t) {
+      auto why = detail_of(t.error());
+      if (why.find("empty or blank") != std::string::npos)
+        why += "; write the admin token there (16 characters at least), or "
+               "leave out --token-file for a read-only node";
+      return make_error(errc::invalid_arguments, why);
+    }
+    token = std::move(*t);
   } else if (auto* env = std::getenv("COHORT_ADMIN_TOKEN");
              env != nullptr && *env != '\0') {
     token = trimmed(env);
@@ -244,12 +242,13 @@ int cmd_serve(const serve_cli& c) {
     cfg.set_audit_path(opts->audit);
   if (!opts->share_socket.empty())
     cfg.set_share_socket(opts->share_socket);
-  if (!opts->scheduler.empty()) {
+  if (!opts->scheduler.empty())
     if (auto err = apply_scheduler_arg(cfg, opts->scheduler))
       return serve_bad_input(describe(err));
-    if (auto err = config::check_config(cfg))
-      return serve_bad_input(describe(err));
-  }
+  // Checked before the actor system starts its scheduler's threads from it
+  // (a config's `scheduler { threads: 4294967295 }` would try to start them).
+  if (auto err = config::check_config(cfg))
+    return serve_bad_input(describe(err));
   // SIGINT and SIGTERM are taken by sigwait below: blocked before any
   // thread starts, so that every thread inherits the mask.
   sigset_t stop_signals;

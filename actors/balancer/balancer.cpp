@@ -3813,9 +3813,14 @@ void device_started(self_ptr self, uint32_t index, device_change& c) {
   auto& st = self->state;
   touch(st, index);
   auto& s = st.devices.at(index);
-  if (s.started) {
+  // An operator's offline then online starts a new actor too; it is not a
+  // restart (cohort_device_restarts_total counts comebacks after a loss or
+  // a sibling's restart).
+  if (s.started && !s.operator_offline) {
     ++s.stats.restarts;
     device_event(self, s.info.name, "device restarted and back online");
+  } else if (s.started) {
+    device_event(self, s.info.name, "device back online (operator)");
   }
   s.started = true;
   s.operator_offline = false;

@@ -62,6 +62,20 @@ TEST_CASE_METHOD(fixture, "operators drain, take offline and bring online",
   CHECK(used.count("sim0") == 1);
   CHECK(used.count("sim1") == 1);
   CHECK(audit_mentions(r, "draining -> available (online: operator)"));
+  // An operator's offline and online is no restart.
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  for (auto& d : stats->devices)
+    CHECK(d.restarts == 0);
+  // A loss after it is.
+  r.sim_device("sim1")->lose();
+  CHECK(wait_status(r, 1, device_status::available) ==
+        device_status::available);
+  std::this_thread::sleep_for(100ms);
+  stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[1].restarts == 1);
+  CHECK(stats->devices[0].restarts == 0);
 }
 
 TEST_CASE_METHOD(fixture, "taking a busy device offline moves its work",

@@ -275,6 +275,22 @@ TEST_CASE("the public runtime refuses bad options and ends work after stop",
   } catch (const cohort::error& e) {
     CHECK(e.code() == cohort::errc::malformed_config);
   }
+  // A scheduler out of bounds is refused before the actor system starts
+  // its threads (4294967295 of them were tried).
+  for (auto threads : {"4294967295", "100000", "0"}) {
+    cohort::options many;
+    many.config_text = std::string{"devices { cpu_workers: 1 } scheduler { "
+                                   "threads: "} +
+                       threads + " }";
+    many.audit_path = (dir.path / "s.log").string();
+    try {
+      cohort::runtime::start(many);
+      FAIL("scheduler threads " << threads << " started");
+    } catch (const cohort::error& e) {
+      CHECK(e.code() == cohort::errc::malformed_config);
+      CHECK_THAT(e.what(), Catch::Contains("threads is"));
+    }
+  }
   cohort::options both;
   both.config_text = "devices { cpu_workers: 1 }";
   both.cpu_workers = 2;

@@ -15,6 +15,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/runtime_fixture.hpp"
@@ -297,6 +298,42 @@ TEST_CASE_METHOD(http_served,
   }
 }
 
+TEST_CASE_METHOD(http_served,
+                 "a connection over the limit is closed on accept, not queued "
+                 "behind idle ones",
+                 "[tools][serve][http]") {
+  tools::http_limits lim;
+  lim.max_connections = 16;
+  lim.read_timeout_s = 30;
+  start(lim);
+  std::vector<std::unique_ptr<raw_client>> idle;
+  for (int i = 0; i < 16; ++i) {
+    idle.push_back(std::make_unique<raw_client>(port));
+    REQUIRE(idle.back()->connected);
+    REQUIRE(idle.back()->send("GET /metrics HTTP/1.1\r\nHost: x\r\n"));
+  }
+  // Every one of them accepted and counted before the next comes.
+  std::this_thread::sleep_for(300ms);
+  for (int round = 0; round < 3; ++round) {
+    raw_client over{port, 3000ms};
+    REQUIRE(over.connected);
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(over.closed_by_peer());
+    CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto refused = get("/metrics");
+  CHECK_FALSE(refused);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  // One idle connection goes: the next scrape is served.
+  idle.pop_back();
+  std::this_thread::sleep_for(300ms);
+  auto m = get("/metrics");
+  REQUIRE(m);
+  CHECK(m->status == 200);
+  CHECK(has(m->body, "cohort_http_requests_total"));
+}
+
 TEST_CASE("stopping the HTTP server never hangs", "[tools][serve][http]") {
   test::actor_fixture f;
   auto r = actors::runtime::start(f.sys, test::make_config(f.dir, 1, {}));
@@ -350,6 +387,51 @@ TEST_CASE("cohort serve refuses a port in use", "[tools][serve][http]") {
   ::close(fd);
 }
 
+TEST_CASE_METHOD(test::served,
+                 "HEAD is GET without a body, and an escaped control "
+                 "character in a URL is not decoded",
+                 "[tools][serve][http]") {
+  // Item 1 waits on sim1, which is offline, for as long as the test looks.
+  auto cfg = test::make_config(dir, 0, {{"sim0", 1}, {"sim1", 1}});
+  cfg.mutable_tenant(0)->clear_devices();
+  cfg.mutable_tenant(0)->add_devices("sim1");
+  cfg.mutable_tenant(0)->set_queue_timeout_ms(120000);
+  start(cfg);
+  REQUIRE_FALSE(rt->set_offline("sim1"));
+  auto waiting = rt->submit(test::gemv_item(1));
+  auto ask = [&](const std::string& request_line) {
+    raw_client c{port};
+    REQUIRE(c.connected);
+    REQUIRE(c.send(request_line +
+                   " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    return c.read_all();
+  };
+  auto head = ask("HEAD /metrics");
+  INFO(head);
+  CHECK(status_of(head) == 200);
+  CHECK(has(head, "text/plain; version=0.0.4"));
+  // Headers only: nothing after the blank line.
+  auto end = head.find("\r\n\r\n");
+  REQUIRE(end != std::string::npos);
+  CHECK(head.size() == end + 4);
+  CHECK(status_of(ask("HEAD /v1/items/1")) == 200);
+  // HEAD of a POST route is still not allowed.
+  CHECK(status_of(ask("HEAD /v1/devices/rescan")) == 405);
+  auto item = ask("GET /v1/items/1");
+  CHECK(status_of(item) == 200);
+  CHECK(has(item, "\"id\": \"1\""));
+  // "1%00" is not item 1, nor is "1%0a"; other escapes are decoded.
+  for (auto path : {"/v1/items/1%00", "/v1/items/1%0a", "/v1/items/1%00/",
+                    "/v1/items/1%7f"}) {
+    auto reply = ask(std::string{"GET "} + path);
+    INFO(path << ": " << reply);
+    CHECK(status_of(reply) >= 400);
+    CHECK(status_of(reply) < 500);
+    CHECK_FALSE(has(reply, "\"id\": \"1\""));
+  }
+  CHECK(status_of(ask("GET /v1/items/%31")) == 200);
+}
+
 TEST_CASE("cohort serve refuses a blank token file and bad numbers",
           "[tools][serve][http]") {
   test::temp_dir dir;
@@ -382,6 +464,71 @@ TEST_CASE("cohort serve refuses a blank token file and bad numbers",
                             "--http-max-connections-per-ip 8 --http-threads 1");
   INFO(r.output);
   CHECK(r.status == 0);
+}
+
+TEST_CASE("a token file is a small regular file with the token on its first "
+          "line, at every door",
+          "[tools][serve][http]") {
+  test::temp_dir dir;
+  auto fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto big = dir.file("big");
+  {
+    // A token and then 100 KB: a secret file is not a place for data.
+    std::ofstream out{big};
+    out << "0123456789abcdef0123\n" << std::string(100000, 'x');
+  }
+  auto escape = test::write(dir, "escape", "0123456789abcdef\x1b[2J\n");
+  auto blank = test::write(dir, "blank", " \n");
+  auto good = test::write(dir, "good", "0123456789abcdef0123\n");
+  struct bad_file {
+    std::string path, says;
+  };
+  std::vector<bad_file> bad{
+      {"/dev/zero", "a character device"},    {fifo, "a FIFO"},
+      {dir.path.string(), "a directory"},     {big, "more than 65536 bytes"},
+      {escape, "control character (byte 27"}, {blank, "empty or blank"},
+      {dir.file("missing"), "cannot read"},
+  };
+  // Nothing listens at the admin URL: each refusal comes before a call.
+  std::string url = " --url http://127.0.0.1:9";
+  for (auto& b : bad) {
+    for (auto cmd : {"serve --listen 127.0.0.1:0 --for 5 --token-file ",
+                     "admin stats --token-file ",
+                     "jobs cancel --tenant t --token-file "}) {
+      bool serve = std::string{cmd}.starts_with("serve");
+      auto r = test::cohort_cli(cmd + b.path + (serve ? "" : url));
+      INFO(cmd << b.path << ": " << r.output);
+      CHECK(r.status == 2);
+      CHECK(has(r.output, "--token-file"));
+      CHECK(has(r.output, b.says));
+      CHECK_FALSE(has(r.output, "cannot reach"));
+    }
+  }
+  // A good one is read: admin gets as far as calling the node.
+  auto r = test::cohort_cli("admin stats --token-file " + good + url);
+  INFO(r.output);
+  CHECK(has(r.output, "cannot reach"));
+}
+
+TEST_CASE("cohort serve checks a config's scheduler before starting its "
+          "threads",
+          "[tools][serve][http]") {
+  test::temp_dir dir;
+  for (auto threads : {"4294967295", "100000"}) {
+    auto cfg = test::write(dir, "cfg.textproto",
+                           std::string{"devices { cpu_workers: 1 } "
+                                       "scheduler { threads: "} +
+                               threads + " }");
+    // timeout: it used to try to start them all, growing without a word.
+    auto r = test::run_command("timeout 60 " + std::string{COHORT_BINARY} +
+                               " serve --listen 127.0.0.1:0 --for 5 --config " +
+                               cfg + " --audit " + dir.file("audit.log"));
+    INFO(threads << ": " << r.output);
+    CHECK(r.status == 2);
+    CHECK(has(r.output, "scheduler: threads is"));
+    CHECK(has(r.output, "not in 1..256"));
+  }
 }
 
 TEST_CASE("cohort admin reads numbers strictly", "[tools][serve][http]") {
