@@ -37,6 +37,7 @@
 #include "devices/gpu/discover.hpp"
 #include "devices/memory/pool_resource.hpp"
 #include "devices/sim/sim_device.hpp"
+#include "ipc/stop_signals.hpp"
 #include "messages/errc.hpp"
 #include "messages/network.hpp"
 #include "messages/system_config.hpp"
@@ -963,13 +964,9 @@ int run_device_host() {
 }
 
 int run_remote_host(const std::string& listen, const pb::RuntimeConfig& cfg) {
-  // SIGINT and SIGTERM wait for the main thread: blocked before any thread
-  // starts (the devices' and CAF's), which inherit the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGINT and SIGTERM stop the host: taken before any thread starts (the
+  // devices' and CAF's), whichever thread the kernel hands them to.
+  ipc::stop_signals stop_signals{"cohort device-host"};
   // A closed standard output (its reader went) or a peer gone mid-write
   // is an error of that write, not the end of the host.
   std::signal(SIGPIPE, SIG_IGN);
@@ -1031,8 +1028,7 @@ int run_remote_host(const std::string& listen, const pb::RuntimeConfig& cfg) {
               infos.size(), names.c_str(), where->host.c_str(),
               unsigned(*port));
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  int sig = stop_signals.wait();
   std::printf("cohort device-host: stopping (%s)\n", strsignal(sig));
   std::fflush(stdout);
   // The nodes see their connections drop: a loss of these devices, which

@@ -11,6 +11,7 @@
 #include "audit/audit_log.hpp"
 #include "config/compile.hpp"
 #include "config/quotas.hpp"
+#include "ipc/stop_signals.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
 #include "messages/network.hpp"
@@ -177,8 +178,8 @@ caf::expected<std::string> read_token(const serve_options& o) {
   std::string token;
   if (!o.token_file.empty()) {
     // A node meant to take admin calls would otherwise start read-only.
-    auto t = read_secret_file("--token-file", o.token_file,
-                              errc::invalid_arguments);
+    auto t =
+        read_secret_file("--token-file", o.token_file, errc::invalid_arguments);
     if (!t) {
       auto why = detail_of(t.error());
       if (why.find("empty or blank") != std::string::npos)
@@ -249,13 +250,9 @@ int cmd_serve(const serve_cli& c) {
   // (a config's `scheduler { threads: 4294967295 }` would try to start them).
   if (auto err = config::check_config(cfg))
     return serve_bad_input(describe(err));
-  // SIGINT and SIGTERM are taken by sigwait below: blocked before any
-  // thread starts, so that every thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGINT and SIGTERM stop the node: taken before any thread starts, and
+  // a second one (GNU timeout sends two) does not cut the stop short.
+  ipc::stop_signals stop_signals{"cohort serve"};
   system_config sys_cfg{cfg};
   caf::actor_system sys{sys_cfg};
   auto rt = actors::runtime::start(sys, cfg);
@@ -307,15 +304,7 @@ int cmd_serve(const serve_cli& c) {
       }
     }};
   }
-  int sig = 0;
-  if (opts->for_seconds > 0) {
-    timespec ts;
-    ts.tv_sec = time_t(opts->for_seconds);
-    ts.tv_nsec = long((opts->for_seconds - double(ts.tv_sec)) * 1e9);
-    sig = sigtimedwait(&stop_signals, nullptr, &ts);
-  } else {
-    sigwait(&stop_signals, &sig);
-  }
+  int sig = stop_signals.wait(opts->for_seconds);
   std::printf("cohort serve: stopping (%s)\n",
               sig > 0 ? strsignal(sig) : "time is up");
   std::fflush(stdout);

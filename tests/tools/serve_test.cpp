@@ -10,6 +10,9 @@
 #include <regex>
 #include <thread>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <httplib.h>
 
 #include "audit/audit_log.hpp"
@@ -299,6 +302,42 @@ TEST_CASE("cohort serve runs a workload, is steered by cohort admin and stops "
   auto unreachable = test::cohort_cli(
       "admin --url http://127.0.0.1:" + std::to_string(port) + " stats");
   CHECK(unreachable.status == 1);
+}
+
+TEST_CASE("a second SIGTERM during the stop does not cut it short",
+          "[tools][serve]") {
+  // GNU timeout sends SIGTERM twice (to the program, then to its group);
+  // a signal the kernel handed a thread that OpenBLAS started before main
+  // used to kill the node without its summary (exit 143).
+  test::temp_dir dir;
+  auto out = dir.file("serve.out");
+  std::string cmd = "exec " + std::string{COHORT_BINARY} +
+                    " serve --listen 127.0.0.1:0 --audit " +
+                    dir.file("audit.log") + " --pipeline " + COHORT_SOURCE_DIR +
+                    "/examples/pipelines/demo.textproto > " + out + " 2>&1";
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    ::_exit(127);
+  }
+  for (int i = 0; i < 500 && !has(test::slurp(out), "pipeline run 1:"); ++i)
+    std::this_thread::sleep_for(20ms);
+  // The first starts the stop; the others land while it runs.
+  for (int i = 0; i < 6; ++i) {
+    REQUIRE(::kill(pid, SIGTERM) == 0);
+    std::this_thread::sleep_for(10ms);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  auto text = test::slurp(out);
+  INFO(text);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(has(text, "stopping (Terminated)"));
+  CHECK(has(text, "already stopping (Terminated again)"));
+  CHECK(has(text, "cohort serve: stopped;"));
+  CHECK(has(text, ": verified,"));
 }
 
 TEST_CASE("cohort serve refuses bad options", "[tools][serve]") {
