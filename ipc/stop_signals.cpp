@@ -77,6 +77,12 @@ stop_signals::~stop_signals() {
   watcher_.join();
   ::close(pipe_[0]);
   ::close(pipe_[1]);
+  // Ignored signals that arrive while blocked stay pending (Linux keeps
+  // them in case the disposition changes): taken now.
+  auto set = stop_set();
+  timespec none{};
+  while (sigtimedwait(&set, nullptr, &none) > 0) {
+  }
 }
 
 void stop_signals::watch() {

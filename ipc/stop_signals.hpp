@@ -30,8 +30,8 @@ class stop_signals {
 public:
   /// `who` names the command in the messages ("cohort serve").
   explicit stop_signals(std::string who);
-  /// Later signals are then ignored (the process is ending); the handler's
-  /// pipe is closed.
+  /// Later signals are then ignored (the process is ending; the calling
+  /// thread keeps them blocked); the handler's pipe is closed.
   ~stop_signals();
   stop_signals(const stop_signals&) = delete;
   stop_signals& operator=(const stop_signals&) = delete;
