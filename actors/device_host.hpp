@@ -124,6 +124,14 @@ public:
     held_until_.store(t.time_since_epoch().count());
   }
 
+  /// A simulated device lost permanently (the chaos harness's
+  /// LOSE_PERMANENTLY): like hardware that is gone, no new host process
+  /// brings it back, and the supervisor takes it offline at its next
+  /// restart, as it does a simulated GPU in the node's process whose reset
+  /// fails. Thread-safe.
+  bool gone() const { return gone_.load(); }
+  void mark_gone() { gone_.store(true); }
+
   /// The gate of the running host process and its token, once the node was
   /// greeted (a null gate: none now). Thread-safe.
   std::pair<host_gate_actor, std::string> gate() const;
@@ -148,6 +156,7 @@ private:
   std::atomic<int> pid_{0};
   std::atomic<uint16_t> port_{0};
   std::atomic<std::chrono::steady_clock::rep> held_until_{0};
+  std::atomic<bool> gone_{false};
   mutable std::mutex gate_mx_;
   host_gate_actor gate_;
   std::string token_;

@@ -1085,6 +1085,8 @@ caf::error runtime::inject_sim_fault(const std::string& name,
                    else
                      out = std::move(err);
                  });
+    if (!out && f.kind == pb::LOSE_PERMANENTLY)
+      h->mark_gone();
     return out;
   }
   return make_error(errc::unknown_device, "no device is named '" + name + "'");

@@ -796,6 +796,16 @@ supervisor_impl(supervisor_actor::stateful_pointer<supervisor_state> self,
             e.launching)
           return;
         auto by_operator = std::exchange(e.operator_restart, false);
+        if (e.hosted && e.hosted->gone()) {
+          // Lost permanently: a new process would bring back a simulated
+          // device that the node's process could not reset.
+          give_up(self, index,
+                  make_error(errc::device_lost,
+                             e.dev->info().name +
+                                 ": reset failed, the device is gone (lost "
+                                 "permanently)"));
+          return;
+        }
         if (e.hosted) {
           // Its old process is gone: a new one is its reset. A remote
           // host resets the device when it is greeted again.

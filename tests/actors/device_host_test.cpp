@@ -459,6 +459,54 @@ TEST_CASE_METHOD(host_fixture,
 }
 
 TEST_CASE_METHOD(host_fixture,
+                 "a device lost permanently in a host process stays lost, as "
+                 "in the node's process",
+                 "[actors][host]") {
+  auto cfg = hosted_config(dir);
+  cfg.mutable_devices()->set_cpu_workers(1);
+  auto rt = runtime::start(sys, cfg);
+  REQUIRE(rt);
+  auto& r = **rt;
+  auto index_of = [&](const std::string& name) {
+    auto devs = r.devices();
+    for (size_t k = 0; k < devs.size(); ++k)
+      if (devs[k].name == name)
+        return k;
+    FAIL("no device " << name);
+    return size_t{0};
+  };
+  auto s0 = index_of("sim0");
+  auto s1 = index_of("sim1");
+  REQUIRE(wait_status(r, s1, device_status::available) ==
+          device_status::available);
+  auto first = r.host_pid("sim1");
+  REQUIRE(first > 0);
+  sim_fault f;
+  f.kind = pb::LOSE_PERMANENTLY;
+  REQUIRE_FALSE(r.inject_sim_fault("sim0", f));
+  REQUIRE_FALSE(r.inject_sim_fault("sim1", f));
+  // Work finds both losses and ends exactly once (on the CPU worker once
+  // both are offline), and both devices end offline.
+  auto items = gemv_items(40);
+  auto e = test::submit_all(sys, r, items, [] {});
+  test::check_exactly_once(items, e);
+  INFO(device_events(r));
+  CHECK(wait_status(r, s0, device_status::offline) == device_status::offline);
+  // It used to come back in a new host process (3 of 3).
+  CHECK(wait_status(r, s1, device_status::offline) == device_status::offline);
+  std::this_thread::sleep_for(300ms);
+  auto stats = r.placement_stats();
+  REQUIRE(stats);
+  CHECK(stats->devices[s1].status == device_status::offline);
+  CHECK(stats->devices[s1].restarts == stats->devices[s0].restarts);
+  CHECK(r.host_pid("sim1") == 0);
+  CHECK(gone(first));
+  CHECK_THAT(device_events(r),
+             Catch::Contains("sim1: supervisor: ") &&
+                 Catch::Contains("the device is gone (lost permanently)"));
+}
+
+TEST_CASE_METHOD(host_fixture,
                  "a host's gate lists its device and greets only its node, "
                  "once",
                  "[actors][host]") {
