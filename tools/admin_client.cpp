@@ -4,6 +4,8 @@
 
 #include <httplib.h>
 
+#include "tools/terminal_text.hpp"
+
 namespace cohort::tools {
 
 admin_answer admin_call(const std::string& url, const std::string& method,
@@ -44,7 +46,8 @@ std::optional<std::string> admin_body(const char* who, const std::string& url,
     return std::nullopt;
   }
   if (!a.ok()) {
-    std::fprintf(stderr, "%s: HTTP %d: %s\n", who, a.status, a.body.c_str());
+    std::fprintf(stderr, "%s: HTTP %d: %s\n", who, a.status,
+                 terminal_lines(a.body).c_str());
     return std::nullopt;
   }
   return std::move(a.body);

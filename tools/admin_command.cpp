@@ -12,6 +12,7 @@
 #include "tools/admin_client.hpp"
 #include "tools/byte_units.hpp"
 #include "tools/strict_numbers.hpp"
+#include "tools/terminal_text.hpp"
 
 namespace cohort::tools {
 
@@ -19,7 +20,7 @@ namespace {
 
 int admin_bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort admin: %s (see `cohort admin --help`)\n",
-               msg.c_str());
+               terminal_text(msg).c_str());
   return exit_bad_input;
 }
 
@@ -69,9 +70,10 @@ int cmd_objects(const objects_cli& c) {
     auto age = o.age_ms() < 10000 ? std::to_string(o.age_ms()) + "ms"
                                   : std::to_string(o.age_ms() / 1000) + "s";
     std::printf("%-8llu %-16s %-4s %12llu %10s %-24s %-4s %3u+%-3u %8u %6s\n",
-                (unsigned long long)o.id(), o.tenant().c_str(),
-                o.dtype().c_str(), (unsigned long long)o.elements(),
-                human_bytes(o.bytes()).c_str(), devs.c_str(),
+                (unsigned long long)o.id(), terminal_text(o.tenant()).c_str(),
+                terminal_text(o.dtype()).c_str(),
+                (unsigned long long)o.elements(),
+                human_bytes(o.bytes()).c_str(), terminal_text(devs).c_str(),
                 o.host_copy() ? "yes" : "no", o.handles(), o.readers(),
                 o.attached(), age.c_str());
   }

@@ -15,13 +15,14 @@
 #include "audit/audit_log.hpp"
 #include "messages/admin.pb.h"
 #include "messages/errc.hpp"
+#include "tools/terminal_text.hpp"
 
 namespace cohort::tools {
 
 namespace {
 
 int audit_bad_input(const std::string& msg) {
-  std::fprintf(stderr, "cohort: audit: %s\n", msg.c_str());
+  std::fprintf(stderr, "cohort: audit: %s\n", terminal_text(msg).c_str());
   return exit_bad_input;
 }
 
@@ -146,8 +147,10 @@ int cmd_show(const std::string& path, std::FILE* out) {
   auto v = audit::audit_log::verify(path, [&](const pb::AuditRecord& r) {
     std::fprintf(out, "%llu %lld %s %s %llu %s %s %s\n", ull(r.seq()),
                  (long long)r.time_ns(), pb::AuditKind_Name(r.kind()).c_str(),
-                 r.tenant().c_str(), ull(r.work_id()), r.device().c_str(),
-                 r.kernel().c_str(), r.detail().c_str());
+                 terminal_text(r.tenant()).c_str(), ull(r.work_id()),
+                 terminal_text(r.device()).c_str(),
+                 terminal_text(r.kernel()).c_str(),
+                 terminal_text(r.detail()).c_str());
   });
   print_mid_chain(out, path, v);
   print_verdict(out, path, v);
@@ -219,9 +222,11 @@ int cmd_query(const std::string& path, const audit_query& q, bool json,
           std::fprintf(out, "%-8llu %-30s %-12s %-12s %8llu %-8s %-12s %s\n",
                        ull(r.seq()), iso_time(r.time_ns()).c_str(),
                        pb::AuditKind_Name(r.kind()).c_str(),
-                       or_dash(r.tenant()).c_str(), ull(r.work_id()),
-                       or_dash(r.device()).c_str(), or_dash(r.kernel()).c_str(),
-                       r.detail().c_str());
+                       terminal_text(or_dash(r.tenant())).c_str(),
+                       ull(r.work_id()),
+                       terminal_text(or_dash(r.device())).c_str(),
+                       terminal_text(or_dash(r.kernel())).c_str(),
+                       terminal_text(r.detail()).c_str());
         }
       },
       [&](const std::string& f) { file = f; });

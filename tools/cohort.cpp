@@ -36,6 +36,7 @@
 #include "tools/pipeline.hpp"
 #include "tools/scheduler_arg.hpp"
 #include "tools/serve_command.hpp"
+#include "tools/terminal_text.hpp"
 #include "tools/trace_command.hpp"
 #include "tools/version.hpp"
 #include "tools/watch_command.hpp"
@@ -49,7 +50,7 @@ using tools::exit_failed;
 using tools::exit_ok;
 
 int bad_input(const std::string& msg) {
-  std::fprintf(stderr, "cohort: %s\n", msg.c_str());
+  std::fprintf(stderr, "cohort: %s\n", tools::terminal_text(msg).c_str());
   return exit_bad_input;
 }
 

@@ -10,6 +10,7 @@
 #include "tools/admin_client.hpp"
 #include "tools/admin_command.hpp"
 #include "tools/strict_numbers.hpp"
+#include "tools/terminal_text.hpp"
 
 namespace cohort::tools {
 
@@ -17,7 +18,7 @@ namespace {
 
 int jobs_bad_input(const std::string& msg) {
   std::fprintf(stderr, "cohort jobs: %s (see `cohort jobs --help`)\n",
-               msg.c_str());
+               terminal_text(msg).c_str());
   return exit_bad_input;
 }
 
@@ -65,16 +66,19 @@ int list(const jobs_cli& c, const std::string& url) {
     ++by_state[i.state()];
     std::printf("%-8llu %-10llu %-14s %-22s %-9s %-10s %8s %4u %5d  %s%s\n",
                 (unsigned long long)i.job(), (unsigned long long)i.id(),
-                i.tenant().c_str(), i.kernel().c_str(), i.state().c_str(),
-                i.device().empty() ? "-" : i.device().c_str(),
+                terminal_text(i.tenant()).c_str(),
+                terminal_text(i.kernel()).c_str(),
+                terminal_text(i.state()).c_str(),
+                i.device().empty() ? "-" : terminal_text(i.device()).c_str(),
                 age_text(i.age_ms()).c_str(), i.attempts(), i.priority(),
-                i.cancelling() ? "(cancelling) " : "", i.detail().c_str());
+                i.cancelling() ? "(cancelling) " : "",
+                terminal_text(i.detail()).c_str());
   }
   std::printf("%d live item%s", items.items_size(),
               items.items_size() == 1 ? "" : "s");
   const char* sep = ": ";
   for (auto& [state, n] : by_state) {
-    std::printf("%s%d %s", sep, n, state.c_str());
+    std::printf("%s%d %s", sep, n, terminal_text(state).c_str());
     sep = ", ";
   }
   std::printf("\n");
@@ -103,17 +107,18 @@ int describe_job(const jobs_cli& c, const std::string& url) {
   std::printf("job        %llu\n", (unsigned long long)i.job());
   std::printf("id         %llu (client %llu)\n", (unsigned long long)i.id(),
               (unsigned long long)i.client());
-  std::printf("tenant     %s\n", i.tenant().c_str());
-  std::printf("kernel     %s\n", i.kernel().c_str());
-  std::printf("state      %s%s\n", i.state().c_str(),
+  std::printf("tenant     %s\n", terminal_text(i.tenant()).c_str());
+  std::printf("kernel     %s\n", terminal_text(i.kernel()).c_str());
+  std::printf("state      %s%s\n", terminal_text(i.state()).c_str(),
               i.cancelling() ? " (cancelling: it ends when its launch does)"
                              : "");
-  std::printf("device     %s\n", i.device().empty() ? "-" : i.device().c_str());
+  std::printf("device     %s\n",
+              i.device().empty() ? "-" : terminal_text(i.device()).c_str());
   std::printf("age        %s\n", age_text(i.age_ms()).c_str());
   std::printf("placements %u\n", i.attempts());
   std::printf("priority   %d\n", i.priority());
   if (!i.detail().empty())
-    std::printf("detail     %s\n", i.detail().c_str());
+    std::printf("detail     %s\n", terminal_text(i.detail()).c_str());
   return exit_ok;
 }
 
@@ -147,7 +152,7 @@ int cancel(const jobs_cli& c, const std::string& url) {
     std::fputs(body->c_str(), stdout);
     return exit_ok;
   }
-  std::printf("%s\n", reply.message().c_str());
+  std::printf("%s\n", terminal_text(reply.message()).c_str());
   return exit_ok;
 }
 

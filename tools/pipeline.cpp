@@ -26,6 +26,7 @@
 #include "messages/errc.hpp"
 #include "tools/byte_units.hpp"
 #include "tools/npy.hpp"
+#include "tools/terminal_text.hpp"
 
 namespace cohort::tools {
 
@@ -1341,7 +1342,7 @@ caf::expected<pipeline_report> run_pipeline_on(caf::actor_system& sys,
 
 void print_report(std::FILE* out, const pipeline_report& r) {
   auto u = [](uint64_t x) { return (unsigned long long)x; };
-  std::fprintf(out, "\n== cohort run: %s ==\n", r.name.c_str());
+  std::fprintf(out, "\n== cohort run: %s ==\n", terminal_text(r.name).c_str());
   std::fprintf(out,
                "items       %llu submitted, %llu completed, %llu failed, "
                "%llu rejected, %llu lost, %llu duplicated\n",
@@ -1454,7 +1455,7 @@ void print_report(std::FILE* out, const pipeline_report& r) {
   for (auto& o : r.outputs_not_written)
     std::fprintf(out, "output NOT written %s\n", o.c_str());
   for (auto& e : r.errors)
-    std::fprintf(out, "  error: %s\n", e.c_str());
+    std::fprintf(out, "  error: %s\n", terminal_text(e).c_str());
   std::fprintf(out, "verdict            %s\n",
                r.ok() ? "OK: every item ended exactly once"
                       : "FAILED: see above");

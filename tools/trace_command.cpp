@@ -13,6 +13,7 @@
 #include "messages/trace.hpp"
 #include "tools/admin_client.hpp"
 #include "tools/admin_command.hpp"
+#include "tools/terminal_text.hpp"
 
 namespace cohort::tools {
 
@@ -48,7 +49,8 @@ int stop_and_write(const trace_cli& c, const std::string& url,
       std::fprintf(stderr, "%s: cannot reach %s: %s\n", who, url.c_str(),
                    a.unreachable.c_str());
     else
-      std::fprintf(stderr, "%s: HTTP %d: %s\n", who, a.status, a.body.c_str());
+      std::fprintf(stderr, "%s: HTTP %d: %s\n", who, a.status,
+                   terminal_lines(a.body).c_str());
     return exit_failed;
   }
   if (!write_file(c.output, a.body))
