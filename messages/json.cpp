@@ -4,9 +4,6 @@
 
 namespace cohort {
 
-namespace {
-
-// Length of the UTF-8 sequence at `s[i]`, 0 when it is not one.
 size_t utf8_length(std::string_view s, size_t i) {
   auto c = static_cast<unsigned char>(s[i]);
   size_t n = c < 0x80           ? 1
@@ -28,8 +25,6 @@ size_t utf8_length(std::string_view s, size_t i) {
     return 0;
   return n;
 }
-
-} // namespace
 
 std::string json_string(std::string_view s) {
   std::string out = "\"";

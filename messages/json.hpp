@@ -11,4 +11,8 @@ namespace cohort {
 /// U+FFFD, so that the text is always valid JSON.
 std::string json_string(std::string_view s);
 
+/// The length of the UTF-8 sequence at `s[i]`, 0 when it is not one
+/// (overlong forms and surrogates are not).
+size_t utf8_length(std::string_view s, size_t i);
+
 } // namespace cohort

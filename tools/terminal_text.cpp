@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "messages/json.hpp"
+
 namespace cohort::tools {
 
 namespace {
@@ -13,24 +15,12 @@ void hex_byte(std::string& out, unsigned char c) {
   out += buf;
 }
 
-/// The length of the UTF-8 sequence at `s[i]` and its code point, or 0
-/// when it is not one (overlong forms and surrogates are not).
-size_t utf8_at(std::string_view s, size_t i, uint32_t& cp) {
-  auto c = static_cast<unsigned char>(s[i]);
-  size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-  if (c >= 0xf5 || n == 0 || i + n > s.size())
-    return 0;
-  cp = c & (0x7f >> n);
-  for (size_t k = 1; k < n; ++k) {
-    auto d = static_cast<unsigned char>(s[i + k]);
-    if ((d & 0xc0) != 0x80)
-      return 0;
-    cp = cp << 6 | (d & 0x3f);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
-      (cp >= 0xd800 && cp <= 0xdfff))
-    return 0;
-  return n;
+/// The code point of the UTF-8 sequence of `n` bytes at `s[i]`.
+uint32_t code_point(std::string_view s, size_t i, size_t n) {
+  uint32_t cp = static_cast<unsigned char>(s[i]) & (0x7f >> n);
+  for (size_t k = 1; k < n; ++k)
+    cp = cp << 6 | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+  return cp;
 }
 
 std::string escaped(std::string_view s, bool lines) {
@@ -70,8 +60,8 @@ std::string escaped(std::string_view s, bool lines) {
       ++i;
       continue;
     }
-    uint32_t cp = 0;
-    auto n = utf8_at(s, i, cp);
+    auto n = utf8_length(s, i);
+    auto cp = n == 0 ? 0 : code_point(s, i, n);
     if (n == 0) {
       hex_byte(out, c);
       ++i;
