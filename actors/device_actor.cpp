@@ -343,6 +343,7 @@ device_impl(device_actor::stateful_pointer<device_state> self,
   st.listener = std::move(listener);
   st.cfg = cfg;
   st.stream_free_at.assign(std::max(1u, st.dev->info().streams), clock::now());
+  st.dev->set_kernel_timeouts(cfg.kernel_timeout, cfg.kernel_timeouts);
   // An earlier actor of the device may have left copy timing on.
   st.dev->time_copies(false);
   // Objects a previous actor of the device kept were forgotten by the

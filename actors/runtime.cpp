@@ -3,6 +3,7 @@
 #include "actors/balancer/state.hpp"
 #include "config/compile.hpp"
 #include "config/quotas.hpp"
+#include "config/supervision.hpp"
 
 #include <unistd.h>
 
@@ -117,6 +118,16 @@ bool gpu_in_host(const pb::RuntimeConfig& cfg, const std::string& name,
 }
 
 namespace {
+
+// Where bundles load (in isolation, `timeout`) and where their CPU code
+// runs, as the config's kernel_bundles section says.
+kernels::bundle::isolation bundle_code(std::chrono::milliseconds timeout,
+                                       bool in_process, uint64_t memory) {
+  auto iso = devices::gpu::bundle_isolation(timeout);
+  iso.cpu_in_process = in_process;
+  iso.host_memory_limit = memory;
+  return iso;
+}
 
 // Sets on `devs` the `links` between them (of the GPU backends' health
 // libraries, and as simulated GPUs' configs name them), both ways; the
@@ -546,11 +557,14 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   // (plugins loaded) only when a bundle is loaded.
   std::shared_ptr<const kernels::bundle::isolation> isolation;
   if (!settings->bundles.empty())
-    isolation = std::make_shared<const kernels::bundle::isolation>(
-        devices::gpu::bundle_isolation(settings->bundle_load_timeout));
+    isolation = std::make_shared<const kernels::bundle::isolation>(bundle_code(
+        settings->bundle_load_timeout, settings->bundle_cpu_in_process,
+        settings->bundle_host_memory));
   for (auto& dir : settings->bundles)
     bundles.emplace_back(
         dir, kernels::bundle::load_bundle(dir, *settings->trust, *isolation));
+  if (auto err = config::resolve_kernel_timeouts(settings->supervisor))
+    return err;
   auto lease = config::compile_quotas(cfg, infos);
   if (!lease)
     return lease.error();
@@ -622,6 +636,8 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   rt->trust_ = settings->trust;
   rt->isolation_ = std::move(isolation);
   rt->bundle_timeout_ = settings->bundle_load_timeout;
+  rt->bundle_in_process_ = settings->bundle_cpu_in_process;
+  rt->bundle_host_memory_ = settings->bundle_host_memory;
   for (auto& [dir, r] : bundles) {
     if (auto* no = std::get_if<kernels::bundle::refused>(&r))
       rt->record_bundle(dir, "", to_string(no->reason), no->detail);
@@ -1351,8 +1367,9 @@ runtime::load_kernel_bundle(const std::string& dir) {
   {
     std::lock_guard guard{bundle_mtx_};
     if (!isolation_)
-      isolation_ = std::make_shared<const kernels::bundle::isolation>(
-          devices::gpu::bundle_isolation(bundle_timeout_));
+      isolation_ =
+          std::make_shared<const kernels::bundle::isolation>(bundle_code(
+              bundle_timeout_, bundle_in_process_, bundle_host_memory_));
     iso = isolation_;
   }
   auto r = kernels::bundle::load_bundle(dir, *trust_, *iso);
@@ -1370,8 +1387,16 @@ runtime::load_kernel_bundle(const std::string& dir) {
 }
 
 bundle_counts runtime::kernel_bundles() const {
-  std::lock_guard guard{bundle_mtx_};
-  return bundle_counts_;
+  bundle_counts out;
+  {
+    std::lock_guard guard{bundle_mtx_};
+    out = bundle_counts_;
+  }
+  auto hosts = kernels::bundle::hosts_counted();
+  out.hosts_started = hosts.started;
+  out.host_crashes = hosts.crashed;
+  out.host_timeouts = hosts.timed_out;
+  return out;
 }
 
 std::vector<std::pair<uint64_t, uint32_t>> runtime::xid_errors() const {

@@ -53,6 +53,12 @@ struct bundle_counts {
   uint64_t loaded = 0;
   /// Refusals by reason ("unsigned", "unknown_key", "tampered_blob", ...).
   std::map<std::string, uint64_t> refused;
+  /// Kernel host processes of this process's bundles (every runtime's:
+  /// kernels are the process's): started, and calls that crashed, aborted
+  /// or exited theirs or ran past their time.
+  uint64_t hosts_started = 0;
+  uint64_t host_crashes = 0;
+  uint64_t host_timeouts = 0;
 };
 
 /// A device's health as the node kept it (runtime::device_health).
@@ -477,6 +483,8 @@ private:
   /// found when the first bundle loads (under bundle_mtx_).
   std::shared_ptr<const kernels::bundle::isolation> isolation_;
   std::chrono::milliseconds bundle_timeout_{60'000};
+  bool bundle_in_process_ = false;
+  uint64_t bundle_host_memory_ = 0; // set at start
   mutable std::mutex bundle_mtx_;
   bundle_counts bundle_counts_;
   std::chrono::milliseconds drain_timeout_{10000};

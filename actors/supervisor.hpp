@@ -107,6 +107,10 @@ struct supervisor_config {
   /// Watchdog: the default and per kernel id (0 = the default).
   std::chrono::milliseconds kernel_timeout{5000};
   std::vector<std::chrono::milliseconds> kernel_timeouts;
+  /// Timeouts naming kernels not registered when the config compiled, by
+  /// name: a bundle's that the config loads (resolved once it has).
+  std::vector<std::pair<std::string, std::chrono::milliseconds>>
+      pending_kernel_timeouts;
   /// Devices in host processes: the `cohort` program they run and how long
   /// a new one may take to be reachable (start and hello each).
   std::string host_binary;

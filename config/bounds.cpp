@@ -181,6 +181,12 @@ caf::error check_bounds(const pb::RuntimeConfig& cfg) {
       return bad(std::string{"kernel_bundles."} + name + " has " +
                  std::to_string(n) + " entries, at most " +
                  std::to_string(most));
+  if (auto mb = kb.host_memory_mb(); mb != 0 && (mb < 64 || mb > 1048576))
+    return bad("kernel_bundles.host_memory_mb is " + std::to_string(mb) +
+               ", not in 64..1048576 (0: 4096)");
+  if (!pb::KernelBundles::CpuCode_IsValid(kb.cpu_code()))
+    return bad("kernel_bundles.cpu_code is " + std::to_string(kb.cpu_code()) +
+               ", not KERNEL_HOST or IN_PROCESS");
   if (cfg.max_attempts() > bounds::max_attempts)
     return bad("max_attempts is " + std::to_string(cfg.max_attempts()) +
                ", at most " + std::to_string(bounds::max_attempts));

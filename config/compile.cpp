@@ -36,6 +36,10 @@ caf::expected<settings> compile(const pb::RuntimeConfig& cfg) {
   out.bundles.assign(load.begin(), load.end());
   if (auto ms = cfg.kernel_bundles().load_timeout_ms(); ms != 0)
     out.bundle_load_timeout = std::chrono::milliseconds{ms};
+  out.bundle_cpu_in_process =
+      cfg.kernel_bundles().cpu_code() == pb::KernelBundles::IN_PROCESS;
+  if (auto mb = cfg.kernel_bundles().host_memory_mb(); mb != 0)
+    out.bundle_host_memory = uint64_t{mb} << 20;
   auto exec = exec_sessions_of(cfg);
   if (!exec)
     return exec.error();

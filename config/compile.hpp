@@ -43,6 +43,10 @@ struct settings {
   /// How long a bundle's load in isolation may take.
   std::chrono::milliseconds bundle_load_timeout =
       kernels::bundle::default_probe_timeout;
+  /// Where bundles' CPU code runs: kernel host processes (with this
+  /// address space each), or this process (kernel_bundles.cpu_code).
+  bool bundle_cpu_in_process = false;
+  uint64_t bundle_host_memory = kernels::bundle::default_host_memory;
   /// The exec socket (docs/exec.md); none when the config names none.
   std::optional<exec::session_options> exec_sessions;
 };

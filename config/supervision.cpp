@@ -209,17 +209,35 @@ supervision_of(const pb::RuntimeConfig& cfg) {
   if (c.probes() > 0)
     b.circuit.probes = c.probes();
   for (auto& kt : sv.kernel_timeout()) {
-    auto k = kernels::parse_kernel(kt.kernel());
-    if (!k)
-      return bad("kernel_timeout names unknown kernel '" + kt.kernel() + "'");
     if (kt.timeout_ms() == 0)
       return bad("kernel_timeout for " + kt.kernel() + " is 0 ms");
-    auto i = static_cast<size_t>(*k);
-    if (s.kernel_timeouts.size() <= i)
-      s.kernel_timeouts.resize(i + 1, ms{0});
-    s.kernel_timeouts[i] = ms{kt.timeout_ms()};
+    // A bundle's kernel is registered once the bundle loads, after this.
+    if (!kernels::parse_kernel(kt.kernel()) &&
+        cfg.kernel_bundles().load_size() > 0) {
+      s.pending_kernel_timeouts.emplace_back(kt.kernel(), ms{kt.timeout_ms()});
+      continue;
+    }
+    s.pending_kernel_timeouts.emplace_back(kt.kernel(), ms{kt.timeout_ms()});
+    if (auto err = resolve_kernel_timeouts(s))
+      return err;
   }
   return std::make_pair(b, s);
+}
+
+caf::error resolve_kernel_timeouts(supervisor_config& s) {
+  for (auto& [name, t] : s.pending_kernel_timeouts) {
+    auto k = kernels::parse_kernel(name);
+    if (!k)
+      return make_error(errc::malformed_config,
+                        "supervision: kernel_timeout names unknown kernel '" +
+                            name + "'");
+    auto i = static_cast<size_t>(*k);
+    if (s.kernel_timeouts.size() <= i)
+      s.kernel_timeouts.resize(i + 1, std::chrono::milliseconds{0});
+    s.kernel_timeouts[i] = t;
+  }
+  s.pending_kernel_timeouts.clear();
+  return {};
 }
 
 } // namespace cohort::config

@@ -18,4 +18,9 @@ namespace cohort::config {
 caf::expected<std::pair<actors::balancer_config, actors::supervisor_config>>
 supervision_of(const pb::RuntimeConfig& cfg);
 
+/// Turns `s.pending_kernel_timeouts` (timeouts naming a bundle's kernels,
+/// kept by name until the config's bundles have loaded) into timeouts by
+/// kernel id; malformed_config for a name still unknown.
+caf::error resolve_kernel_timeouts(actors::supervisor_config& s);
+
 } // namespace cohort::config

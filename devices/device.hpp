@@ -294,6 +294,22 @@ public:
   /// What the policy does on `xid`. Thread-safe.
   xid_action xid_action_of(uint32_t xid) const;
 
+  /// How long a launch of each kernel may run (supervision's
+  /// kernel_timeout_ms, `per_kernel` by kernel id, 0 there: `all`). Set by
+  /// the device's actor before it launches; CPU code that can be stopped
+  /// (a bundle's kernel in a kernel host process) is stopped at it.
+  void set_kernel_timeouts(std::chrono::milliseconds all,
+                           std::vector<std::chrono::milliseconds> per_kernel) {
+    kernel_timeout_ = all;
+    kernel_timeouts_ = std::move(per_kernel);
+  }
+  std::chrono::milliseconds kernel_timeout(kernels::kernel_id id) const {
+    auto i = static_cast<size_t>(id);
+    if (i < kernel_timeouts_.size() && kernel_timeouts_[i].count() > 0)
+      return kernel_timeouts_[i];
+    return kernel_timeout_;
+  }
+
 protected:
   /// Backends call this for every Xid they see.
   void note_xid(uint32_t xid) {
@@ -328,6 +344,9 @@ protected:
   virtual caf::error copy_out(void* dst, const void* src, size_t bytes);
 
 private:
+  std::chrono::milliseconds kernel_timeout_{5000};
+  std::vector<std::chrono::milliseconds> kernel_timeouts_;
+
   void keep_xid(uint32_t xid);
 
   std::atomic<uint64_t> xid_errors_{0};

@@ -10,9 +10,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -103,21 +106,7 @@ void wait_for(pid_t pid, const child_request& req, child_end& end) {
     end.cancelled = req.cancelled && req.cancelled();
     if (end.cancelled || clock::now() >= deadline) {
       end.timed_out = !end.cancelled;
-      ::kill(pid, SIGKILL);
-      // A child in uninterruptible sleep (a driver call on a GPU that fell
-      // off the bus) dies only when that call returns: it is waited for a
-      // moment, then left to a thread of its own to reap.
-      for (int i = 0; i < 500; ++i) {
-        auto r = ::waitpid(pid, &st, WNOHANG);
-        if (r == pid || (r < 0 && errno != EINTR))
-          return;
-        std::this_thread::sleep_for(std::chrono::milliseconds{10});
-      }
-      std::thread{[pid] {
-        int ignored = 0;
-        while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
-        }
-      }}.detach();
+      kill_and_reap(pid);
       return;
     }
     std::this_thread::sleep_for(pause);
@@ -197,6 +186,154 @@ std::string child_end::describe(std::chrono::milliseconds timeout) const {
   return {};
 }
 
+namespace {
+
+// Starts `program` with `placed[i]` at descriptor i (each a descriptor
+// above high_fd; -1: /dev/null) and every other descriptor closed, with
+// default signal dispositions and mask, whatever the embedding program set.
+pid_t spawn_placed(const std::string& program,
+                   const std::vector<std::string>& args,
+                   const std::vector<int>& placed, std::string& why) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  for (size_t i = 0; i < placed.size(); ++i) {
+    if (placed[i] >= 0)
+      posix_spawn_file_actions_adddup2(&actions, placed[i], int(i));
+    else
+      posix_spawn_file_actions_addopen(&actions, int(i), "/dev/null", O_RDWR,
+                                       0);
+  }
+  posix_spawn_file_actions_addclosefrom_np(&actions, int(placed.size()));
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  std::vector<std::string> all_args{program};
+  all_args.insert(all_args.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all_args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, program.c_str(), &actions, &attr, argv.data(),
+                         environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    why = program + ": " + std::strerror(rc);
+    return -1;
+  }
+  return pid;
+}
+
+// The thread that starts long-lived helpers. A helper's death signal
+// (PR_SET_PDEATHSIG) comes when the *thread* that started it ends, not the
+// process: helpers started from an actor's thread would die with that
+// actor. This thread lives as long as the process (never joined; its
+// state is never destroyed, so that no static destructor runs under it).
+class spawner {
+public:
+  static spawner& get() {
+    static auto* s = new spawner;
+    return *s;
+  }
+
+  pid_t spawn(const std::string& program, const std::vector<std::string>& args,
+              const std::vector<int>& placed, std::string& why) {
+    job j{program, args, placed, -1, {}, false};
+    std::unique_lock guard{mtx_};
+    jobs_.push_back(&j);
+    wake_.notify_all();
+    done_.wait(guard, [&] { return j.done; });
+    why = j.why;
+    return j.pid;
+  }
+
+private:
+  struct job {
+    const std::string& program;
+    const std::vector<std::string>& args;
+    const std::vector<int>& placed;
+    pid_t pid = -1;
+    std::string why;
+    bool done = false;
+  };
+
+  spawner() {
+    std::thread{[this] { loop(); }}.detach();
+  }
+
+  void loop() {
+    std::unique_lock guard{mtx_};
+    for (;;) {
+      wake_.wait(guard, [&] { return !jobs_.empty(); });
+      auto* j = jobs_.front();
+      jobs_.pop_front();
+      guard.unlock();
+      std::string why;
+      auto pid = spawn_placed(j->program, j->args, j->placed, why);
+      guard.lock();
+      j->pid = pid;
+      j->why = std::move(why);
+      j->done = true;
+      done_.notify_all();
+    }
+  }
+
+  std::mutex mtx_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  std::deque<job*> jobs_;
+};
+
+} // namespace
+
+pid_t start_helper(const std::string& program,
+                   const std::vector<std::string>& args,
+                   const std::vector<int>& fds, std::string& why) {
+  std::vector<fd_guard> high;
+  std::vector<int> placed;
+  for (int fd : fds) {
+    if (fd < 0) {
+      placed.push_back(-1);
+      continue;
+    }
+    auto copy = high_copy(fd, why);
+    if (copy.fd < 0)
+      return -1;
+    placed.push_back(copy.fd);
+    high.push_back(std::move(copy));
+  }
+  return spawner::get().spawn(program, args, placed, why);
+}
+
+std::optional<int> kill_and_reap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  // A child in uninterruptible sleep (a driver call on a GPU that fell off
+  // the bus) dies only when that call returns: it is waited for a moment,
+  // then left to a thread of its own to reap.
+  for (int i = 0; i < 500; ++i) {
+    int st = 0;
+    auto r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid)
+      return st;
+    if (r < 0 && errno != EINTR)
+      return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+  std::thread{[pid] {
+    int ignored = 0;
+    while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+    }
+  }}.detach();
+  return std::nullopt;
+}
+
 child_end run_child(const child_request& req) {
   child_end end;
   std::string why;
@@ -211,38 +348,12 @@ child_end run_child(const child_request& req) {
     end.spawn_error = why;
     return end;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in.fd, 0);
-  posix_spawn_file_actions_adddup2(&actions, out.fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, err.fd, 2);
-  for (size_t i = 0; i < fds.size(); ++i)
-    posix_spawn_file_actions_adddup2(&actions, fds[i].fd, 3 + int(i));
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3 + int(fds.size()));
-  // Default signal dispositions and mask in the child, whatever the
-  // embedding program set.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t all, none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  std::vector<std::string> args{req.program};
-  args.insert(args.end(), req.args.begin(), req.args.end());
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, req.program.c_str(), &actions, &attr,
-                         argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    end.spawn_error = req.program + ": " + std::strerror(rc);
+  std::vector<int> placed{in.fd, out.fd, err.fd};
+  for (auto& f : fds)
+    placed.push_back(f.fd);
+  pid_t pid = spawn_placed(req.program, req.args, placed, why);
+  if (pid < 0) {
+    end.spawn_error = why;
     return end;
   }
   wait_for(pid, req, end);

@@ -6,6 +6,8 @@
 // constructor that crashes) costs the node nothing.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -67,6 +69,24 @@ struct child_end {
 
 /// Runs `req` and waits for it. Never throws; thread-safe.
 child_end run_child(const child_request& req);
+
+/// Starts a helper that keeps running (a kernel host,
+/// kernels/bundle/kernel_host.hpp) with `fds[i]` at descriptor i (-1:
+/// /dev/null there; the caller keeps and closes its own) and every other
+/// descriptor closed, with default signal dispositions and mask. It is
+/// started from a thread that lives as long as the process: the death
+/// signal a helper asks for (enter_helper) comes when the thread that
+/// started it ends, which must be the process's end and not that of the
+/// actor that happened to need it. Returns its pid, or -1 with `why` set.
+/// The caller reaps it (kill_and_reap). Thread-safe.
+pid_t start_helper(const std::string& program,
+                   const std::vector<std::string>& args,
+                   const std::vector<int>& fds, std::string& why);
+
+/// Kills `pid` (SIGKILL) and reaps it: its wait status, or none when it
+/// was not reaped within 5 s (a child in uninterruptible sleep; a thread of
+/// its own reaps it later) or by someone else.
+std::optional<int> kill_and_reap(pid_t pid);
 
 /// The start of a helper's main, its side of run_child: it takes `--parent
 /// PID` (run_child's caller passes its pid), dies with that parent (which

@@ -157,6 +157,12 @@ kernel_output run_cpu(kernel_id id, const kernel_args& args,
   return def(id).cpu(args, inputs);
 }
 
+kernel_output run_cpu(kernel_id id, const kernel_args& args,
+                      typed_inputs inputs, std::chrono::milliseconds limit) {
+  auto& d = def(id);
+  return d.cpu_within ? d.cpu_within(args, inputs, limit) : d.cpu(args, inputs);
+}
+
 kernel_output run_reference(kernel_id id, const kernel_args& args,
                             input_views inputs) {
   auto views = typed(inputs);

@@ -4,6 +4,7 @@
 // can use it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -165,6 +166,12 @@ kernel_output run_cpu(kernel_id id, const kernel_args& args,
 /// Runs kernel `id`'s CPU implementation on typed inputs (validated).
 kernel_output run_cpu(kernel_id id, const kernel_args& args,
                       typed_inputs inputs);
+
+/// As above, for at most `limit` where the kernel can be stopped (a
+/// bundle's kernel in a kernel host process: past it, kernel_failure);
+/// others run to their end.
+kernel_output run_cpu(kernel_id id, const kernel_args& args,
+                      typed_inputs inputs, std::chrono::milliseconds limit);
 
 /// Typed views of float inputs.
 small_vector<typed_view, 8> typed(input_views inputs);

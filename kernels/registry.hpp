@@ -73,6 +73,11 @@ struct kernel_def {
   /// The CPU implementation: CPU workers, simulated GPUs and fallback run
   /// it. Required. Called from several threads at once.
   std::function<kernel_output(const kernel_args&, typed_inputs)> cpu;
+  /// `cpu` for at most the given time, for CPU code that can be stopped
+  /// (a bundle's kernel in a kernel host process); optional.
+  std::function<kernel_output(const kernel_args&, typed_inputs,
+                              std::chrono::milliseconds)>
+      cpu_within;
   /// A reference to compare results with (tests, `cohort run --check`);
   /// when empty, results are compared with `cpu`'s.
   std::function<kernel_output(const kernel_args&, typed_inputs)> reference;

@@ -37,7 +37,7 @@ root="$work/stage$prefix"
 
 # package -> files and folders (relative to the prefix) it holds.
 declare -A files=(
-  [libcohort0]="$libdir/libcohort.so.0 $libdir/libcohort.so.$version $libdir/cohort/cohort-kernel-probe $libdir/cohort/cohort-gpu-scan"
+  [libcohort0]="$libdir/libcohort.so.0 $libdir/libcohort.so.$version $libdir/cohort/cohort-kernel-probe $libdir/cohort/cohort-kernel-host $libdir/cohort/cohort-gpu-scan"
   [libcohort-dev]="include/cohort $libdir/libcohort.so $libdir/libcohort.a $libdir/pkgconfig/cohort.pc $libdir/pkgconfig/cohort-caf.pc $libdir/cmake/cohort"
   [cohort]="bin/cohort share/man/man1/cohort.1 share/doc/cohort $libdir/cohort/libcohort-exec-shim.so"
   [python3-cohort]="lib/python3/dist-packages/cohort"

@@ -32,7 +32,7 @@ programs=(
   tools/cohort bench/bench_kernels bench/pool/bench_pool bench/bench_geo
   bench/bench_objects
   examples/embed examples/quotas devices/libcohort-cuda.so
-  devices/cohort-kernel-probe devices/cohort-gpu-scan
+  devices/cohort-kernel-probe devices/cohort-kernel-host devices/cohort-gpu-scan
 )
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

@@ -302,10 +302,11 @@ int load_config_bundles(const std::string& path) {
   if (!settings)
     return kernel_bad_input("list: " + path + ": " +
                             describe(settings.error()));
+  auto iso = devices::gpu::bundle_isolation(settings->bundle_load_timeout);
+  iso.cpu_in_process = settings->bundle_cpu_in_process;
+  iso.host_memory_limit = settings->bundle_host_memory;
   for (auto& dir : settings->bundles) {
-    auto r = kernels::bundle::load_bundle(
-        dir, *settings->trust,
-        devices::gpu::bundle_isolation(settings->bundle_load_timeout));
+    auto r = kernels::bundle::load_bundle(dir, *settings->trust, iso);
     if (auto* no = std::get_if<kernels::bundle::refused>(&r))
       std::fprintf(stderr, "cohort: kernel: list: bundle %s refused (%s): %s\n",
                    dir.c_str(), to_string(no->reason), no->detail.c_str());

@@ -487,6 +487,20 @@ metrics_exporter::render(const metrics_input& in,
     }
   }
   {
+    // Kernel hosts (docs/kernels.md, "Kernel hosts"): the process's.
+    family{out, "cohort_kernel_hosts_started_total",
+           "Kernel host processes started to run bundles' CPU code",
+           MetricType::Counter}
+        .add({}, double(in.bundles.hosts_started));
+    family faults{out, "cohort_kernel_host_faults_total",
+                  "Bundle kernel calls that ended their kernel host process "
+                  "(crash: crashed, aborted or exited it; timeout: killed at "
+                  "its kernel timeout)",
+                  MetricType::Counter};
+    faults.add({{"reason", "crash"}}, double(in.bundles.host_crashes));
+    faults.add({{"reason", "timeout"}}, double(in.bundles.host_timeouts));
+  }
+  {
     // Device-resident objects (docs/objects.md): what they hold now, per
     // tenant and place ("host" for host copies), and what happened to them.
     std::map<std::string, uint64_t> live;

@@ -3,8 +3,12 @@
 // from memory, registration) a bundle of 10 kernels;
 // the figure issue 19 asks for. Each round is a new bundle (new kernel
 // names: a process holds 255 kernels, so at most 24 rounds).
+// `calls`: the cost of one call of a bundle's CPU kernel in a kernel host
+// process against the same kernel called in this process (IN_PROCESS), at
+// three sizes, calls of the two interleaved.
 //
 //   build/bench/bench_bundles [ROUNDS]
+//   build/bench/bench_bundles calls [CALLS]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +25,7 @@
 #include "devices/gpu/bundle_isolation.hpp"
 #include "kernels/bundle/bundle.hpp"
 #include "kernels/bundle/loader.hpp"
+#include "kernels/catalog.hpp"
 
 namespace {
 
@@ -71,14 +76,101 @@ void row(const char* what, std::vector<double> xs) {
               xs.front(), xs.back());
 }
 
+// Loads the bundle in `dir` (one kernel, NAME.k0) with its CPU code in
+// kernel hosts or in this process.
+cohort::kernels::kernel_id load_one(const std::string& dir, int round,
+                                    const std::string& so,
+                                    const private_key& key,
+                                    const trust_store& trust, isolation iso) {
+  make(dir, round, 1, so);
+  auto sig = sign_bundle(dir, key);
+  write_file(dir + "/manifest.sig",
+             signature_text(std::get<cohort::pb::BundleSignature>(sig)));
+  auto loaded = load_bundle(dir, trust, iso);
+  if (auto* no = std::get_if<refused>(&loaded)) {
+    std::fprintf(stderr, "bench_bundles: refused: %s\n", no->detail.c_str());
+    std::exit(1);
+  }
+  return std::get<loaded_bundle>(loaded).kernels.at(0).second;
+}
+
+int calls(int n, const std::string& so, const private_key& key,
+          const trust_store& trust, const isolation& iso,
+          const std::string& root) {
+  if (iso.host.empty()) {
+    std::fprintf(stderr, "bench_bundles: no %s (searched %s)\n", host_program,
+                 iso.searched.c_str());
+    return 2;
+  }
+  auto in_host = iso;
+  auto in_process = iso;
+  in_process.cpu_in_process = true;
+  auto hosted = load_one(root + "/host", 100, so, key, trust, in_host);
+  auto direct = load_one(root + "/direct", 101, so, key, trust, in_process);
+  std::printf("one call of a bundle's CPU kernel (alpha * x + y, f64), %d "
+              "calls per size, interleaved (microseconds)\n",
+              n);
+  std::printf("%-26s %10s %10s %10s %10s %10s %10s\n", "elements", "host p50",
+              "host min", "host p99", "proc p50", "proc min", "proc p99");
+  for (uint64_t elems : {uint64_t{16}, uint64_t{4096}, uint64_t{1} << 20}) {
+    std::vector<double> x(elems, 1.5), y(elems, 2.0);
+    std::vector<cohort::kernels::typed_view> in{
+        {x.data(), elems, cohort::kernels::dtype::f64},
+        {y.data(), elems, cohort::kernels::dtype::f64}};
+    cohort::kernels::kernel_args a;
+    a.alpha = 2;
+    std::vector<double> host_us, proc_us;
+    auto one = [&](cohort::kernels::kernel_id id, std::vector<double>& into) {
+      auto t0 = clock_type::now();
+      auto out = cohort::kernels::run_cpu(
+          id, a, cohort::kernels::typed_inputs{in}, std::chrono::seconds{10});
+      into.push_back(us_since(t0));
+      if (out.as<double>()[elems - 1] != 5.0) {
+        std::fprintf(stderr, "bench_bundles: wrong result\n");
+        std::exit(1);
+      }
+    };
+    // Warm-up: the host starts on the first call.
+    one(hosted, host_us);
+    one(direct, proc_us);
+    host_us.clear();
+    proc_us.clear();
+    for (int i = 0; i < n; ++i) {
+      one(hosted, host_us);
+      one(direct, proc_us);
+    }
+    std::sort(host_us.begin(), host_us.end());
+    std::sort(proc_us.begin(), proc_us.end());
+    auto at = [](const std::vector<double>& v, double q) {
+      return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
+    };
+    std::printf("%-26llu %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f\n",
+                (unsigned long long)elems, at(host_us, 0.5), host_us.front(),
+                at(host_us, 0.99), at(proc_us, 0.5), proc_us.front(),
+                at(proc_us, 0.99));
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  int rounds = argc > 1 ? std::atoi(argv[1]) : 20;
-  if (rounds < 1 || rounds > 24) {
+  bool call_mode = argc > 1 && std::string{argv[1]} == "calls";
+  if (call_mode) {
+    ++argv;
+    --argc;
+  }
+  // ROUNDS, or CALLS per size with `calls`.
+  int count = argc > 1 ? std::atoi(argv[1]) : (call_mode ? 2000 : 20);
+  if (call_mode && (count < 10 || count > 1000000)) {
+    std::fprintf(stderr, "bench_bundles: CALLS must be 10..1000000\n");
+    return 2;
+  }
+  if (!call_mode && (count < 1 || count > 24)) {
     std::fprintf(stderr, "bench_bundles: ROUNDS must be 1..24\n");
     return 2;
   }
+  int rounds = count;
   const int kernels = 10;
   auto so = read_file(COHORT_ACME_KERNELS);
   if (so.empty()) {
@@ -98,6 +190,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_bundles: no %s (searched %s)\n", probe_program,
                  isolated.searched.c_str());
     return 2;
+  }
+  if (call_mode) {
+    int status = calls(count, so, *key, trust, isolated, root);
+    std::filesystem::remove_all(root);
+    return status;
   }
   std::vector<double> sign_us, verify_us, load_us, total_us;
   for (int r = 0; r < rounds; ++r) {

@@ -30,7 +30,7 @@ cpu_device::do_launch(uint32_t, uint64_t, kernels::kernel_id id,
                       kernels::typed_inputs inputs, const memory::owner_tag&) {
   auto start = std::chrono::steady_clock::now();
   launch_result res;
-  res.output = kernels::run_cpu(id, args, inputs);
+  res.output = kernels::run_cpu(id, args, inputs, kernel_timeout(id));
   res.device_time = std::chrono::steady_clock::now() - start;
   return res;
 }

@@ -16,6 +16,9 @@ kernels::bundle::isolation bundle_isolation(std::chrono::milliseconds timeout) {
         std::filesystem::path{dir} / kernels::bundle::probe_program;
     if (::access(candidate.c_str(), X_OK) == 0) {
       iso.helper = candidate.string();
+      auto host = std::filesystem::path{dir} / kernels::bundle::host_program;
+      if (::access(host.c_str(), X_OK) == 0)
+        iso.host = host.string();
       break;
     }
     iso.searched += (iso.searched.empty() ? "" : ", ") + dir;

@@ -239,7 +239,8 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
       in.push_back({cursor, st.inputs[i].size, st.inputs[i].type});
       cursor += aligned(bytes);
     }
-    auto out = kernels::run_cpu(st.id, st.args, kernels::typed_inputs{in});
+    auto out = kernels::run_cpu(st.id, st.args, kernels::typed_inputs{in},
+                                kernel_timeout(st.id));
     // The output lives in device memory; the next stage reads it there.
     auto* out_at = cursor;
     auto ov = out.view();

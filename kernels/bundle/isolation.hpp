@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/bundle/bundle.hpp"
+#include "kernels/bundle/kernel_host.hpp"
 
 namespace cohort::kernels::bundle {
 
@@ -36,6 +37,15 @@ struct isolation {
   std::map<std::string, std::string> plugins;
   /// Past it, the child is killed and the bundle refused (load_hung).
   std::chrono::milliseconds timeout = default_probe_timeout;
+  /// Where bundles' CPU code runs once loaded: in kernel host processes
+  /// (kernel_host.hpp), or, for trusted bundles, in this process
+  /// (kernel_bundles.cpu_code: IN_PROCESS).
+  bool cpu_in_process = false;
+  /// cohort-kernel-host's path, found where `helper` is. Empty: not found,
+  /// and every bundle is refused unless cpu_in_process.
+  std::string host;
+  /// Each kernel host's address space in bytes; 0: not limited.
+  uint64_t host_memory_limit = default_host_memory;
 };
 
 /// What the child found, for the audit record's detail and `cohort kernel

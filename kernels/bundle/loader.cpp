@@ -8,6 +8,7 @@
 
 #include "cohort/kernel_abi.h"
 #include "ipc/child.hpp"
+#include "kernels/bundle/kernel_host.hpp"
 #include "kernels/bundle/rule.hpp"
 #include "kernels/registry.hpp"
 
@@ -125,7 +126,47 @@ gpu_code gpu_code_of(const pb::BundleGpuCode& g, const checked_bundle& b,
   return c;
 }
 
-kernel_def make_def(const pb::BundleKernel& k, cohort_cpu_kernel fn,
+// A bundle kernel's CPU code: `fn` called in this process (IN_PROCESS),
+// or kernel `index` of `hosts` in a kernel host process.
+struct cpu_code {
+  cohort_cpu_kernel fn = nullptr;
+  std::shared_ptr<kernel_hosts> hosts;
+  uint32_t index = 0;
+};
+
+kernel_output call_in_process(const kernel_rules& r, cohort_cpu_kernel fn,
+                              const kernel_args& a, typed_inputs in,
+                              kernel_output out) {
+  small_vector<cohort_buffer, 8> bufs;
+  for (auto& v : in)
+    bufs.push_back({v.data, v.size, int32_t(v.type)});
+  char err[512] = "";
+  cohort_kernel_call call{};
+  call.abi_version = COHORT_KERNEL_ABI_VERSION;
+  call.input_count = uint32_t(bufs.size());
+  call.inputs = bufs.data();
+  call.output = out.type == dtype::f32 ? static_cast<void*>(out.values.data())
+                                       : static_cast<void*>(out.raw.data());
+  call.output_length = out.elements();
+  call.output_dtype = int32_t(out.type);
+  call.alpha = a.alpha;
+  call.m = a.m;
+  call.n = a.n;
+  call.k = a.k;
+  call.top_k = a.top_k;
+  call.error = err;
+  call.error_size = sizeof err;
+  if (int rc = fn(&call); rc != 0) {
+    err[sizeof err - 1] = '\0';
+    throw kernel_failure(r.name + ": " +
+                         (err[0] != '\0'
+                              ? std::string{err}
+                              : "failed with code " + std::to_string(rc)));
+  }
+  return out;
+}
+
+kernel_def make_def(const pb::BundleKernel& k, cpu_code code,
                     const checked_bundle& b) {
   kernel_def d;
   d.name = k.name();
@@ -164,42 +205,24 @@ kernel_def make_def(const pb::BundleKernel& k, cohort_cpu_kernel fn,
       return kernel_cost{v && *v > 0 ? double(*v) : 0.0, 0.0};
     };
   auto out_type = d.signature.output.type;
-  d.cpu = [rules, fn, out_type](const kernel_args& a, typed_inputs in) {
-    small_vector<cohort_buffer, 8> bufs;
+  auto run = [rules, code, out_type](const kernel_args& a, typed_inputs in,
+                                     std::chrono::milliseconds limit) {
     input_shape lens;
-    for (auto& v : in) {
-      bufs.push_back({v.data, v.size, int32_t(v.type)});
+    for (auto& v : in)
       lens.push_back(v.size);
-    }
     std::string why;
     auto n = rules->output_size.eval(a, input_lengths{lens}, why);
     kernel_output out;
     out.resize(out_type, n && *n > 0 ? uint64_t(*n) : 0);
-    char err[512] = "";
-    cohort_kernel_call call{};
-    call.abi_version = COHORT_KERNEL_ABI_VERSION;
-    call.input_count = uint32_t(bufs.size());
-    call.inputs = bufs.data();
-    call.output = out_type == dtype::f32 ? static_cast<void*>(out.values.data())
-                                         : static_cast<void*>(out.raw.data());
-    call.output_length = out.elements();
-    call.output_dtype = int32_t(out_type);
-    call.alpha = a.alpha;
-    call.m = a.m;
-    call.n = a.n;
-    call.k = a.k;
-    call.top_k = a.top_k;
-    call.error = err;
-    call.error_size = sizeof err;
-    if (int rc = fn(&call); rc != 0) {
-      err[sizeof err - 1] = '\0';
-      throw kernel_failure(rules->name + ": " +
-                           (err[0] != '\0'
-                                ? std::string{err}
-                                : "failed with code " + std::to_string(rc)));
-    }
+    if (!code.hosts)
+      return call_in_process(*rules, code.fn, a, in, std::move(out));
+    code.hosts->call(code.index, a, in, out, limit);
     return out;
   };
+  d.cpu = [run](const kernel_args& a, typed_inputs in) {
+    return run(a, in, default_call_timeout);
+  };
+  d.cpu_within = run;
   d.cuda = gpu_code_of(k.cuda(), b, rules, 0);
   d.hip = gpu_code_of(k.hip(), b, rules, 1);
   d.origin = "bundle " + b.manifest.name() + " " + b.manifest.version() +
@@ -250,13 +273,47 @@ std::variant<loaded_bundle, refused> load_checked(const checked_bundle& b,
   if (auto* no = std::get_if<refused>(&probed))
     return *no;
   out.probed = std::move(std::get<probe_report>(probed));
+  std::vector<kernel_def> defs;
   std::map<std::string, void*> objects;
   auto unload = [&] {
     for (auto& [path, h] : objects)
       ::dlclose(h);
   };
-  std::vector<kernel_def> defs;
+  if (!iso.cpu_in_process) {
+    // Its CPU code runs in kernel host processes only: nothing of it is
+    // loaded here.
+    if (iso.host.empty())
+      return refused{refusal::load_failed,
+                     std::string{"no "} + host_program +
+                         " to run its CPU code in (searched: " +
+                         (iso.searched.empty() ? "nowhere" : iso.searched) +
+                         "; set COHORT_PLUGIN_PATH to the folder holding it)"};
+    std::vector<std::pair<std::string, std::string>> blobs;
+    std::map<std::string, uint32_t> index_of;
+    std::vector<pb::KernelHostStart::Kernel> entries;
+    for (auto& k : b.manifest.kernel()) {
+      auto [at, fresh] = index_of.emplace(k.cpu_blob(), uint32_t(blobs.size()));
+      if (fresh)
+        blobs.emplace_back(k.cpu_blob(), b.blobs.at(k.cpu_blob()));
+      auto& e = entries.emplace_back();
+      e.set_object(at->second);
+      e.set_symbol(k.cpu_symbol());
+      e.set_name(k.name());
+    }
+    host_settings hs;
+    hs.program = iso.host;
+    hs.memory_limit = iso.host_memory_limit;
+    std::string why;
+    auto hosts = kernel_hosts::make(b.manifest.name(), blobs, entries, hs, why);
+    if (!hosts)
+      return refused{refusal::load_failed, why};
+    for (int i = 0; i < b.manifest.kernel_size(); ++i)
+      defs.push_back(
+          make_def(b.manifest.kernel(i), {nullptr, hosts, uint32_t(i)}, b));
+  }
   for (auto& k : b.manifest.kernel()) {
+    if (!iso.cpu_in_process)
+      break;
     auto& h = objects[k.cpu_blob()];
     std::string why;
     if (h == nullptr)
@@ -274,7 +331,8 @@ std::variant<loaded_bundle, refused> load_checked(const checked_bundle& b,
                      "kernel '" + k.name() + "': blob '" + k.cpu_blob() +
                          "' has no symbol '" + k.cpu_symbol() + "'"};
     }
-    defs.push_back(make_def(k, reinterpret_cast<cohort_cpu_kernel>(sym), b));
+    defs.push_back(
+        make_def(k, {reinterpret_cast<cohort_cpu_kernel>(sym), nullptr, 0}, b));
   }
   std::string why;
   auto ids = register_kernels(std::move(defs), why);
