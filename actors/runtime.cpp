@@ -563,7 +563,10 @@ runtime::start(caf::actor_system& sys, const pb::RuntimeConfig& cfg,
   for (auto& dir : settings->bundles)
     bundles.emplace_back(
         dir, kernels::bundle::load_bundle(dir, *settings->trust, *isolation));
-  if (auto err = config::resolve_kernel_timeouts(settings->supervisor))
+  bool refused = std::any_of(bundles.begin(), bundles.end(), [](auto& b) {
+    return std::holds_alternative<kernels::bundle::refused>(b.second);
+  });
+  if (auto err = config::resolve_kernel_timeouts(settings->supervisor, refused))
     return err;
   auto lease = config::compile_quotas(cfg, infos);
   if (!lease)

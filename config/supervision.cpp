@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "config/bounds.hpp"
 #include "kernels/catalog.hpp"
 #include "messages/errc.hpp"
 
@@ -11,6 +12,14 @@ namespace cohort::config {
 using namespace actors;
 
 namespace {
+
+void set_timeout(supervisor_config& s, kernels::kernel_id k,
+                 std::chrono::milliseconds t) {
+  auto i = static_cast<size_t>(k);
+  if (s.kernel_timeouts.size() <= i)
+    s.kernel_timeouts.resize(i + 1, std::chrono::milliseconds{0});
+  s.kernel_timeouts[i] = t;
+}
 
 /// Codes with a rule, in all rules together.
 constexpr size_t max_xid_codes = 1024;
@@ -211,30 +220,38 @@ supervision_of(const pb::RuntimeConfig& cfg) {
   for (auto& kt : sv.kernel_timeout()) {
     if (kt.timeout_ms() == 0)
       return bad("kernel_timeout for " + kt.kernel() + " is 0 ms");
-    // A bundle's kernel is registered once the bundle loads, after this.
-    if (!kernels::parse_kernel(kt.kernel()) &&
-        cfg.kernel_bundles().load_size() > 0) {
-      s.pending_kernel_timeouts.emplace_back(kt.kernel(), ms{kt.timeout_ms()});
+    if (kt.timeout_ms() > config_bounds::max_ms)
+      return bad("kernel_timeout for " + kt.kernel() + " is " +
+                 std::to_string(kt.timeout_ms()) + " ms, at most " +
+                 std::to_string(config_bounds::max_ms));
+    auto k = kernels::parse_kernel(kt.kernel());
+    if (k) {
+      set_timeout(s, *k, ms{kt.timeout_ms()});
       continue;
     }
+    // A bundle's kernel is registered once the bundle loads, after this.
+    if (cfg.kernel_bundles().load_size() == 0)
+      return bad("kernel_timeout names unknown kernel '" + kt.kernel() + "'");
     s.pending_kernel_timeouts.emplace_back(kt.kernel(), ms{kt.timeout_ms()});
-    if (auto err = resolve_kernel_timeouts(s))
-      return err;
   }
   return std::make_pair(b, s);
 }
 
-caf::error resolve_kernel_timeouts(supervisor_config& s) {
+caf::error resolve_kernel_timeouts(supervisor_config& s,
+                                   bool bundle_refused) {
   for (auto& [name, t] : s.pending_kernel_timeouts) {
     auto k = kernels::parse_kernel(name);
-    if (!k)
-      return make_error(errc::malformed_config,
-                        "supervision: kernel_timeout names unknown kernel '" +
-                            name + "'");
-    auto i = static_cast<size_t>(*k);
-    if (s.kernel_timeouts.size() <= i)
-      s.kernel_timeouts.resize(i + 1, std::chrono::milliseconds{0});
-    s.kernel_timeouts[i] = t;
+    if (k) {
+      set_timeout(s, *k, t);
+      continue;
+    }
+    // Most likely a kernel of the refused bundle: the node runs on without
+    // it, as without the bundle.
+    if (bundle_refused)
+      continue;
+    return make_error(errc::malformed_config,
+                      "supervision: kernel_timeout names unknown kernel '" +
+                          name + "' (not built in, not in a loaded bundle)");
   }
   s.pending_kernel_timeouts.clear();
   return {};

@@ -20,7 +20,10 @@ supervision_of(const pb::RuntimeConfig& cfg);
 
 /// Turns `s.pending_kernel_timeouts` (timeouts naming a bundle's kernels,
 /// kept by name until the config's bundles have loaded) into timeouts by
-/// kernel id; malformed_config for a name still unknown.
-caf::error resolve_kernel_timeouts(actors::supervisor_config& s);
+/// kernel id; malformed_config for a name still unknown, unless one of the
+/// config's bundles was refused (its kernels are missing, and the node
+/// runs on without them).
+caf::error resolve_kernel_timeouts(actors::supervisor_config& s,
+                                   bool bundle_refused);
 
 } // namespace cohort::config

@@ -17,6 +17,7 @@
 #include <deque>
 #include <mutex>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -312,7 +313,9 @@ pid_t start_helper(const std::string& program,
   return spawner::get().spawn(program, args, placed, why);
 }
 
-std::optional<int> kill_and_reap(pid_t pid) {
+std::optional<int> kill_and_reap(pid_t pid) noexcept {
+  if (pid <= 0)
+    return std::nullopt;
   ::kill(pid, SIGKILL);
   // A child in uninterruptible sleep (a driver call on a GPU that fell off
   // the bus) dies only when that call returns: it is waited for a moment,
@@ -326,11 +329,15 @@ std::optional<int> kill_and_reap(pid_t pid) {
       return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds{10});
   }
-  std::thread{[pid] {
-    int ignored = 0;
-    while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
-    }
-  }}.detach();
+  try {
+    std::thread{[pid] {
+      int ignored = 0;
+      while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+      }
+    }}.detach();
+  } catch (const std::system_error&) {
+    // No thread to spare: it stays a zombie until this process ends.
+  }
   return std::nullopt;
 }
 

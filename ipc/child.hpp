@@ -85,8 +85,8 @@ pid_t start_helper(const std::string& program,
 
 /// Kills `pid` (SIGKILL) and reaps it: its wait status, or none when it
 /// was not reaped within 5 s (a child in uninterruptible sleep; a thread of
-/// its own reaps it later) or by someone else.
-std::optional<int> kill_and_reap(pid_t pid);
+/// its own reaps it later) or by someone else. Does nothing for pid <= 0.
+std::optional<int> kill_and_reap(pid_t pid) noexcept;
 
 /// The start of a helper's main, its side of run_child: it takes `--parent
 /// PID` (run_child's caller passes its pid), dies with that parent (which

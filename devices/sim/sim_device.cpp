@@ -239,8 +239,17 @@ sim_device::do_launch_chain(uint32_t stream, uint64_t ticket,
       in.push_back({cursor, st.inputs[i].size, st.inputs[i].type});
       cursor += aligned(bytes);
     }
-    auto out = kernels::run_cpu(st.id, st.args, kernels::typed_inputs{in},
-                                kernel_timeout(st.id));
+    kernels::kernel_output out;
+    try {
+      out = kernels::run_cpu(st.id, st.args, kernels::typed_inputs{in},
+                             kernel_timeout(st.id));
+    } catch (...) {
+      // A kernel that failed (its error, a crash of its kernel host) gives
+      // the block back: the item may be tried again.
+      memory_->deallocate(*block, std::max<uint64_t>(total, 1),
+                          memory::stream_ref{stream});
+      throw;
+    }
     // The output lives in device memory; the next stage reads it there.
     auto* out_at = cursor;
     auto ov = out.view();

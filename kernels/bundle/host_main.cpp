@@ -93,11 +93,6 @@ int main(int argc, char** argv) {
       status >= 0)
     return status;
 
-  // A kernel that calls exit(N) ends the host with N at once: not the
-  // bundle's destructors, not a sanitizer's leak check at exit (which
-  // would change the status the node reports).
-  ::on_exit([](int status, void*) { ::_exit(status); }, nullptr);
-
   cohort::pb::KernelHostStart start;
   if (!start.ParseFromFileDescriptor(0))
     die("the start message does not parse");
@@ -133,6 +128,11 @@ int main(int argc, char** argv) {
       die("kernel '" + k.name() + "': no symbol '" + k.symbol() + "'");
     kernels.push_back(reinterpret_cast<cohort_cpu_kernel>(sym));
   }
+  // A kernel that calls exit(N) ends the host with N at once: not the
+  // bundle's destructors (registered while it loaded, so they would run
+  // before a handler registered earlier), not a sanitizer's leak check at
+  // exit (which would change the status the node reports).
+  ::on_exit([](int status, void*) { ::_exit(status); }, nullptr);
   say(host::answer{});
 
   region mem;
@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
                  c.inputs[i].dtype};
     static constexpr uint64_t widths[] = {4, 8, 4, 8, 1};
     void* out = mem.base + c.output.offset;
-    std::memset(out, 0, c.output.length * widths[c.output.dtype]);
+    if (auto bytes = c.output.length * widths[c.output.dtype]; bytes > 0)
+      std::memset(out, 0, bytes);
     host::answer a;
     cohort_kernel_call call{};
     call.abi_version = COHORT_KERNEL_ABI_VERSION;

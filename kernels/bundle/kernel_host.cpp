@@ -38,11 +38,13 @@ std::string mib(uint64_t bytes) {
   return std::to_string(bytes >> 20) + " MiB";
 }
 
+// Sanitizers that reserve more address space than any limit.
 bool sanitized() {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return true;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||   \
+    __has_feature(memory_sanitizer)
   return true;
 #else
   return false;
@@ -50,6 +52,36 @@ bool sanitized() {
 #else
   return false;
 #endif
+}
+
+// `bytes` in a memory file sealed against every change: a host (which
+// runs the bundle's code) cannot change what the hosts after it load.
+int sealed_file(const std::string& label, const std::string& bytes,
+                std::string& why) {
+  int fd = ::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    why = std::string{"memfd_create: "} + std::strerror(errno);
+    return -1;
+  }
+  size_t put = 0;
+  while (put < bytes.size()) {
+    auto n = ::write(fd, bytes.data() + put, bytes.size() - put);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      why = std::string{"cannot write to memory: "} + std::strerror(errno);
+      ::close(fd);
+      return -1;
+    }
+    put += size_t(n);
+  }
+  if (::fcntl(fd, F_ADD_SEALS,
+              F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    why = std::string{"cannot seal it: "} + std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 // The last bytes a host wrote to its standard error, on one line.
@@ -88,8 +120,9 @@ host_counts hosts_counted() {
 
 std::string kernel_hosts::notes() {
   if (sanitized())
-    return "this build uses AddressSanitizer: kernel hosts run without "
-           "their memory limit";
+    return "this build uses a sanitizer (AddressSanitizer or another that "
+           "reserves its shadow memory): kernel hosts run without their "
+           "memory limit";
   return {};
 }
 
@@ -108,26 +141,28 @@ struct kernel_hosts::process {
     for (int fd : {sock, region, err})
       if (fd >= 0)
         ::close(fd);
-    if (pid > 0)
-      ipc::kill_and_reap(pid);
+    end();
   }
 
   // Kills and reaps it now: how it ended (it may have ended already).
   std::optional<int> end() {
+    if (pid <= 0)
+      return std::nullopt;
     auto st = ipc::kill_and_reap(pid);
     pid = -1;
     return st;
   }
 
-  // The region holds `bytes` at least, mapped here.
-  bool fit(uint64_t bytes, std::string& why) {
-    uint64_t want = mapped;
-    if (bytes > mapped)
-      want = std::max({round_up(bytes, 4096), min_region, mapped * 2});
-    else if (mapped > shrink_above && bytes < mapped / 4)
-      want = std::max(round_up(bytes, 4096), min_region);
-    if (want == mapped)
+  // The region holds `bytes` at least, mapped here; it grows, doubling up
+  // to `cap` (the host maps all of it, within its memory limit), and never
+  // shrinks (it is sealed against shrinking: a host that cut it would make
+  // this process's copies fault).
+  bool fit(uint64_t bytes, uint64_t cap, std::string& why) {
+    if (bytes <= mapped && mapped > 0)
       return true;
+    uint64_t want = std::max({round_up(bytes, 4096), min_region, mapped * 2});
+    if (cap > 0 && want > cap)
+      want = std::max(round_up(bytes, 4096), mapped);
     if (map != nullptr)
       ::munmap(map, mapped);
     map = nullptr;
@@ -137,8 +172,8 @@ struct kernel_hosts::process {
             std::strerror(errno);
       return false;
     }
-    void* m =
-        ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED, region, 0);
+    void* m = ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED,
+                     region, 0);
     if (m == MAP_FAILED) {
       why = "cannot map the call's memory file (" + mib(want) +
             "): " + std::strerror(errno);
@@ -147,6 +182,15 @@ struct kernel_hosts::process {
     map = m;
     mapped = want;
     return true;
+  }
+
+  // Still running (a host killed while idle is reaped here).
+  bool alive() {
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == 0)
+      return true;
+    pid = -1;
+    return false;
   }
 };
 
@@ -168,7 +212,7 @@ std::shared_ptr<kernel_hosts> kernel_hosts::make(
     start.set_memory_limit_bytes(h->settings_.memory_limit);
   for (auto& [path, bytes] : objects) {
     auto label = "cohort-kernel-host:" + bundle + ":" + path;
-    int fd = ipc::memory_file(label.c_str(), bytes, why);
+    int fd = sealed_file(label, bytes, why);
     if (fd < 0) {
       why = "blob '" + path + "': " + why;
       return nullptr;
@@ -211,7 +255,15 @@ std::unique_ptr<kernel_hosts::process> kernel_hosts::start(std::string& why) {
   }
   p->sock = pair[0];
   int theirs = pair[1];
-  p->region = ::memfd_create("cohort-kernel-host:region", MFD_CLOEXEC);
+  p->region = ::memfd_create("cohort-kernel-host:region",
+                             MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (p->region >= 0 &&
+      ::fcntl(p->region, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
+    why = std::string{"cannot seal the call's memory file: "} +
+          std::strerror(errno);
+    ::close(theirs);
+    return nullptr;
+  }
   p->err = ::memfd_create("cohort-kernel-host:stderr", MFD_CLOEXEC);
   int in = ipc::memory_file("cohort-kernel-host:start", start_, why);
   if (p->region < 0 || p->err < 0 || in < 0) {
@@ -263,13 +315,18 @@ std::unique_ptr<kernel_hosts::process> kernel_hosts::start(std::string& why) {
 std::unique_ptr<kernel_hosts::process> kernel_hosts::take(bool& fresh,
                                                           std::string& why) {
   fresh = false;
-  {
-    std::lock_guard guard{mtx_};
-    if (!idle_.empty()) {
-      auto p = std::move(idle_.back());
+  for (;;) {
+    std::unique_ptr<process> p;
+    {
+      std::lock_guard guard{mtx_};
+      if (idle_.empty())
+        break;
+      p = std::move(idle_.back());
       idle_.pop_back();
-      return p;
     }
+    if (p->alive())
+      return p;
+    --running_;
   }
   fresh = true;
   auto p = start(why);
@@ -318,7 +375,7 @@ void kernel_hosts::call(uint32_t index, const kernel_args& args,
       --running_;
       return p->end();
     };
-    if (!p->fit(total, why)) {
+    if (!p->fit(total, settings_.memory_limit, why)) {
       drop();
       fail(name, why);
     }
@@ -329,67 +386,88 @@ void kernel_hosts::call(uint32_t index, const kernel_args& args,
     c.region_bytes = p->mapped;
     auto sent = ::send(p->sock, &c, sizeof c, MSG_NOSIGNAL);
     if (sent != ssize_t(sizeof c)) {
+      auto err = errno;
       drop();
       if (!fresh)
         continue;
       fail(name, std::string{"cannot reach its kernel host process: "} +
-                     std::strerror(errno));
+                     std::strerror(err));
     }
-    pollfd pfd{p->sock, POLLIN, 0};
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    int n = 0;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      n = ::poll(&pfd, 1, int(std::max<int64_t>(0, left.count())));
-      if (n >= 0 || errno != EINTR)
-        break;
-    }
-    if (n == 0) {
+    // Sent: the kernel runs. Whatever happens from here ends the call with
+    // a kernel_failure, never with an error the item would be retried for
+    // (it would run again).
+    try {
+      finish(*p, name, c, total, out, limit);
+    } catch (const kernel_failure&) {
       drop();
+      throw;
+    } catch (const std::exception& e) {
+      drop();
+      fail(name, std::string{"its kernel host call failed: "} + e.what());
+    }
+    give_back(std::move(p));
+    return;
+  }
+}
+
+void kernel_hosts::finish(process& p, const std::string& name,
+                          const host::call& c, uint64_t total,
+                          kernel_output& out, std::chrono::milliseconds limit) {
+  pollfd pfd{p.sock, POLLIN, 0};
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      p.end();
       ++timed_out_count;
       fail(name, "ran past its " + std::to_string(limit.count()) +
                      " ms kernel timeout; its kernel host process was killed");
     }
-    host::answer a;
-    auto got = ::recv(p->sock, &a, sizeof a, 0);
-    if (got != ssize_t(sizeof a) || a.magic != host::magic) {
-      auto said = tail_of(p->err);
-      auto how = drop();
-      ++crashed_count;
-      fail(name, ending(how) + (said.empty() ? "" : "; it wrote: " + said));
-    }
-    a.error[sizeof a.error - 1] = '\0';
-    switch (a.how) {
-    case host::outcome::ran:
+    // At most a minute per poll: a limit past INT_MAX ms must not wrap.
+    int n = ::poll(&pfd, 1, int(std::min<int64_t>(left.count(), 60'000)));
+    if (n > 0)
       break;
-    case host::outcome::no_region:
-      drop();
-      fail(name, "its inputs and output (" + std::to_string(total) +
-                     " bytes) do not fit its kernel host process's memory "
-                     "limit (" +
-                     mib(settings_.memory_limit) + "): " + a.error);
-    default:
-      drop();
-      fail(name,
-           std::string{"its kernel host process refused the call: "} + a.error);
-    }
-    // A host whose kernel failed is not used again: what a failing kernel
-    // leaves behind (memory it leaked up to the limit, state it broke)
-    // must not fail the calls after it.
-    if (a.rc != 0) {
-      drop();
-      fail(name, a.error[0] != '\0'
-                     ? std::string{a.error}
-                     : "failed with code " + std::to_string(a.rc));
-    }
-    void* dest = out.type == dtype::f32 ? static_cast<void*>(out.values.data())
-                                        : static_cast<void*>(out.raw.data());
-    if (ov.bytes() > 0)
-      std::memcpy(dest, base + c.output.offset, ov.bytes());
-    give_back(std::move(p));
-    return;
+    if (n < 0 && errno != EINTR)
+      fail(name, std::string{"cannot wait for its kernel host process: "} +
+                     std::strerror(errno));
   }
+  host::answer a;
+  ssize_t got = 0;
+  do
+    got = ::recv(p.sock, &a, sizeof a, 0);
+  while (got < 0 && errno == EINTR);
+  if (got != ssize_t(sizeof a) || a.magic != host::magic) {
+    auto said = tail_of(p.err);
+    auto how = p.end();
+    ++crashed_count;
+    fail(name, ending(how) + (said.empty() ? "" : "; it wrote: " + said));
+  }
+  a.error[sizeof a.error - 1] = '\0';
+  switch (a.how) {
+  case host::outcome::ran:
+    break;
+  case host::outcome::no_region:
+    fail(name, "its inputs and output (" + std::to_string(total) +
+                   " bytes) do not fit its kernel host process's memory "
+                   "limit (" +
+                   mib(settings_.memory_limit) + "): " + a.error);
+  default:
+    fail(name, std::string{"its kernel host process refused the call: "} +
+                   a.error);
+  }
+  // A host whose kernel failed is not used again (the caller drops it):
+  // what a failing kernel leaves behind (memory it leaked up to the limit,
+  // state it broke) must not fail the calls after it.
+  if (a.rc != 0)
+    fail(name, a.error[0] != '\0' ? std::string{a.error}
+                                   : "failed with code " + std::to_string(a.rc));
+  auto ov = out.view();
+  void* dest = out.type == dtype::f32 ? static_cast<void*>(out.values.data())
+                                      : static_cast<void*>(out.raw.data());
+  if (ov.bytes() > 0)
+    std::memcpy(dest, static_cast<uint8_t*>(p.map) + c.output.offset,
+                ov.bytes());
 }
 
 } // namespace cohort::kernels::bundle

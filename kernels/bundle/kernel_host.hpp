@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/bundle/host_protocol.hpp"
 #include "kernels/catalog.hpp"
 #include "messages/bundle.pb.h"
 
@@ -105,6 +106,11 @@ private:
   /// An idle host, or a new one (`fresh`).
   std::unique_ptr<process> take(bool& fresh, std::string& why);
   void give_back(std::unique_ptr<process> p);
+  /// Waits for the answer of call `c`, sent to `p`, and copies its output;
+  /// throws kernel_failure when it is not a result.
+  void finish(process& p, const std::string& name, const host::call& c,
+              uint64_t total, kernel_output& out,
+              std::chrono::milliseconds limit);
   [[noreturn]] void fail(const std::string& kernel, const std::string& what);
 
   std::string bundle_;
