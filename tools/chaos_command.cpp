@@ -1,6 +1,7 @@
 #include "tools/chaos_command.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include <caf/all.hpp>
@@ -72,8 +73,14 @@ int run_chaos(const chaos_options& opts, std::FILE* out) {
   uint64_t items = 0, lost = 0, dup = 0, wrong = 0;
   int broken = 0;
   std::vector<std::string> notes;
+  size_t runs = 0, planned = scenarios.size() * std::max(1u, opts.repeat);
+  int stopped_by = 0;
   for (auto& s : scenarios) {
-    for (uint32_t r = 0; r < std::max(1u, opts.repeat); ++r) {
+    for (uint32_t r = 0; r < std::max(1u, opts.repeat) && stopped_by == 0;
+         ++r) {
+      if (opts.stop_requested && (stopped_by = opts.stop_requested()) != 0)
+        break;
+      ++runs;
       chaos::run_options ro;
       ro.scale = opts.scale * (opts.soak ? 10.0 : 1.0);
       auto base = opts.seed != 0 ? opts.seed : s.seed();
@@ -160,6 +167,13 @@ int run_chaos(const chaos_options& opts, std::FILE* out) {
                            : (std::to_string(broken) + " run(s) broke an "
                                                        "invariant")
                                  .c_str());
+  if (stopped_by != 0) {
+    std::fprintf(out,
+                 "stopped (%s) after %zu of %zu runs; the others did not "
+                 "run\n",
+                 strsignal(stopped_by), runs, planned);
+    return 1;
+  }
   return broken == 0 ? 0 : 1;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,14 @@ struct chaos_options {
   bool verbose = false;
   /// CAF's scheduler for the runs (checked).
   pb::Scheduler scheduler;
+  /// Asked before each run: a signal's number (SIGTERM) stops there, with
+  /// the summary of the runs that ran; 0 goes on. Unset: never.
+  std::function<int()> stop_requested;
 };
 
 /// Runs every scenario and prints a table to `out`. Returns 0 when every
-/// invariant held, 1 when one broke, 2 for bad input.
+/// invariant held, 1 when one broke or the runs were stopped before the
+/// last, 2 for bad input.
 int run_chaos(const chaos_options& opts, std::FILE* out);
 
 } // namespace cohort::tools

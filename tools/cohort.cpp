@@ -1,4 +1,5 @@
 // cohort: the command-line program. `cohort help` lists the commands.
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -6,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "config/quotas.hpp"
 #include "devices/gpu/discover.hpp"
 #include "devices/topology.hpp"
+#include "ipc/stop_signals.hpp"
 #include "kernels/registry.hpp"
 #include "messages/convert.hpp"
 #include "messages/errc.hpp"
@@ -222,7 +225,12 @@ struct run_cli {
 };
 
 int cmd_run(const run_cli& a) {
+  // SIGINT or SIGTERM stops the run: no more items are submitted, those
+  // submitted end, the report is printed (exit 1: the work was not all
+  // done). Taken before any thread starts.
+  ipc::stop_signals stop{"cohort run"};
   tools::run_options opts;
+  opts.cancel = std::make_shared<std::atomic<bool>>(false);
   opts.progress = a.no_progress ? nullptr : stderr;
   opts.config_path = a.config;
   opts.audit_path = a.audit;
@@ -240,11 +248,26 @@ int cmd_run(const run_cli& a) {
     return bad_input(rt_cfg.error());
   system_config cfg{*rt_cfg};
   caf::actor_system sys{cfg};
+  std::atomic<bool> ended{false};
+  std::thread watch{[&] {
+    while (!ended.load()) {
+      if (int sig = stop.wait(0.05); sig > 0) {
+        std::fprintf(stderr,
+                     "cohort run: stopping (%s): no more items are "
+                     "submitted; those submitted end\n",
+                     strsignal(sig));
+        opts.cancel->store(true);
+        return;
+      }
+    }
+  }};
   auto report = tools::run_pipeline(sys, *spec, opts);
+  ended = true;
+  watch.join();
   if (!report)
     return bad_input(report.error());
   tools::print_report(stdout, *report);
-  return report->ok() ? exit_ok : exit_failed;
+  return report->ok() && !opts.cancel->load() ? exit_ok : exit_failed;
 }
 
 // The devices and the compiled quotas of `cfg` (opens real GPUs if the
@@ -416,7 +439,11 @@ int cmd_simulate(const std::string& path, const std::string& config_path) {
 // `cohort chaos`, its values read strictly.
 int cmd_chaos(const std::vector<std::string>& files, bool soak, bool verbose,
               const tools::string_options& values) {
+  // SIGINT or SIGTERM stops after the scenario run in progress, with the
+  // summary of those that ran.
+  ipc::stop_signals stop{"cohort chaos"};
   tools::chaos_options opts;
+  opts.stop_requested = [&stop] { return stop.wait(0.001); };
   opts.files = files;
   opts.soak = soak;
   opts.verbose = verbose;

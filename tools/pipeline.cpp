@@ -1346,15 +1346,21 @@ void print_report(std::FILE* out, const pipeline_report& r) {
   std::fprintf(out,
                "items       %llu submitted, %llu completed, %llu failed, "
                "%llu rejected, %llu lost, %llu duplicated\n",
-               u(r.items), u(r.completed), u(r.failed), u(r.rejected),
-               u(r.lost), u(r.duplicates));
+               u(r.items - r.not_submitted), u(r.completed), u(r.failed),
+               u(r.rejected), u(r.lost), u(r.duplicates));
   if (r.skipped > 0)
     std::fprintf(out,
                  "            %llu not run: a stage they read from failed "
                  "in their batch\n",
                  u(r.skipped));
+  if (r.not_submitted > 0)
+    std::fprintf(out,
+                 "            %llu not submitted: the run was stopped; those "
+                 "submitted ended\n",
+                 u(r.not_submitted));
   std::fprintf(out, "time        %.3f s, %.0f items/s\n", r.seconds,
-               r.seconds > 0 ? double(r.items) / r.seconds : 0.0);
+               r.seconds > 0 ? double(r.items - r.not_submitted) / r.seconds
+                             : 0.0);
   std::fprintf(out, "\n%-8s %-5s %-10s %-11s %9s %7s %11s %6s %10s %6s %9s\n",
                "device", "kind", "", "status", "items", "share", "busy ms",
                "util", "peak queue", "lost", "restarts");
