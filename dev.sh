@@ -229,7 +229,14 @@ case "$verb" in
     setup; build
     exec scripts/install-check.sh "$@"
     ;;
+  config-doc)
+    # docs/config.md again from messages/cohort.proto (the docs test
+    # checks that it is up to date).
+    setup; build tools/config_reference messages/cohort.desc
+    "$build_dir/tools/config_reference" "$build_dir/messages/cohort.desc" >docs/config.md
+    echo "docs/config.md written"
+    ;;
   sanitize) sanitize "$@" ;;
   fuzz) fuzz "$@" ;;
-  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|sanitize|fuzz|install-check|debs|debs-check|gpu-check|gpu-bundle]" >&2; exit 2 ;;
+  *) echo "usage: ./dev.sh [run|test|setup|build|bench|chaos|sanitize|fuzz|install-check|debs|debs-check|gpu-check|gpu-bundle|config-doc]" >&2; exit 2 ;;
 esac

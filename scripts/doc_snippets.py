@@ -202,6 +202,16 @@ def main():
         for n, (where, _) in enumerate(items):
             # The errors name the documents' lines; print them once.
             report(where, rc == 0, "compiled", log if n == 0 else "  (see above)")
+    # docs/config.md is generated from messages/cohort.proto: it must say
+    # what the proto says now.
+    reference = os.path.join(build, "tools", "config_reference")
+    descriptor = os.path.join(build, "messages", "cohort.desc")
+    rc, text = run([reference, descriptor])
+    want = open(os.path.join(src, "docs", "config.md")).read()
+    report("docs/config.md", rc == 0 and text == want,
+           "the reference of messages/cohort.proto",
+           text if rc != 0 else
+           "  differs from what tools/config_reference prints: ./dev.sh config-doc")
     print(f"doc snippets: {len(done)} passed, {len(failed)} failed")
     return 1 if failed else 0
 
