@@ -2,7 +2,7 @@
 # ./dev.sh debs [OUTDIR]: Debian packages from the build (default OUTDIR
 # build/debs): the files `meson install` puts in place, split into
 #   libcohort0      the shared library
-#   libcohort-dev   headers, libcohort.so, libcohort.a, cohort.pc, cohort-caf.pc, CMake package
+#   libcohort-dev   headers, libcohort.so, libcohort.a, cohort.pc, cohort-caf.pc, cohort-kernel.pc, CMake package
 #   cohort          the program, its manual page, bash completion, the documents
 #   python3-cohort  the Python module
 #   libcohort0-plugin-cuda / libcohort0-plugin-hip   the GPU backends, when built
@@ -38,7 +38,7 @@ root="$work/stage$prefix"
 # package -> files and folders (relative to the prefix) it holds.
 declare -A files=(
   [libcohort0]="$libdir/libcohort.so.0 $libdir/libcohort.so.$version $libdir/cohort/cohort-kernel-probe $libdir/cohort/cohort-kernel-host $libdir/cohort/cohort-gpu-scan"
-  [libcohort-dev]="include/cohort $libdir/libcohort.so $libdir/libcohort.a $libdir/pkgconfig/cohort.pc $libdir/pkgconfig/cohort-caf.pc $libdir/cmake/cohort"
+  [libcohort-dev]="include/cohort $libdir/libcohort.so $libdir/libcohort.a $libdir/pkgconfig/cohort.pc $libdir/pkgconfig/cohort-caf.pc $libdir/pkgconfig/cohort-kernel.pc $libdir/cmake/cohort"
   [cohort]="bin/cohort share/man/man1/cohort.1 share/doc/cohort $libdir/cohort/libcohort-exec-shim.so"
   [python3-cohort]="lib/python3/dist-packages/cohort"
   [libcohort0-plugin-cuda]="$libdir/cohort/libcohort-cuda.so"

@@ -138,7 +138,14 @@ bundle_check() {
     '  double* out = (double*)c->output;' \
     '  for (uint64_t i = 0; i < c->output_length; ++i) out[i] = 2 * x[i];' \
     '  return 0;' '}' >"$work/twice.c"
-  cc -shared -fPIC -I "$root/include" "$work/twice.c" -o "$b/cpu/libtwice.so" || return 1
+  # As docs/kernels.md builds one; with clang too, which refuses C++ flags
+  # in a C compile.
+  # shellcheck disable=SC2046
+  cc -shared -fPIC $(pkg-config --cflags cohort-kernel) "$work/twice.c" -o "$b/cpu/libtwice.so" || return 1
+  if command -v clang >/dev/null; then
+    # shellcheck disable=SC2046
+    clang -shared -fPIC $(pkg-config --cflags cohort-kernel) "$work/twice.c" -o "$work/twice-clang.so" || return 1
+  fi
   digest=$(sha256sum "$b/cpu/libtwice.so" | cut -d' ' -f1)
   size=$(stat -c %s "$b/cpu/libtwice.so")
   cat >"$b/manifest.textproto" <<MANIFEST
