@@ -116,6 +116,30 @@ way pkg-config pkgconfig_build
 way static static_build
 way meson meson_build
 way cmake cmake_build
+# Without LD_LIBRARY_PATH: the pkg-config build's rpath (cohort.pc's Libs)
+# and the Python module's (relative to itself) find the installed
+# libcohort.
+rpath_check() {
+  env -u LD_LIBRARY_PATH "$work/pkg-config/consumer" "$work/rpath.audit" || return 1
+  local module
+  module=$(find "$root" -name '_cohort*.so' -print -quit)
+  if [ -z "$module" ]; then
+    echo "no Python module installed (skipped)"
+    return 0
+  fi
+  (cd / && env -u LD_LIBRARY_PATH PYTHONPATH="$(dirname "$(dirname "$module")")" \
+    AUDIT="$work/python.audit" /usr/bin/python3 -c 'import os, numpy, cohort
+with cohort.Runtime(cpu_workers=1, gpus=False, audit_path=os.environ["AUDIT"]) as rt:
+    assert rt.run("nrm2", [numpy.array([3, 4], dtype=numpy.float32)]).values[0] == 5.0
+print("imported", cohort.__file__)')
+}
+if rpath_check >"$work/rpath.log" 2>&1; then
+  echo "install-check: rpath: ok (a pkg-config build and the Python module run without LD_LIBRARY_PATH; $(tail -1 "$work/rpath.log"))"
+else
+  cat "$work/rpath.log"
+  echo "install-check: rpath: FAILED"
+  failed=1
+fi
 (cd "$work" && way snippet snippet_build)
 (cd "$work" && way caf caf_build)
 if plugins_check >"$work/plugins.log" 2>&1; then
