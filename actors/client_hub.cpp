@@ -361,13 +361,16 @@ work_future client_hub::submit(work_item item) {
   return work_future{slot};
 }
 
-void client_hub::submit(work_item item, work_callback done) {
+work_ticket client_hub::submit(work_item item, work_callback done) {
   auto* slot = new detail::work_slot;
   slot->home = home_;
   slot->id = item.id;
   slot->callback = std::move(done);
+  // One reference for the end's path, one for the ticket.
+  slot->refs.store(2, std::memory_order_relaxed);
   item.tag = id_of(slot);
   send_one(std::move(item));
+  return work_ticket{slot};
 }
 
 void client_hub::send_one(work_item item) {
@@ -474,6 +477,12 @@ void client_hub::cancel(const work_future& f) {
   flush_held();
   if (f.slot_ != nullptr && !f.ready())
     caf::anon_send(entry_, cancel_atom::value, id_of(f.slot_), sink_);
+}
+
+void client_hub::cancel(const work_ticket& t) {
+  flush_held();
+  if (t.slot_ != nullptr)
+    caf::anon_send(entry_, cancel_atom::value, id_of(t.slot_), sink_);
 }
 
 void client_hub::cancel(uint64_t id) {

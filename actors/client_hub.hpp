@@ -42,7 +42,8 @@ public:
   work_future submit(work_item item);
 
   /// Submits `item`; `done` is called with its end on the hub's thread.
-  void submit(work_item item, work_callback done);
+  /// The ticket cancels it (cancel(ticket)).
+  work_ticket submit(work_item item, work_callback done);
 
   /// Submits `items` in order with one message per max_submit_batch
   /// items; the futures in the same order.
@@ -55,6 +56,9 @@ public:
   /// ends with cancelled; one that runs ends when its launch does, and its
   /// result is dropped.
   void cancel(const work_future& f);
+
+  /// Cancels the item of `t`, by the same rules; nothing once it ended.
+  void cancel(const work_ticket& t);
 
   /// Cancels every item submitted through the hub whose work_item::id is
   /// `id`, by the same rules.

@@ -980,12 +980,12 @@ work_future runtime::submit(work_item item) {
   return hub_->submit(std::move(item));
 }
 
-void runtime::submit(work_item item, work_callback done) {
+work_ticket runtime::submit(work_item item, work_callback done) {
   if (stopped_) {
     done(stopped_error());
-    return;
+    return {};
   }
-  hub_->submit(std::move(item), std::move(done));
+  return hub_->submit(std::move(item), std::move(done));
 }
 
 std::vector<work_future> runtime::submit(std::vector<work_item> items) {
@@ -1007,6 +1007,11 @@ void runtime::submit(std::vector<work_item> items, batch_callback done) {
 
 void runtime::cancel(const work_future& f) {
   hub_->cancel(f);
+}
+
+void runtime::cancel(const work_ticket& t) {
+  if (!stopped_)
+    hub_->cancel(t);
 }
 
 void runtime::cancel(uint64_t id) {

@@ -172,7 +172,8 @@ public:
   /// callback may submit more work, and may block (delaying the callbacks
   /// after it); an exception it throws is dropped. After `stop()` `done` is
   /// called at once, on the calling thread, with shutting_down.
-  void submit(work_item item, work_callback done);
+  /// The ticket cancels the item (cancel(ticket)); empty after stop().
+  work_ticket submit(work_item item, work_callback done);
 
   /// Submits `items` as their tenants, in order, in one message to the
   /// runtime (one per 65,536 items) instead of one per item: each is
@@ -192,6 +193,9 @@ public:
   /// cancelled, its result dropped. Exactly one end either way; nothing
   /// when it already ended.
   void cancel(const work_future& f);
+
+  /// Cancels the item of `t` (submitted with a callback), by the same rules.
+  void cancel(const work_ticket& t);
 
   /// Cancels every item submitted through this runtime's C++ API (submit,
   /// run) whose id is `id`, by the same rules; ids are the caller's, so

@@ -153,4 +153,46 @@ private:
   detail::work_slot* slot_ = nullptr;
 };
 
+/// The handle of one item submitted with a callback: runtime::cancel(ticket)
+/// cancels that item and no other. It keeps the item's slot, so its tag
+/// names no other item while the ticket lives, even after the item ended
+/// (a cancel then does nothing). Move-only; dropping it changes nothing
+/// for the item.
+class work_ticket {
+public:
+  work_ticket() = default;
+  work_ticket(work_ticket&& other) noexcept
+      : slot_(std::exchange(other.slot_, nullptr)) {
+    // nop
+  }
+  work_ticket& operator=(work_ticket&& other) noexcept {
+    if (this != &other) {
+      reset();
+      slot_ = std::exchange(other.slot_, nullptr);
+    }
+    return *this;
+  }
+  work_ticket(const work_ticket&) = delete;
+  work_ticket& operator=(const work_ticket&) = delete;
+  ~work_ticket() { reset(); }
+
+  /// False for a default-constructed ticket (an item refused at once).
+  bool valid() const { return slot_ != nullptr; }
+
+private:
+  friend class client_hub;
+  friend struct cohort::detail::slot_access;
+
+  explicit work_ticket(detail::work_slot* slot) : slot_(slot) {
+    // nop
+  }
+
+  void reset() {
+    if (slot_ != nullptr)
+      std::exchange(slot_, nullptr)->release();
+  }
+
+  detail::work_slot* slot_ = nullptr;
+};
+
 } // namespace cohort::actors

@@ -84,6 +84,20 @@ struct slot_access {
     out.slot_ = take(std::move(f));
     return out;
   }
+  static ticket make(actors::work_ticket&& t) {
+    ticket out;
+    out.slot_ = std::exchange(t.slot_, nullptr);
+    return out;
+  }
+  static actors::detail::work_slot* slot(const ticket& t) {
+    return static_cast<actors::detail::work_slot*>(t.slot_);
+  }
+  // An internal ticket on the same slot, holding a reference of its own.
+  static actors::work_ticket share(const ticket& t) {
+    auto* s = slot(t);
+    s->refs.fetch_add(1, std::memory_order_relaxed);
+    return actors::work_ticket{s};
+  }
 };
 
 } // namespace detail
@@ -427,6 +441,25 @@ future::~future() {
     s->release();
 }
 
+ticket::ticket(ticket&& other) noexcept
+    : slot_(std::exchange(other.slot_, nullptr)) {
+  // nop
+}
+
+ticket& ticket::operator=(ticket&& other) noexcept {
+  if (this != &other) {
+    if (auto* s = slot_access::slot(*this))
+      s->release();
+    slot_ = std::exchange(other.slot_, nullptr);
+  }
+  return *this;
+}
+
+ticket::~ticket() {
+  if (auto* s = slot_access::slot(*this))
+    s->release();
+}
+
 uint64_t future::id() const {
   auto* s = slot_access::slot(*this);
   return s ? s->id : 0;
@@ -640,20 +673,20 @@ future runtime::submit(work item) {
   return self.make_future(self.rt->submit(std::move(internal)));
 }
 
-void runtime::submit(work item, callback done) {
+ticket runtime::submit(work item, callback done) {
   auto& self = live(impl_);
   work_item internal;
   auto id = item.id;
   if (auto why = to_item(std::move(item), internal, self.home);
       !why.empty()) {
     done(refused(id, why));
-    return;
+    return {};
   }
-  self.rt->submit(std::move(internal),
-                    [done = std::move(done),
-                     home = self.home](caf::expected<work_result> x) {
-                      done(to_outcome(std::move(x), home));
-                    });
+  return slot_access::make(self.rt->submit(
+      std::move(internal), [done = std::move(done), home = self.home](
+                               caf::expected<work_result> x) {
+        done(to_outcome(std::move(x), home));
+      }));
 }
 
 std::vector<future> runtime::submit_many(std::vector<work> items) {
@@ -721,6 +754,12 @@ void runtime::cancel(const future& f) {
   auto& self = live(impl_);
   if (f.valid() && !f.ready())
     self.rt->cancel(slot_access::share(f));
+}
+
+void runtime::cancel(const ticket& t) {
+  auto& self = live(impl_);
+  if (t.valid())
+    self.rt->cancel(slot_access::share(t));
 }
 
 outcome runtime::run(work item) {

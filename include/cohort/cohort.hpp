@@ -474,6 +474,28 @@ private:
   void* slot_ = nullptr;
 };
 
+/// The handle of one item submitted with a callback: runtime::cancel(ticket)
+/// cancels that item and no other, even after it ended (then nothing
+/// happens). Move-only; dropping it changes nothing for the item.
+class ticket {
+public:
+  ticket() = default;
+  ticket(ticket&& other) noexcept;
+  ticket& operator=(ticket&& other) noexcept;
+  ticket(const ticket&) = delete;
+  ticket& operator=(const ticket&) = delete;
+  ~ticket();
+
+  /// False for a default-constructed ticket and for an item refused before
+  /// it was sent (an input naming another runtime's object: its callback
+  /// has run already).
+  bool valid() const { return slot_ != nullptr; }
+
+private:
+  friend struct detail::slot_access;
+  void* slot_ = nullptr;
+};
+
 /// Called once with an item's end, on the runtime's callback thread, one
 /// callback at a time in the order items end. It may submit more work and
 /// may block (delaying the callbacks after it); an exception it throws is
@@ -685,8 +707,9 @@ public:
   /// Submits one item and returns at once; the future gets its end.
   future submit(work item);
 
-  /// Submits one item; `done` is called once with its end.
-  void submit(work item, callback done);
+  /// Submits one item; `done` is called once with its end. The ticket
+  /// cancels it (cancel(const ticket&)); it may be dropped.
+  ticket submit(work item, callback done);
 
   /// Submits `items` in order in one message to the runtime: each is
   /// admitted as if submitted alone; the futures are in the same order.
@@ -704,6 +727,11 @@ public:
 
   /// Cancels the item of `f` (the same rules, that item only).
   void cancel(const future& f);
+
+  /// Cancels the item of `t`, submitted with a callback (the same rules,
+  /// that item only; its callback gets `cancelled`, or its result when it
+  /// had ended already).
+  void cancel(const ticket& t);
 
   /// Job control (docs/jobs.md): the live items of every client of this
   /// runtime (the node's pipelines, remote clients and this API), held ones

@@ -166,14 +166,45 @@ class Runtime:
         inputs, fixed, rest = self._args(kernel, inputs, kw)
         if rest:
             raise TypeError("submit: unknown keyword(s) " + ", ".join(sorted(rest)))
+        return self._submit(kernel, inputs, fixed)[0]
+
+    def _submit(self, kernel, inputs, fixed):
         future = concurrent.futures.Future()
         future.set_running_or_notify_cancel()
-        self._rt.submit(future, kernel, inputs, *fixed)
-        return future
+        ticket = self._rt.submit(future, kernel, inputs, *fixed)
+        return future, ticket
 
     def submit_async(self, kernel, inputs, **kw):
-        """As submit(), as an awaitable for the running asyncio loop."""
-        return asyncio.wrap_future(self.submit(kernel, inputs, **kw))
+        """As submit(), as a coroutine for the running asyncio loop: await
+        it (or make it a task) for the Result, or cohort.Error. The item is
+        submitted when the coroutine starts. Cancelling the task that awaits
+        it (Task.cancel(), asyncio.wait_for's timeout) cancels the item: one
+        still waiting never runs, one running finishes and its result is
+        dropped; CancelledError is raised once the item has ended. Bad
+        arguments raise at the call, as for submit()."""
+        inputs, fixed, rest = self._args(kernel, inputs, kw)
+        if rest:
+            raise TypeError("submit_async: unknown keyword(s) " +
+                            ", ".join(sorted(rest)))
+        return self._until_end(kernel, inputs, fixed)
+
+    async def _until_end(self, kernel, inputs, fixed):
+        # Submitted here, at the coroutine's first step: a task cancelled
+        # before it ran submitted nothing.
+        future, ticket = self._submit(kernel, inputs, fixed)
+        ended = asyncio.wrap_future(future)
+        try:
+            # Shielded: a cancel of the awaiting task reaches the item
+            # (below), not the future its end fills.
+            return await asyncio.shield(ended)
+        except asyncio.CancelledError:
+            if not ended.done():
+                self._rt.cancel_ticket(ticket)
+                try:
+                    await ended
+                except BaseException:  # its end is dropped; a second
+                    pass               # cancel stops the wait
+            raise
 
     def run(self, kernel, inputs, timeout=None, **kw):
         """Submits one item and waits for its Result (at most `timeout`

@@ -317,6 +317,12 @@ struct future_setter {
   }
 };
 
+// The ticket of an item submitted with a callback (submit): cancels that
+// item only (Runtime.submit_async's cancellation).
+struct py_ticket {
+  cohort::ticket t;
+};
+
 class py_runtime {
 public:
   py_runtime(std::optional<uint32_t> cpu_workers, uint32_t simulated_gpus,
@@ -335,16 +341,21 @@ public:
     rt_ = std::make_unique<cohort::runtime>(cohort::runtime::start(opts));
   }
 
-  void submit(py::object future, const std::string& kernel,
-              const py::list& inputs, uint64_t id, const std::string& tenant,
-              float alpha, uint64_t m, uint64_t n, uint64_t k, uint32_t top_k,
-              uint32_t gang, bool keep_on_device, int32_t priority) {
+  py_ticket submit(py::object future, const std::string& kernel,
+                   const py::list& inputs, uint64_t id,
+                   const std::string& tenant, float alpha, uint64_t m,
+                   uint64_t n, uint64_t k, uint32_t top_k, uint32_t gang,
+                   bool keep_on_device, int32_t priority) {
     auto& rt = live();
     auto w = make_work(kernel, inputs, id, tenant, alpha, m, n, k, top_k, gang,
                        keep_on_device, priority);
     future_setter set{future.release().ptr(), &rt};
     py::gil_scoped_release nogil;
-    rt.submit(std::move(w), std::move(set));
+    return py_ticket{rt.submit(std::move(w), std::move(set))};
+  }
+
+  void cancel_ticket(const py_ticket& t) {
+    waiting([&t](cohort::runtime& rt) { rt.cancel(t.t); });
   }
 
   py_result run(const std::string& kernel, const py::list& inputs, uint64_t id,
@@ -741,6 +752,7 @@ PYBIND11_MODULE(_cohort, m) {
                   "drop them (or copy what you need) before detach()"};
         a.a.detach();
       });
+  py::class_<py_ticket>(m, "Ticket");
   py::class_<py_runtime>(m, "NativeRuntime")
       .def(py::init<std::optional<uint32_t>, uint32_t, bool, std::string,
                     std::string, std::string, std::string>(),
@@ -750,6 +762,7 @@ PYBIND11_MODULE(_cohort, m) {
       .def("submit", &py_runtime::submit)
       .def("run", &py_runtime::run)
       .def("cancel", &py_runtime::cancel)
+      .def("cancel_ticket", &py_runtime::cancel_ticket)
       .def("devices", &py_runtime::devices)
       .def("stats", &py_runtime::stats)
       .def("headroom", &py_runtime::headroom)

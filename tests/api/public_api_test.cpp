@@ -263,6 +263,62 @@ TEST_CASE("cancel of one future and run with a timeout", "[api]") {
   CHECK(empty.wait().code() == cohort::errc::invalid_arguments);
 }
 
+TEST_CASE("a ticket cancels the one item submitted with a callback",
+          "[api]") {
+  cohort::test::temp_dir dir;
+  // One item a thousand seconds: the others wait for as long as the test
+  // looks.
+  cohort::options opts;
+  opts.config_text = "devices { cpu_workers: 1 gpus: false } tenant { "
+                     "tenant: \"t\" kernels: \"*\" devices: \"*\" "
+                     "rate_limit { items_per_second: 0.001 burst: 1 } "
+                     "on_limit: QUEUE queue_timeout_ms: 600000 }";
+  opts.audit_path = (dir.path / "t.log").string();
+  auto rt = cohort::runtime::start(opts);
+  std::mutex mtx;
+  std::condition_variable cv;
+  // The ends in the order they came: (which submission, its error).
+  std::vector<std::pair<int, cohort::errc>> ends;
+  auto submit = [&](int which, uint64_t id) {
+    auto w = axpy(id, 8);
+    w.tenant = "t";
+    return rt.submit(std::move(w), [&, which](cohort::outcome o) {
+      std::lock_guard guard{mtx};
+      ends.emplace_back(which, o.ok() ? cohort::errc::none : o.code());
+      cv.notify_all();
+    });
+  };
+  auto wait_ends = [&](size_t n) {
+    std::unique_lock guard{mtx};
+    return cv.wait_for(guard, std::chrono::seconds{30},
+                       [&] { return ends.size() >= n; });
+  };
+  auto first = submit(1, 1);
+  REQUIRE(wait_ends(1));
+  auto second = submit(2, 2);
+  auto third = submit(3, 2); // the same id: only the second is cancelled
+  CHECK(second.valid());
+  rt.cancel(second);
+  REQUIRE(wait_ends(2));
+  // A ticket of an item that ended cancels nothing.
+  rt.cancel(first);
+  rt.cancel(second);
+  auto live = rt.items();
+  REQUIRE(live.size() == 1);
+  CHECK(live[0].state == "held");
+  rt.cancel(third);
+  REQUIRE(wait_ends(3));
+  {
+    std::lock_guard guard{mtx};
+    CHECK(ends == std::vector<std::pair<int, cohort::errc>>{
+                      {1, cohort::errc::none},
+                      {2, cohort::errc::cancelled},
+                      {3, cohort::errc::cancelled}});
+  }
+  CHECK(rt.stats().cancelled == 2);
+  CHECK_FALSE(cohort::ticket{}.valid());
+}
+
 TEST_CASE("the public runtime refuses bad options and ends work after stop",
           "[api]") {
   cohort::test::temp_dir dir;

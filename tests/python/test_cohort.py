@@ -84,6 +84,58 @@ def test_submit_async_awaits(rt):
     assert asyncio.run(main()) == [pytest.approx(16.0)] * 8
 
 
+def test_cancelling_a_submit_async_task_cancels_its_item(tmp_path):
+    # One item a thousand seconds: the second is held back for as long as
+    # the test looks, so cancelling its task finds it waiting.
+    config = """
+      devices { cpu_workers: 1 gpus: false }
+      tenant { tenant: "t" kernels: "*" devices: "*"
+               rate_limit { items_per_second: 0.001 burst: 1 }
+               on_limit: QUEUE queue_timeout_ms: 600000 }
+    """
+    x = np.ones(1000, np.float32)
+    with cohort.Runtime(config_text=config,
+                        audit_path=tmp_path / "a.log") as rt:
+
+        async def main():
+            first = await rt.submit_async("reduce_sum", [x], tenant="t", id=1)
+            assert first.values[0] == 1000
+            task = asyncio.ensure_future(
+                rt.submit_async("reduce_sum", [x], tenant="t", id=2))
+            for _ in range(500):
+                await asyncio.sleep(0.01)
+                if [i["state"] for i in rt.items()] == ["held"]:
+                    break
+            assert [(i["id"], i["state"]) for i in rt.items()] == [(2, "held")]
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The item ended before CancelledError was raised: cancelled,
+            # never run.
+            assert rt.items() == []
+            stats = rt.stats()
+            assert stats["cancelled"] == 1
+            assert stats["completed"] == 1
+            # A task cancelled before it started submitted nothing.
+            never = asyncio.ensure_future(
+                rt.submit_async("reduce_sum", [x], tenant="t", id=3))
+            never.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await never
+            assert rt.items() == []
+            assert rt.stats()["admitted"] == stats["admitted"]
+
+        asyncio.run(main())
+
+
+def test_submit_async_refuses_bad_arguments_at_the_call(rt):
+    x = np.ones(8, np.float32)
+    with pytest.raises(TypeError):
+        rt.submit_async("nrm2", [x], colour="red")
+    with pytest.raises(TypeError):
+        rt.submit_async("nrm2", [x], id="7")
+
+
 def test_float32_inputs_are_held_not_copied(tmp_path):
     import time
     with cohort.Runtime(cpu_workers=1, gpus=False,
