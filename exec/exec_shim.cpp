@@ -217,6 +217,9 @@ struct runtime_call {
 
 // -- The credit book ---------------------------------------------------------
 
+/// The smallest lease ahead of use (credit_book::charge).
+constexpr uint64_t min_lease = uint64_t{1} << 20;
+
 // A lock for the few instructions of a table lookup: spins a while, then
 // yields the CPU until it is free.
 class spin_lock {
@@ -298,6 +301,9 @@ private:
   bool warned_ = false;
   std::atomic<uint64_t> credit_ = 0;
   std::atomic<uint64_t> chunk_ = 0;
+  /// What the node leased this process and it has not given back (the
+  /// credit and what allocations hold), under mtx_.
+  uint64_t leased_ = 0;
   // The allocations, under their own locks: a lease waiting on the node
   // holds up no free.
   // Device pointers, on every allocation and free: a table that does not
@@ -415,6 +421,7 @@ void credit_book::after_fork() {
   closed_ = false;
   warned_ = false;
   credit_ = 0;
+  leased_ = 0;
   // Made anew, the parent's left behind (a thread may have been changing
   // them at the fork): nothing of them is the child's.
   ptrs_lock_.reset();
@@ -481,6 +488,7 @@ bool credit_book::connect_locked() {
   pid_ = ::getpid();
   closed_ = false;
   credit_ = 0;
+  leased_ = 0;
   auto* path = std::getenv(exec::socket_env);
   auto* token = std::getenv(exec::token_env);
   if (path == nullptr || token == nullptr) {
@@ -551,14 +559,19 @@ bool credit_book::charge(uint64_t n) {
     return true;
   }
   auto need = n - have;
-  // A chunk when it fits, else exactly what is missing.
+  // Credit ahead in proportion to what the process uses: as much again as
+  // it leased so far (at least 1 MiB, at most a chunk), so that a program
+  // with a large limit that allocates little holds little of its tenant's
+  // quota; else exactly what is missing.
   // Why, as the first refusal is printed: "(over_limit): ...".
   std::string refused = ": the session cannot be reached";
-  for (auto ask : {std::max(need, chunk_.load()), need}) {
+  auto ahead = std::min(chunk_.load(), std::max(leased_, min_lease));
+  for (auto ask : {std::max(need, ahead), need}) {
     exec::wire_reply reply;
     if (!round_trip_locked(exec::wire_op::lease, ask, reply))
       break;
     if (reply.status == uint16_t(exec::wire_status::ok)) {
+      leased_ += ask;
       credit_.fetch_add(have + ask - n);
       return true;
     }
@@ -599,9 +612,11 @@ void credit_book::refund(uint64_t n) {
   exec::wire_reply reply;
   // Kept when the node said no. When it did not answer, it may have taken
   // it back: not kept, erring toward refusing.
-  if (round_trip_locked(exec::wire_op::give_back, surplus, reply) &&
-      reply.status != uint16_t(exec::wire_status::ok))
+  bool answered = round_trip_locked(exec::wire_op::give_back, surplus, reply);
+  if (answered && reply.status != uint16_t(exec::wire_status::ok))
     credit_.fetch_add(surplus);
+  else
+    leased_ -= std::min(leased_, surplus);
 }
 
 // -- Accounting around the calls ---------------------------------------------

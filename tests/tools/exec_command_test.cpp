@@ -162,7 +162,35 @@ TEST_CASE_METHOD(exec_node,
   REQUIRE(m);
   CHECK(has(m->body, "cohort_exec_reclaims_total 1"));
   // Its socket may close before its pidfd tells: either way, its pid.
-  CHECK(has(audit_text(), "reclaimed 4.0 MiB of pid " + std::to_string(pid)));
+  // What it used, leased as it allocated (not a quarter of its limit).
+  CHECK(has(audit_text(), "reclaimed 3.0 MiB of pid " + std::to_string(pid)));
+}
+
+TEST_CASE_METHOD(exec_node,
+                 "a program with a large limit that allocates little holds "
+                 "little of its tenant's quota",
+                 "[tools][exec]") {
+  start_node();
+  // 16 MiB of session, 1 MiB used: it used to lease a quarter of its limit
+  // (4 MiB of the tenant's 6), and a second program of the tenant was
+  // refused 3 MiB.
+  FILE* p = ::popen((exec_line("t", "16MiB", "rt 1M hold") + " 2>&1").c_str(),
+                    "r");
+  REQUIRE(p != nullptr);
+  char buf[256] = {};
+  REQUIRE(std::fgets(buf, sizeof buf, p) != nullptr);
+  CHECK(has(buf, "rt 1048576: 0"));
+  REQUIRE(std::fgets(buf, sizeof buf, p) != nullptr);
+  int pid = 0;
+  REQUIRE(std::sscanf(buf, "holding %d", &pid) == 1);
+  CHECK(tenant_memory("t") <= 2 * mib);
+  auto second = test::run_command(exec_line("t", "8MiB", "rt 4M in-use"));
+  INFO(second.output);
+  CHECK(second.status == 0);
+  CHECK(has(second.output, "rt 4194304: 0\n"));
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  ::pclose(p);
+  CHECK(test::eventually([&] { return tenant_memory("t") == 0; }));
 }
 
 TEST_CASE_METHOD(exec_node, "cohort exec refuses what it cannot do",
