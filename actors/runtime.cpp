@@ -1357,6 +1357,7 @@ void runtime::record_bundle(const std::string& dir, const std::string& name,
       ++bundle_counts_.loaded;
     else
       ++bundle_counts_.refused[reason];
+    bundle_counts_.last_reason[dir] = reason;
   }
   std::vector<audit_event> evs{
       {audit_kind::kernel_bundle, "", 0, "", reason.empty() ? name : dir,
@@ -1400,6 +1401,9 @@ bundle_counts runtime::kernel_bundles() const {
     std::lock_guard guard{bundle_mtx_};
     out = bundle_counts_;
   }
+  for (auto& [dir, reason] : out.last_reason)
+    if (!reason.empty())
+      ++out.refused_now[reason];
   auto hosts = kernels::bundle::hosts_counted();
   out.hosts_started = hosts.started;
   out.host_crashes = hosts.crashed;

@@ -53,6 +53,11 @@ struct bundle_counts {
   uint64_t loaded = 0;
   /// Refusals by reason ("unsigned", "unknown_key", "tampered_blob", ...).
   std::map<std::string, uint64_t> refused;
+  /// Bundle directories whose last load was refused, by that refusal's
+  /// reason (one that loaded since is not counted).
+  std::map<std::string, uint64_t> refused_now;
+  /// The reason of each directory's last load ("" when it loaded).
+  std::map<std::string, std::string> last_reason;
   /// Kernel host processes of this process's bundles (every runtime's:
   /// kernels are the process's): started, and calls that crashed, aborted
   /// or exited theirs or ran past their time.

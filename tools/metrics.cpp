@@ -485,6 +485,18 @@ metrics_exporter::render(const metrics_input& in,
       refused.add({{"reason", why}},
                   n == in.bundles.refused.end() ? 0.0 : double(n->second));
     }
+    // A refusal at start is in the counter's first sample, where increase()
+    // sees nothing: the rule also reads this gauge.
+    family now{out, "cohort_kernel_bundles_refused",
+               "Kernel bundle directories whose last load was refused, by "
+               "reason (0 again once the directory loads)",
+               MetricType::Gauge};
+    for (unsigned i = 0; i < kernels::bundle::refusal_count; ++i) {
+      std::string why = to_string(static_cast<kernels::bundle::refusal>(i));
+      auto n = in.bundles.refused_now.find(why);
+      now.add({{"reason", why}},
+              n == in.bundles.refused_now.end() ? 0.0 : double(n->second));
+    }
   }
   {
     // Kernel hosts (docs/kernels.md, "Kernel hosts"): the process's.

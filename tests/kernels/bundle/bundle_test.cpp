@@ -402,6 +402,9 @@ TEST_CASE("a runtime loads its config's bundles and audits, counts and "
   CHECK(counts.loaded == 1);
   CHECK(counts.refused ==
         std::map<std::string, uint64_t>{{"tampered_blob", 1}});
+  // Refused at start and not loaded since: what the alert rule reads.
+  CHECK(counts.refused_now ==
+        std::map<std::string, uint64_t>{{"tampered_blob", 1}});
   // The good bundle's kernel runs on the CPU worker and the simulated GPU.
   auto id = parse_kernel("bt6.scale_add");
   REQUIRE(id);
@@ -444,6 +447,7 @@ TEST_CASE("a runtime loads its config's bundles and audits, counts and "
   auto names = (*rt)->load_kernel_bundle(bad);
   REQUIRE(names);
   CHECK(names->at(0) == "bt7.scale_add");
+  CHECK((*rt)->kernel_bundles().refused_now.empty());
   for (int i = 0; i < 200 && !firing().empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   CHECK(firing().empty());
