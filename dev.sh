@@ -233,7 +233,8 @@ case "$verb" in
     # docs/config.md again from messages/cohort.proto (the docs test
     # checks that it is up to date).
     setup; build tools/config_reference messages/cohort.desc
-    "$build_dir/tools/config_reference" "$build_dir/messages/cohort.desc" >docs/config.md
+    "$build_dir/tools/config_reference" "$build_dir/messages/cohort.desc" >docs/config.md.new
+    mv docs/config.md.new docs/config.md
     echo "docs/config.md written"
     ;;
   sanitize) sanitize "$@" ;;

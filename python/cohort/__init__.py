@@ -175,31 +175,47 @@ class Runtime:
         return future, ticket
 
     def submit_async(self, kernel, inputs, **kw):
-        """As submit(), as a coroutine for the running asyncio loop: await
-        it (or make it a task) for the Result, or cohort.Error. The item is
-        submitted when the coroutine starts. Cancelling the task that awaits
-        it (Task.cancel(), asyncio.wait_for's timeout) cancels the item: one
-        still waiting never runs, one running finishes and its result is
-        dropped; CancelledError is raised once the item has ended. Bad
-        arguments raise at the call, as for submit()."""
+        """As submit(), for the running asyncio loop: submits the item now
+        and returns an asyncio Task that gets its Result, or cohort.Error.
+        Cancelling it (Task.cancel(), asyncio.wait_for's timeout) cancels
+        the item: one still waiting never runs, one running finishes on its
+        device and its result is dropped; CancelledError is raised once the
+        item has ended (for a running one, after its launch)."""
         inputs, fixed, rest = self._args(kernel, inputs, kw)
         if rest:
             raise TypeError("submit_async: unknown keyword(s) " +
                             ", ".join(sorted(rest)))
-        return self._until_end(kernel, inputs, fixed)
-
-    async def _until_end(self, kernel, inputs, fixed):
-        # Submitted here, at the coroutine's first step: a task cancelled
-        # before it ran submitted nothing.
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = asyncio.get_event_loop()
         future, ticket = self._submit(kernel, inputs, fixed)
+        task = loop.create_task(self._until_end(future, ticket))
+
+        def on_done(t):
+            # Cancelled before it ran its first step: the item is cancelled
+            # all the same.
+            if t.cancelled() and not future.done():
+                self._cancel_ticket(ticket)
+
+        task.add_done_callback(on_done)
+        return task
+
+    def _cancel_ticket(self, ticket):
+        try:
+            self._rt.cancel_ticket(ticket)
+        except Error:
+            pass  # closed: the item ended with shutting_down
+
+    async def _until_end(self, future, ticket):
         ended = asyncio.wrap_future(future)
         try:
-            # Shielded: a cancel of the awaiting task reaches the item
-            # (below), not the future its end fills.
+            # Shielded: a cancel of this task reaches the item (below), not
+            # the future its end fills.
             return await asyncio.shield(ended)
         except asyncio.CancelledError:
-            if not ended.done():
-                self._rt.cancel_ticket(ticket)
+            if not future.done():
+                self._cancel_ticket(ticket)
                 try:
                     await ended
                 except BaseException:  # its end is dropped; a second

@@ -92,6 +92,7 @@ def test_cancelling_a_submit_async_task_cancels_its_item(tmp_path):
       tenant { tenant: "t" kernels: "*" devices: "*"
                rate_limit { items_per_second: 0.001 burst: 1 }
                on_limit: QUEUE queue_timeout_ms: 600000 }
+      tenant { tenant: "u" kernels: "*" devices: "*" }
     """
     x = np.ones(1000, np.float32)
     with cohort.Runtime(config_text=config,
@@ -100,8 +101,7 @@ def test_cancelling_a_submit_async_task_cancels_its_item(tmp_path):
         async def main():
             first = await rt.submit_async("reduce_sum", [x], tenant="t", id=1)
             assert first.values[0] == 1000
-            task = asyncio.ensure_future(
-                rt.submit_async("reduce_sum", [x], tenant="t", id=2))
+            task = rt.submit_async("reduce_sum", [x], tenant="t", id=2)
             for _ in range(500):
                 await asyncio.sleep(0.01)
                 if [i["state"] for i in rt.items()] == ["held"]:
@@ -116,14 +116,23 @@ def test_cancelling_a_submit_async_task_cancels_its_item(tmp_path):
             stats = rt.stats()
             assert stats["cancelled"] == 1
             assert stats["completed"] == 1
-            # A task cancelled before it started submitted nothing.
-            never = asyncio.ensure_future(
-                rt.submit_async("reduce_sum", [x], tenant="t", id=3))
-            never.cancel()
+            # A task cancelled before it ran: its item is cancelled too.
+            early = rt.submit_async("reduce_sum", [x], tenant="t", id=3)
+            early.cancel()
             with pytest.raises(asyncio.CancelledError):
-                await never
+                await early
+            for _ in range(500):
+                if rt.stats()["cancelled"] == 2:
+                    break
+                await asyncio.sleep(0.01)
+            assert rt.stats()["cancelled"] == 2
             assert rt.items() == []
-            assert rt.stats()["admitted"] == stats["admitted"]
+            # Submitted at the call: many in flight at once, awaited in any
+            # order, usable with asyncio.wait.
+            done, _ = await asyncio.wait(
+                [rt.submit_async("reduce_sum", [x], tenant="u")
+                 for _ in range(3)])
+            assert [t.result().values[0] for t in done] == [1000] * 3
 
         asyncio.run(main())
 
