@@ -77,19 +77,6 @@ std::string read_head(int fd, size_t limit) {
   return out;
 }
 
-std::string read_tail(int fd) {
-  auto end = ::lseek(fd, 0, SEEK_END);
-  if (end <= 0)
-    return {};
-  auto from =
-      end > off_t(stderr_tail_bytes) ? end - off_t(stderr_tail_bytes) : 0;
-  std::string out(size_t(end - from), '\0');
-  auto n = ::pread(fd, out.data(), out.size(), from);
-  out.resize(n > 0 ? size_t(n) : 0);
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
-    out.pop_back();
-  return out;
-}
 
 void wait_for(pid_t pid, const child_request& req, child_end& end) {
   using clock = std::chrono::steady_clock;
@@ -117,8 +104,22 @@ void wait_for(pid_t pid, const child_request& req, child_end& end) {
 
 } // namespace
 
-int memory_file(const char* label, const std::string& bytes, std::string& why) {
-  int fd = ::memfd_create(label, MFD_CLOEXEC);
+std::string file_tail(int fd, size_t limit) {
+  auto end = ::lseek(fd, 0, SEEK_END);
+  if (end <= 0)
+    return {};
+  auto from = end > off_t(limit) ? end - off_t(limit) : 0;
+  std::string out(size_t(end - from), '\0');
+  auto n = ::pread(fd, out.data(), out.size(), from);
+  out.resize(n > 0 ? size_t(n) : 0);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
+    out.pop_back();
+  return out;
+}
+
+int memory_file(const char* label, const std::string& bytes, std::string& why,
+                bool sealed) {
+  int fd = ::memfd_create(label, MFD_CLOEXEC | (sealed ? MFD_ALLOW_SEALING : 0));
   if (fd < 0) {
     why = std::string{"memfd_create: "} + std::strerror(errno);
     return -1;
@@ -137,6 +138,13 @@ int memory_file(const char* label, const std::string& bytes, std::string& why) {
   }
   if (::lseek(fd, 0, SEEK_SET) != 0) {
     why = std::string{"lseek: "} + std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  if (sealed &&
+      ::fcntl(fd, F_ADD_SEALS,
+              F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    why = std::string{"cannot seal it: "} + std::strerror(errno);
     ::close(fd);
     return -1;
   }
@@ -365,7 +373,7 @@ child_end run_child(const child_request& req) {
   }
   wait_for(pid, req, end);
   end.output = read_head(out.fd, req.max_output);
-  end.stderr_tail = read_tail(err.fd);
+  end.stderr_tail = file_tail(err.fd, stderr_tail_bytes);
   return end;
 }
 

@@ -18,9 +18,16 @@
 namespace cohort::ipc {
 
 /// An anonymous memory file (memfd, close-on-exec) holding `bytes`, its
-/// offset at 0. Returns the descriptor (the caller closes it), or -1 with
-/// `why` set.
-int memory_file(const char* label, const std::string& bytes, std::string& why);
+/// offset at 0; with `sealed`, sealed against every change (write, shrink,
+/// grow, more seals): a child it is handed to cannot change what others
+/// read. Returns the descriptor (the caller closes it), or -1 with `why`
+/// set.
+int memory_file(const char* label, const std::string& bytes, std::string& why,
+                bool sealed = false);
+
+/// The last `limit` bytes of the file `fd`, trailing newlines and blanks
+/// trimmed (what a child wrote to its standard error).
+std::string file_tail(int fd, size_t limit);
 
 /// One run of a helper.
 struct child_request {

@@ -54,47 +54,9 @@ bool sanitized() {
 #endif
 }
 
-// `bytes` in a memory file sealed against every change: a host (which
-// runs the bundle's code) cannot change what the hosts after it load.
-int sealed_file(const std::string& label, const std::string& bytes,
-                std::string& why) {
-  int fd = ::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) {
-    why = std::string{"memfd_create: "} + std::strerror(errno);
-    return -1;
-  }
-  size_t put = 0;
-  while (put < bytes.size()) {
-    auto n = ::write(fd, bytes.data() + put, bytes.size() - put);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      why = std::string{"cannot write to memory: "} + std::strerror(errno);
-      ::close(fd);
-      return -1;
-    }
-    put += size_t(n);
-  }
-  if (::fcntl(fd, F_ADD_SEALS,
-              F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    why = std::string{"cannot seal it: "} + std::strerror(errno);
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // The last bytes a host wrote to its standard error, on one line.
 std::string tail_of(int fd) {
-  auto end = ::lseek(fd, 0, SEEK_END);
-  if (end <= 0)
-    return {};
-  auto from = end > off_t(stderr_tail) ? end - off_t(stderr_tail) : 0;
-  std::string out(size_t(end - from), '\0');
-  auto n = ::pread(fd, out.data(), out.size(), from);
-  out.resize(n > 0 ? size_t(n) : 0);
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
-    out.pop_back();
+  auto out = ipc::file_tail(fd, stderr_tail);
   std::replace(out.begin(), out.end(), '\n', ' ');
   return out;
 }
@@ -212,7 +174,9 @@ std::shared_ptr<kernel_hosts> kernel_hosts::make(
     start.set_memory_limit_bytes(h->settings_.memory_limit);
   for (auto& [path, bytes] : objects) {
     auto label = "cohort-kernel-host:" + bundle + ":" + path;
-    int fd = sealed_file(label, bytes, why);
+    // Sealed: a host (which runs the bundle's code) cannot change what the
+    // hosts after it load.
+    int fd = ipc::memory_file(label.c_str(), bytes, why, /*sealed=*/true);
     if (fd < 0) {
       why = "blob '" + path + "': " + why;
       return nullptr;
