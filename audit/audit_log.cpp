@@ -267,6 +267,7 @@ void audit_log::seal() {
   buffer_.push_back(char(hash_tag));
   buffer_.push_back(char(head_.size()));
   buffer_.append(reinterpret_cast<const char*>(head_.data()), head_.size());
+  ends_.push_back({buffer_.size(), seq_});
 }
 
 void audit_log::name_table::set(std::vector<std::string> names) {
@@ -345,16 +346,39 @@ void audit_log::chain(std::span<const audit_entry> entries) {
 
 caf::error audit_log::over_budget(uint64_t records) {
   if (failing_ && buffer_.size() >= opts_.max_unwritten_bytes) {
-    // Memory stays bounded while the log cannot be written: unless the
-    // write works now, the records are not chained, and the gap is recorded
-    // once writes work again.
-    if (auto err = write_batch()) {
+    // Memory stays bounded while the log cannot be written: unless a write
+    // works now, the records are not chained, and the gap is recorded in
+    // the chain where it is.
+    auto err = try_write();
+    if (err && buffer_.size() >= opts_.max_unwritten_bytes) {
       dropped_since_ += records;
       stats_.dropped += records;
       return err;
     }
   }
+  if (dropped_since_ > 0)
+    mark_gap();
   return caf::none;
+}
+
+caf::error audit_log::try_write() {
+  if (failing_) {
+    auto now = steady_clock::now();
+    if (now < next_try_)
+      return last_error_;
+    next_try_ = now + retry_interval;
+  }
+  return write_batch();
+}
+
+void audit_log::mark_gap() {
+  // Chained where the dropped records would have been.
+  auto dropped = std::exchange(dropped_since_, 0);
+  chain({audit_kind::recovery, "", 0, "", "",
+         "AUDIT GAP: " + std::to_string(dropped) +
+             " records were dropped while the log could not be written (" +
+             describe(last_error_) + ")",
+         0});
 }
 
 caf::error audit_log::append(const audit_event& ev, bool more_coming) {
@@ -363,7 +387,7 @@ caf::error audit_log::append(const audit_event& ev, bool more_coming) {
   chain(ev);
   if (pending_ >=
       (more_coming ? uint64_t{max_group} * opts_.batch : uint64_t{opts_.batch}))
-    return write_batch();
+    return try_write();
   return caf::none;
 }
 
@@ -381,7 +405,7 @@ caf::error audit_log::append(std::span<const audit_entry> entries,
     if (pending_ >= (more_coming || !entries.empty()
                          ? uint64_t{max_group} * opts_.batch
                          : uint64_t{opts_.batch}))
-      if (auto err = write_batch(); err && !first)
+      if (auto err = try_write(); err && !first)
         first = std::move(err);
   }
   return first;
@@ -390,40 +414,69 @@ caf::error audit_log::append(std::span<const audit_entry> entries,
 caf::error audit_log::write_batch() {
   if (buffer_.empty())
     return caf::none;
-  size_t done = 0;
-  while (done < buffer_.size()) {
-    auto n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      auto msg = io_failure(path_ + ": audit write failed");
-      ++stats_.write_errors;
-      // A retry writes the whole batch again: a partial one left in front
-      // of it would break the chain in the middle of the file.
-      if (done > 0 && ::ftruncate(fd_, off_t(file_bytes_)) != 0)
-        msg += io_failure("; cutting off the partial write failed too");
-      return failed(make_error(errc::io_error, msg));
-    }
-    done += size_t(n);
-  }
-  if (opts_.fsync == audit_fsync::interval && written_seq_ == synced_seq_)
-    unsynced_since_ = steady_clock::now();
-  file_bytes_ += buffer_.size();
-  stats_.bytes_written += buffer_.size();
-  stats_.records_written += pending_;
-  written_seq_ = seq_;
-  buffer_.clear();
-  pending_ = 0;
-  if (std::exchange(failing_, false) && dropped_since_ > 0) {
-    // The first record after the failure says what the chain is missing.
-    chain({audit_kind::recovery, "", 0, "", "",
-           "AUDIT GAP: " + std::to_string(dropped_since_) +
-               " records were dropped while the log could not be written (" +
-               describe(last_error_) + ")",
-           0});
-    dropped_since_ = 0;
-  }
+  // Written in pieces of whole records, each kept once it is on disk: when
+  // the disk has room for part of the buffer (a backlog after a failure),
+  // that part is written and the rest waits, instead of the whole buffer
+  // being written and taken back again and again.
+  size_t kept = 0;
+  size_t next_end = 0;
   caf::error err;
+  while (kept < buffer_.size()) {
+    // The piece: records up to write_piece_bytes, at least one.
+    auto piece_end = next_end;
+    uint64_t piece_seq = 0;
+    while (piece_end < ends_.size() &&
+           (piece_end == next_end ||
+            ends_[piece_end].first - kept <= write_piece_bytes)) {
+      piece_seq = ends_[piece_end].second;
+      ++piece_end;
+    }
+    auto to = ends_[piece_end - 1].first;
+    size_t done = kept;
+    while (done < to) {
+      auto n = ::write(fd_, buffer_.data() + done, to - done);
+      if (n < 0) {
+        if (errno == EINTR)
+          continue;
+        auto msg = io_failure(path_ + ": audit write failed");
+        ++stats_.write_errors;
+        // A retry writes the piece again: a partial one left in front of it
+        // would break the chain in the middle of the file.
+        if (done > kept && ::ftruncate(fd_, off_t(file_bytes_)) != 0)
+          msg += io_failure("; cutting off the partial write failed too");
+        err = failed(make_error(errc::io_error, msg));
+        break;
+      }
+      done += size_t(n);
+    }
+    if (err)
+      break;
+    if (opts_.fsync == audit_fsync::interval && written_seq_ == synced_seq_)
+      unsynced_since_ = steady_clock::now();
+    file_bytes_ += to - kept;
+    stats_.bytes_written += to - kept;
+    stats_.records_written += piece_seq - written_seq_;
+    pending_ -= piece_seq - written_seq_;
+    written_seq_ = piece_seq;
+    kept = to;
+    next_end = piece_end;
+  }
+  if (kept == buffer_.size()) {
+    buffer_.clear();
+    ends_.clear();
+  } else if (kept > 0) {
+    buffer_.erase(0, kept);
+    ends_.erase(ends_.begin(), ends_.begin() + ptrdiff_t(next_end));
+    for (auto& e : ends_)
+      e.first -= kept;
+  }
+  if (err)
+    return err;
+  failing_ = false;
+  // Nothing came after the dropped records yet: the gap is the newest
+  // thing in the chain.
+  if (dropped_since_ > 0)
+    mark_gap();
   if (opts_.fsync == audit_fsync::every_batch ||
       (opts_.fsync == audit_fsync::interval &&
        steady_clock::now() - unsynced_since_ >= opts_.fsync_interval))

@@ -172,6 +172,15 @@ public:
   /// How many batches group commit may join into one write.
   static constexpr uint32_t max_group = 16;
 
+  /// A buffer is written in pieces of whole records of about this size, each
+  /// kept once written: a disk with room for part of a backlog takes that
+  /// part.
+  static constexpr size_t write_piece_bytes = size_t{1} << 20;
+
+  /// While writes fail, appending tries a write at most this often
+  /// (records wait in memory, or are dropped once it is full, in between).
+  static constexpr std::chrono::milliseconds retry_interval{100};
+
   /// Writes every buffered record; `sync` also makes every written record
   /// durable (fdatasync), except under audit_fsync::never. A record is
   /// acknowledged once a `flush(true)` after it returned without error.
@@ -231,9 +240,20 @@ private:
   // the buffer is full (and a write now fails too).
   caf::error over_budget(uint64_t records);
 
-  // One write(2) of the buffer, synced as the policy says, then rotation
-  // when the file is full.
+  // Writes the buffer (in pieces of whole records, write_piece_bytes each;
+  // those written stay written when a later one fails), synced as the
+  // policy says, then rotation when the file is full.
   caf::error write_batch();
+
+  // write_batch, but while writes fail at most once per retry_interval
+  // (otherwise the last error): a backlog written again for every record
+  // appended would keep the writer busy for as long as the disk is short of
+  // space. The audit actor's flushes and ticks write whenever they come.
+  caf::error try_write();
+
+  // Chains the RECOVERY record that names the records dropped since the
+  // last one.
+  void mark_gap();
 
   caf::error sync();
 
@@ -251,6 +271,8 @@ private:
   uint64_t pending_ = 0;
   digest head_{};
   std::string buffer_;
+  /// Where each record in buffer_ ends, and its (last) sequence number.
+  std::vector<std::pair<size_t, uint64_t>> ends_;
   pb::AuditRecord scratch_;
   pb::AuditRecord batch_scratch_;
   /// A name table of audit entries (tenants, devices or kernels) and the
@@ -321,6 +343,8 @@ private:
   bool failing_ = false;
   caf::error last_error_;
   uint64_t dropped_since_ = 0;
+  /// While writes fail: when appending may try a write again.
+  std::chrono::steady_clock::time_point next_try_;
 };
 
 } // namespace cohort::audit

@@ -686,6 +686,14 @@ caf::expected<chaos_report> run_scenario(caf::actor_system& sys,
         "back unchanged unless noted; " + std::to_string(keeps.size()) +
         " items kept their output on a device, " +
         std::to_string(outputs_read) + " of those outputs read by a later item";
+  // A log that could not take every record does not vouch for the run: the
+  // checker names the write error instead of each item it has no record of.
+  if (auto flushed = (*rt)->flush_audit(); !flushed)
+    run.audit_unwritten = describe(flushed.error());
+  else if (auto st = (*rt)->audit_stats(); st && st->dropped > 0)
+    run.audit_unwritten = std::to_string(st->dropped) +
+                          " records were dropped while the log could not be "
+                          "written";
   (*rt)->stop();
   rt->reset();
   run.losses = std::move(losses);

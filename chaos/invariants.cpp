@@ -22,6 +22,16 @@ struct checker {
     else if (v.violations.size() == max_violations)
       v.violations.push_back("... (more)");
   }
+
+  // A failure that explains others: it goes first, even past the cap.
+  void fail_first(std::string what) {
+    v.violations.insert(v.violations.begin(), std::move(what));
+    if (v.violations.size() > max_violations + 1)
+      v.violations.erase(v.violations.end() - 2);
+  }
+
+  /// Items refused admission because the audit log could not be written.
+  uint64_t audit_refused = 0;
 };
 
 // What the audit log says about one item.
@@ -86,6 +96,13 @@ void check_ends(checker& c, const run_record& run) {
     auto code = to_string(code_of(end.error));
     ++c.v.errors_by_code[code];
     auto mine = run.allowed_by_tenant.find(item.tenant);
+    // Failing closed while the log cannot be written: one failure names the
+    // cause (check_audit), not one per item refused.
+    if (!run.audit_unwritten.empty() &&
+        code_of(end.error) == errc::audit_unavailable) {
+      ++c.audit_refused;
+      continue;
+    }
     if (run.allowed_errors.count(code) == 0 &&
         (mine == run.allowed_by_tenant.end() || mine->second.count(code) == 0))
       c.fail(name + " ended with an error the scenario does not allow: " +
@@ -163,6 +180,10 @@ void check_audit(checker& c, const run_record& run) {
   // admission was in one has no trail, or only its end, and that is not a
   // lost record.
   bool pruned = verdict.mid_chain;
+  // A log that could not be written lacks the records it could not take:
+  // that is one failure, named by its cause, not one per item.
+  bool unwritten = !run.audit_unwritten.empty();
+  uint64_t unrecorded = 0;
   for (auto& item : run.items) {
     auto i = trails.find(key(item.tenant, item.id));
     auto name = "item " + std::to_string(item.id) + " (" + item.tenant + ")";
@@ -172,7 +193,10 @@ void check_audit(checker& c, const run_record& run) {
         ++c.v.audit_pruned;
         continue;
       }
-      c.fail("the audit log has no record of " + name);
+      if (unwritten)
+        ++unrecorded;
+      else
+        c.fail("the audit log has no record of " + name);
       continue;
     }
     auto& t = i->second;
@@ -182,6 +206,10 @@ void check_audit(checker& c, const run_record& run) {
     if (t.admitted + t.rejected != 1) {
       c.fail(name + ": " + std::to_string(t.admitted) + " admitted and " +
              std::to_string(t.rejected) + " rejected records, expected one");
+      continue;
+    }
+    if (t.admitted == 1 && t.completed + t.failed == 0 && unwritten) {
+      ++unrecorded;
       continue;
     }
     if (t.admitted == 1 && t.completed + t.failed != 1)
@@ -195,6 +223,14 @@ void check_audit(checker& c, const run_record& run) {
     if (!ok && t.completed != 0)
       c.fail(name + ": failed, yet audited as completed");
   }
+  if (unwritten)
+    c.fail_first("the audit log could not be written (" + run.audit_unwritten +
+                 "): it does not vouch for this run; " +
+                 std::to_string(unrecorded) + " of " +
+                 std::to_string(run.items.size()) +
+                 " items have no record or no end in it, " +
+                 std::to_string(c.audit_refused) +
+                 " were refused admission while it failed (audit_unavailable)");
   // Recovery: the items the loss caught on the device (placed there before
   // the balancer noticed) move and end elsewhere; the last of them ending
   // closes the recovery, timed from the injection (hangs: from detection).

@@ -48,6 +48,9 @@ struct run_record {
   /// Every end each id received.
   std::map<uint64_t, std::vector<item_end>> ends;
   std::string audit_path;
+  /// Why the audit log could not take every record of the run (a write
+  /// error, records dropped); empty when it did.
+  std::string audit_unwritten;
   /// In-flight caps per tenant and runtime-wide (0: none).
   std::map<std::string, uint32_t> inflight_cap;
   uint32_t global_inflight_cap = 0;

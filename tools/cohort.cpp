@@ -1,6 +1,7 @@
 // cohort: the command-line program. `cohort help` lists the commands.
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -482,6 +483,9 @@ int cmd_chaos(const std::vector<std::string>& files, bool soak, bool verbose,
 } // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (RLIMIT_FSIZE) a write fails with EFBIG instead
+  // of killing the process: the audit log fails closed, as on a full disk.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"cohort: run, serve, inspect and test a Cohort fleet (an actor "
                "runtime for GPUs). Every file is protobuf text format "
                "(cohort.pb.*).",

@@ -2,8 +2,10 @@
 // recover torn writes, sync by policy, rotate and prune segments.
 #include <catch2/catch.hpp>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sys/resource.h>
 #include <thread>
 
 #include "audit/audit_log.hpp"
@@ -688,6 +690,102 @@ TEST_CASE("while writes fail, records wait in bounded memory and the gap is "
   CHECK(admitted + dropped == 501);
   CHECK_THAT(gap, Catch::StartsWith("AUDIT GAP: " + std::to_string(dropped) +
                                     " records were dropped"));
+}
+
+namespace {
+
+// Limits the size of files this process writes (RLIMIT_FSIZE) to `bytes`
+// until destroyed: a write past it writes what fits and fails with EFBIG, as
+// on a disk with that much room. `room(n)` gives it more.
+class file_room {
+public:
+  explicit file_room(rlim_t bytes) {
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved_) == 0);
+    old_ = std::signal(SIGXFSZ, SIG_IGN);
+    room(bytes);
+  }
+  ~file_room() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, old_);
+  }
+  void room(rlim_t bytes) {
+    rlimit rl{bytes, saved_.rlim_max};
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &rl) == 0);
+  }
+
+private:
+  rlimit saved_{};
+  void (*old_)(int) = SIG_DFL;
+};
+
+} // namespace
+
+TEST_CASE("a backlog larger than the disk's room: what fits is written and "
+          "kept, the rest waits, and the gap is recorded where it is",
+          "[actors][audit]") {
+  test::temp_dir dir;
+  auto path = dir.file("a.log");
+  audit_options opts;
+  opts.batch = 4;
+  opts.max_unwritten_bytes = 4 << 20;
+  auto log = audit_log::open(path, opts);
+  REQUIRE(log);
+  auto& l = **log;
+  std::string detail(4000, 'd');
+  auto event = [&](uint64_t i) {
+    return audit_event{audit_kind::admitted, "t", i, "", "axpy", detail, 0};
+  };
+  REQUIRE_FALSE(l.append(event(0)));
+  REQUIRE_FALSE(l.flush(true));
+  auto start = std::filesystem::file_size(path);
+  uint64_t appended = 1;
+  {
+    file_room limit{start + 100};
+    // 5 MiB of records, past the 4 MiB kept: the rest is dropped.
+    for (; appended < 1300; ++appended)
+      l.append(event(appended));
+    auto s = l.stats();
+    CHECK(l.failing());
+    CHECK(s.dropped > 0);
+    // Before: every record appended past the batch size wrote the whole
+    // backlog again (and cut it back): one write error per record.
+    CHECK(s.write_errors < 20);
+    // Room for 1.5 MiB of the 4 MiB waiting.
+    limit.room(start + (3 << 19));
+    auto err = l.flush(true);
+    CHECK(code_of(err) == errc::io_error);
+    CHECK_THAT(describe(err), Catch::Contains("File too large"));
+    CHECK(l.failing());
+    // Before: the write of the whole backlog was taken back; now the pieces
+    // that fitted stay, whole records that verify.
+    auto written = std::filesystem::file_size(path);
+    CHECK(written > start + (900 << 10));
+    CHECK(written <= start + (3 << 19));
+    auto v = audit_log::verify(path);
+    CHECK(v.ok);
+    CHECK(v.last_seq > 200);
+    CHECK(l.stats().records_written == v.last_seq);
+    CHECK(l.pending() == l.records() - v.last_seq);
+  }
+  // Room again: one record more, after the wait between tries, comes after
+  // the record that names the gap.
+  std::this_thread::sleep_for(audit_log::retry_interval +
+                              std::chrono::milliseconds(10));
+  REQUIRE_FALSE(l.append(
+      {audit_kind::completed, "t", 4242, "", "axpy", "after the gap", 0}));
+  REQUIRE_FALSE(l.flush(true));
+  CHECK_FALSE(l.failing());
+  auto dropped = l.stats().dropped;
+  std::vector<pb::AuditRecord> recs;
+  auto v = audit_log::verify(
+      path, [&](const pb::AuditRecord& r) { recs.push_back(r); });
+  CHECK(v.ok);
+  REQUIRE(recs.size() >= 2);
+  CHECK(recs.back().detail() == "after the gap");
+  CHECK(recs[recs.size() - 2].kind() == pb::RECOVERY);
+  CHECK_THAT(recs[recs.size() - 2].detail(),
+             Catch::StartsWith("AUDIT GAP: " + std::to_string(dropped)));
+  CHECK(recs.size() - 2 + dropped == appended);
 }
 
 namespace {

@@ -169,6 +169,20 @@ TEST_CASE("the checker passes a good run and catches every broken invariant",
   unaudited.ends[3].push_back(good.ends[1].front());
   unaudited.ends[3].front().result.id = 3;
   CHECK(mentions(check_invariants(unaudited), "no record of item 3"));
+  // A log that could not be written: one failure naming the write error,
+  // not one per item it lacks.
+  unaudited.audit_unwritten = "io_error: a.log: audit write failed: No space "
+                              "left on device";
+  for (uint64_t id = 4; id < 60; ++id) {
+    unaudited.items.push_back(test::gemv_item(id, "t"));
+    unaudited.ends[id].push_back(good.ends[1].front());
+    unaudited.ends[id].front().result.id = id;
+  }
+  auto unwritten = check_invariants(unaudited);
+  CHECK(mentions(unwritten, "could not be written (io_error: a.log: audit "
+                            "write failed: No space left on device)"));
+  CHECK(mentions(unwritten, "57 of 59 items have no record or no end"));
+  CHECK_FALSE(mentions(unwritten, "no record of item"));
 
   auto quota = good;
   quota.memory_violations.push_back("'t' past its quota on sim0");
