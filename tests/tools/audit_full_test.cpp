@@ -46,6 +46,17 @@ pid_t start_limited(const std::string& args, const std::string& out,
   return pid;
 }
 
+// Kills and reaps the child `pid` when a test ends early (a failed REQUIRE).
+struct reaped {
+  pid_t pid;
+  ~reaped() {
+    if (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
 // Resident memory of `pid` in KiB (0 when unknown).
 long rss_kib(pid_t pid) {
   auto status = test::slurp("/proc/" + std::to_string(pid) + "/status");
@@ -82,6 +93,7 @@ runtime {
       start_limited("serve --pipeline " + spec +
                         " --repeat 0 --listen 127.0.0.1:0 --audit " + log,
                     out, room);
+  reaped guard{pid};
   int port = 0;
   std::smatch m;
   for (int i = 0; i < 500 && port == 0; ++i) {
@@ -151,6 +163,7 @@ runtime {
   auto text = test::slurp(out);
   INFO(text);
   CHECK(done == pid);
+  guard.pid = 0;
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);
   CHECK(has(text, "INCOMPLETE"));
